@@ -1,0 +1,57 @@
+package taskorch
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DBTX is what the client runs statements on: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// ClientConfig configures a Client. The zero value is valid.
+type ClientConfig struct {
+	// MaxPayloadBytes bounds the JSON size of one task's payload; Enqueue refuses a larger one
+	// with ErrInvalidInput before sending it. Defaults to 1 MiB. Negative means no bound.
+	MaxPayloadBytes int
+}
+
+const defaultMaxPayloadBytes = 1 << 20
+
+func (c *ClientConfig) withDefaults() ClientConfig {
+	out := ClientConfig{}
+	if c != nil {
+		out = *c
+	}
+	if out.MaxPayloadBytes == 0 {
+		out.MaxPayloadBytes = defaultMaxPayloadBytes
+	}
+	return out
+}
+
+// Client enqueues and manages tasks. It is safe for concurrent use. Every write has a ...Tx
+// twin that runs in the caller's transaction, so a task commits or rolls back together with the
+// application's own rows.
+type Client struct {
+	pool *pgxpool.Pool
+	cfg  ClientConfig
+}
+
+// NewClient returns a client over pool. cfg may be nil for the defaults. The database must be
+// migrated (see Migrate).
+func NewClient(pool *pgxpool.Pool, cfg *ClientConfig) (*Client, error) {
+	if pool == nil {
+		return nil, errors.New("taskorch: NewClient needs a *pgxpool.Pool")
+	}
+	return &Client{pool: pool, cfg: cfg.withDefaults()}, nil
+}
+
+// Pool returns the pool the client was made with.
+func (c *Client) Pool() *pgxpool.Pool { return c.pool }

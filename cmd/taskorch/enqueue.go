@@ -1,0 +1,104 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/taskorch/taskorch"
+)
+
+func newEnqueueCmd(g *globals) *cobra.Command {
+	var (
+		priority    int
+		at          string
+		key         string
+		maxAttempts int
+	)
+	cmd := &cobra.Command{
+		Use:   "enqueue TYPE PAYLOAD",
+		Short: "Enqueue one task (PAYLOAD is a JSON object)",
+		Example: `  taskorch enqueue db_function '{"db_function":"comms.send_email_supervisor","send_email_task_id":1}'
+  taskorch enqueue report '{"account_id":7}' --priority 5 --at 2030-01-02T15:04:05Z --key report-7`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			payload, err := parsePayload(args[1])
+			if err != nil {
+				return err
+			}
+			if err := taskorch.ValidateTaskType(args[0]); err != nil {
+				return err
+			}
+			opts := &taskorch.EnqueueOpts{Priority: priority, IdempotencyKey: key, MaxAttempts: maxAttempts}
+			if at != "" {
+				t, err := time.Parse(time.RFC3339Nano, at)
+				if err != nil {
+					return usageErrorf("--at %q is not an RFC 3339 timestamp such as 2030-01-02T15:04:05Z", at)
+				}
+				opts.ScheduledAt = t
+			}
+			if cmd.Flags().Changed("max-attempts") && maxAttempts < 1 {
+				return usageErrorf("--max-attempts must be at least 1, got %d", maxAttempts)
+			}
+			c, closeFn, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			res, err := c.Enqueue(cmd.Context(), taskorch.RawArgs{Type: args[0], Payload: payload}, opts)
+			if err != nil {
+				return err
+			}
+			if g.jsonOut {
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"task_id": res.TaskID, "duplicate": res.Duplicate})
+			}
+			if res.Duplicate {
+				fmt.Fprintf(cmd.OutOrStdout(), "%d (existing task with key %q)\n", res.TaskID, key)
+				return nil
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), res.TaskID)
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&priority, "priority", 0, "higher runs first")
+	cmd.Flags().StringVar(&at, "at", "", "run no earlier than this RFC 3339 time (default now)")
+	cmd.Flags().StringVar(&key, "key", "", "idempotency key: one task per (TYPE, key)")
+	cmd.Flags().IntVar(&maxAttempts, "max-attempts", 0, "attempts before the task is dead (default 25)")
+	addJSONFlag(cmd, g)
+	return cmd
+}
+
+// parsePayload checks that s is one JSON object and returns it compacted.
+func parsePayload(s string) (json.RawMessage, error) {
+	var v any
+	dec := json.NewDecoder(bytesReader(s))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, usageErrorf("PAYLOAD is not valid JSON: %v", err)
+	}
+	if dec.More() {
+		return nil, usageErrorf("PAYLOAD holds more than one JSON value")
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return nil, usageErrorf("PAYLOAD must be a JSON object such as '{\"id\": 1}', got %s", jsonKind(v))
+	}
+	return json.RawMessage(s), nil
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case json.Number:
+		return "a number"
+	}
+	return fmt.Sprintf("%T", v)
+}

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/taskorch/taskorch"
+)
+
+func newTasksCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "tasks", Short: "List, show, retry and cancel tasks"}
+
+	var (
+		statuses []string
+		types    []string
+		limit    int
+		before   int64
+	)
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List tasks, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p := &taskorch.ListParams{Types: types, Limit: limit, Before: before}
+			for _, s := range statuses {
+				p.Statuses = append(p.Statuses, taskorch.Status(s))
+			}
+			c, closeFn, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			res, err := c.List(cmd.Context(), p)
+			if err != nil {
+				return err
+			}
+			if g.jsonOut {
+				if res.Tasks == nil {
+					res.Tasks = []*taskorch.Task{}
+				}
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"tasks": res.Tasks, "next": res.Next})
+			}
+			return printTaskTable(cmd.OutOrStdout(), res)
+		},
+	}
+	list.Flags().StringSliceVar(&statuses, "status", nil, "only these statuses (pending,running,completed,failed,dead,cancelled)")
+	list.Flags().StringSliceVar(&types, "type", nil, "only these task types")
+	list.Flags().IntVar(&limit, "limit", 50, "at most this many tasks")
+	list.Flags().Int64Var(&before, "before", 0, "continue a listing: tasks with an id below this")
+	addJSONFlag(list, g)
+
+	show := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show a task with its lease, event and error timeline",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			c, closeFn, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			t, err := c.Get(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			h, err := c.History(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			if g.jsonOut {
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"task": t, "history": h})
+			}
+			return printTask(cmd.OutOrStdout(), t, h)
+		},
+	}
+	addJSONFlag(show, g)
+
+	control := func(use, short string, do func(c *taskorch.Client, cmd *cobra.Command, id int64) (*taskorch.Task, error)) *cobra.Command {
+		sub := &cobra.Command{
+			Use:   use + " ID",
+			Short: short,
+			Args:  cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				id, err := parseID(args[0])
+				if err != nil {
+					return err
+				}
+				c, closeFn, err := g.client(cmd.Context())
+				if err != nil {
+					return err
+				}
+				defer closeFn()
+				t, err := do(c, cmd, id)
+				if err != nil {
+					return err
+				}
+				if g.jsonOut {
+					return writeJSON(cmd.OutOrStdout(), t)
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "task %d is %s\n", t.ID, t.Status)
+				return err
+			},
+		}
+		addJSONFlag(sub, g)
+		return sub
+	}
+	retry := control("retry", "Put a dead, failed or cancelled task back to pending, due now",
+		func(c *taskorch.Client, cmd *cobra.Command, id int64) (*taskorch.Task, error) { return c.Retry(cmd.Context(), id) })
+	cancel := control("cancel", "Cancel a pending, running, failed or dead task",
+		func(c *taskorch.Client, cmd *cobra.Command, id int64) (*taskorch.Task, error) { return c.Cancel(cmd.Context(), id) })
+
+	cmd.AddCommand(list, show, retry, cancel)
+	return cmd
+}
+
+func parseID(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, usageErrorf("task id must be a positive integer, got %q", s)
+	}
+	return id, nil
+}
+
+func printTaskTable(w io.Writer, l *taskorch.TaskList) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTYPE\tSTATUS\tATTEMPT\tPRIORITY\tRUN AT\tLAST ERROR")
+	for _, t := range l.Tasks {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", t.ID, t.Type, t.Status, t.Attempt, t.MaxAttempts,
+			t.Priority, t.RunAt.UTC().Format(time.RFC3339), short(deref(t.LastError), 60))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if l.Next != 0 {
+		_, err := fmt.Fprintf(w, "more: --before %d\n", l.Next)
+		return err
+	}
+	return nil
+}
+
+func printTask(w io.Writer, t *taskorch.Task, h *taskorch.History) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row("task", strconv.FormatInt(t.ID, 10))
+	row("type", t.Type)
+	row("status", string(t.Status))
+	row("attempt", fmt.Sprintf("%d of %d", t.Attempt, t.MaxAttempts))
+	row("priority", strconv.Itoa(t.Priority))
+	row("idempotency key", deref(t.IdempotencyKey))
+	row("scheduled at", ts(&t.ScheduledAt))
+	row("enqueued at", ts(&t.EnqueuedAt))
+	row("run at", ts(&t.RunAt))
+	if t.LeaseID != nil {
+		row("lease", fmt.Sprintf("%d (worker %s, expires %s)", *t.LeaseID, deref(t.WorkerID), ts(t.LeaseExpiresAt)))
+	}
+	row("last error", deref(t.LastError))
+	row("payload", string(t.Payload))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nleases:")
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  LEASE\tATTEMPT\tWORKER\tLEASED AT\tEXPIRES AT")
+	for _, l := range h.Leases {
+		fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%s\n", l.ID, l.Attempt, deref(l.WorkerID), ts(&l.LeasedAt), ts(&l.ExpiresAt))
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w, "\nevents:")
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  AT\tEVENT\tFROM\tTO\tLEASE\tWORKER\tDETAIL")
+	for _, e := range h.Events {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", ts(&e.OccurredAt), e.Event, derefS(e.FromStatus), derefS(e.ToStatus),
+			derefI(e.LeaseID), deref(e.WorkerID), short(deref(e.Detail), 60))
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w, "\nerrors:")
+	for _, e := range h.Errors {
+		fmt.Fprintf(w, "  %s  %s\n", ts(&e.OccurredAt), short(e.Message, 200))
+	}
+	if len(h.Errors) == 0 {
+		fmt.Fprintln(w, "  (none)")
+	}
+	return nil
+}
+
+func ts(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+func deref(s *string) string {
+	if s == nil || *s == "" {
+		return "-"
+	}
+	return *s
+}
+
+func derefS(s *taskorch.Status) string {
+	if s == nil {
+		return "-"
+	}
+	return string(*s)
+}
+
+func derefI(i *int64) string {
+	if i == nil {
+		return "-"
+	}
+	return strconv.FormatInt(*i, 10)
+}
+
+func short(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}
+
+func bytesReader(s string) io.Reader { return strings.NewReader(s) }

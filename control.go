@@ -1,0 +1,48 @@
+package taskorch
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Cancel cancels a pending, running, failed or dead task and returns it. A running task's
+// worker loses its lease: its completion will be refused. Cancelling a cancelled task is a
+// no-op; a completed task gives ErrWrongState; an unknown id gives ErrNotFound.
+func (c *Client) Cancel(ctx context.Context, id int64) (*Task, error) {
+	return c.control(ctx, c.pool, "cancel", id)
+}
+
+// CancelTx is Cancel in the caller's transaction.
+func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, id int64) (*Task, error) {
+	return c.control(ctx, tx, "cancel", id)
+}
+
+// Retry puts a dead, failed or cancelled task back to pending, due now, with its attempts reset
+// (its history is kept); a pending task is made due now. A running or completed task gives
+// ErrWrongState; an unknown id gives ErrNotFound.
+func (c *Client) Retry(ctx context.Context, id int64) (*Task, error) {
+	return c.control(ctx, c.pool, "retry", id)
+}
+
+// RetryTx is Retry in the caller's transaction.
+func (c *Client) RetryTx(ctx context.Context, tx pgx.Tx, id int64) (*Task, error) {
+	return c.control(ctx, tx, "retry", id)
+}
+
+func (c *Client) control(ctx context.Context, db DBTX, op string, id int64) (*Task, error) {
+	sql := `select queues.cancel_task($1)`
+	if op == "retry" {
+		sql = `select queues.retry_task($1)`
+	}
+	if _, err := db.Exec(ctx, sql, id); err != nil {
+		return nil, fmt.Errorf("%s task %d: %w", op, id, mapError(err))
+	}
+	// A new statement: it sees the change the function made.
+	t, err := scanTask(db.QueryRow(ctx, `select `+taskColumns+` from queues.task where task_id = $1`, id))
+	if err != nil {
+		return nil, fmt.Errorf("%s task %d: %w", op, id, mapError(err))
+	}
+	return t, nil
+}

@@ -1,0 +1,251 @@
+package taskorch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// TaskArgs is a task's payload as a Go value: it is marshalled to JSON (it must marshal to a
+// JSON object) and enqueued under the type TaskType returns.
+//
+//	type SendReport struct{ AccountID int64 `json:"account_id"` }
+//	func (SendReport) TaskType() string { return "send_report" }
+type TaskArgs interface {
+	TaskType() string
+}
+
+// TaskArgsWithOpts is implemented by args that carry their own default EnqueueOpts. Options
+// passed to Enqueue override them field by field.
+type TaskArgsWithOpts interface {
+	TaskArgs
+	EnqueueOpts() EnqueueOpts
+}
+
+// RawArgs enqueues a task from a type name and a ready-made JSON object, for callers that do
+// not model payloads as Go types (the SQL-first world, the CLI).
+type RawArgs struct {
+	Type    string
+	Payload json.RawMessage // a JSON object; empty means {}
+}
+
+// TaskType returns r.Type.
+func (r RawArgs) TaskType() string { return r.Type }
+
+// MarshalJSON returns the payload as given ({} when empty).
+func (r RawArgs) MarshalJSON() ([]byte, error) {
+	if len(r.Payload) == 0 {
+		return []byte("{}"), nil
+	}
+	return r.Payload, nil
+}
+
+// EnqueueOpts are per-task options. The zero value means the defaults.
+type EnqueueOpts struct {
+	// Priority: higher runs first. Defaults to 0.
+	Priority int
+	// ScheduledAt: the task is not run before this time. Defaults to now (the database's clock).
+	ScheduledAt time.Time
+	// IdempotencyKey: at most one task exists per (type, key); enqueuing again returns the
+	// existing task's id with Duplicate set. Defaults to none.
+	IdempotencyKey string
+	// MaxAttempts: attempts before the task is dead (the first run included). Defaults to 25.
+	MaxAttempts int
+}
+
+// EnqueueResult is the outcome of enqueuing one task.
+type EnqueueResult struct {
+	// TaskID is the new task's id, or the existing task's id when Duplicate.
+	TaskID int64
+	// Duplicate is true when a task with the same type and idempotency key already existed and
+	// nothing was inserted.
+	Duplicate bool
+}
+
+// EnqueueParams is one task of an EnqueueMany call.
+type EnqueueParams struct {
+	Args TaskArgs
+	Opts *EnqueueOpts
+}
+
+var taskTypePattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.:-]{0,127}$`)
+
+// ValidateTaskType returns an ErrInvalidInput error unless t is a valid task type: 1 to 128
+// letters, digits, "_", ".", ":" or "-", starting with a letter.
+func ValidateTaskType(t string) error {
+	if t == "" {
+		return inputErrorf("task type must not be empty")
+	}
+	if !taskTypePattern.MatchString(t) {
+		return inputErrorf("task type %q is malformed: use 1 to 128 letters, digits, \"_\", \".\", \":\" or \"-\", starting with a letter", t)
+	}
+	return nil
+}
+
+// enqueueRow is one task ready to send.
+type enqueueRow struct {
+	taskType    string
+	payload     string
+	scheduledAt *time.Time
+	priority    int32
+	key         *string
+	maxAttempts *int32
+}
+
+func (c *Client) prepare(args TaskArgs, opts *EnqueueOpts) (enqueueRow, error) {
+	if args == nil {
+		return enqueueRow{}, inputErrorf("args must not be nil")
+	}
+	taskType := args.TaskType()
+	if err := ValidateTaskType(taskType); err != nil {
+		return enqueueRow{}, err
+	}
+	payload, err := json.Marshal(args)
+	if err != nil {
+		return enqueueRow{}, inputErrorf("payload of %s does not marshal to JSON: %v", taskType, err)
+	}
+	if len(payload) == 0 || payload[0] != '{' {
+		return enqueueRow{}, inputErrorf("payload of %s must be a JSON object, got %.40s", taskType, payload)
+	}
+	if c.cfg.MaxPayloadBytes > 0 && len(payload) > c.cfg.MaxPayloadBytes {
+		return enqueueRow{}, inputErrorf("payload of %s is %d bytes, over the limit of %d", taskType, len(payload), c.cfg.MaxPayloadBytes)
+	}
+
+	o := EnqueueOpts{}
+	if d, ok := args.(TaskArgsWithOpts); ok {
+		o = d.EnqueueOpts()
+	}
+	if opts != nil {
+		if opts.Priority != 0 {
+			o.Priority = opts.Priority
+		}
+		if !opts.ScheduledAt.IsZero() {
+			o.ScheduledAt = opts.ScheduledAt
+		}
+		if opts.IdempotencyKey != "" {
+			o.IdempotencyKey = opts.IdempotencyKey
+		}
+		if opts.MaxAttempts != 0 {
+			o.MaxAttempts = opts.MaxAttempts
+		}
+	}
+	if o.MaxAttempts < 0 {
+		return enqueueRow{}, inputErrorf("max attempts must be at least 1, got %d", o.MaxAttempts)
+	}
+	if len(o.IdempotencyKey) > 512 {
+		return enqueueRow{}, inputErrorf("idempotency key must be at most 512 characters, got %d", len(o.IdempotencyKey))
+	}
+	if o.Priority > 1<<31-1 || o.Priority < -(1<<31) {
+		return enqueueRow{}, inputErrorf("priority %d is out of range", o.Priority)
+	}
+
+	row := enqueueRow{taskType: taskType, payload: string(payload), priority: int32(o.Priority)}
+	if !o.ScheduledAt.IsZero() {
+		at := o.ScheduledAt
+		row.scheduledAt = &at
+	}
+	if o.IdempotencyKey != "" {
+		k := o.IdempotencyKey
+		row.key = &k
+	}
+	if o.MaxAttempts > 0 {
+		m := int32(o.MaxAttempts)
+		row.maxAttempts = &m
+	}
+	return row, nil
+}
+
+const enqueueSQL = `select task_id, duplicate from queues.enqueue_with_result($1, $2::jsonb, coalesce($3, now()), $4, $5, $6)`
+
+// Enqueue adds one task. opts may be nil.
+func (c *Client) Enqueue(ctx context.Context, args TaskArgs, opts *EnqueueOpts) (*EnqueueResult, error) {
+	return c.enqueue(ctx, c.pool, args, opts)
+}
+
+// EnqueueTx adds one task in the caller's transaction: it exists only if tx commits.
+func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, args TaskArgs, opts *EnqueueOpts) (*EnqueueResult, error) {
+	return c.enqueue(ctx, tx, args, opts)
+}
+
+func (c *Client) enqueue(ctx context.Context, db DBTX, args TaskArgs, opts *EnqueueOpts) (*EnqueueResult, error) {
+	row, err := c.prepare(args, opts)
+	if err != nil {
+		return nil, err
+	}
+	var res EnqueueResult
+	err = db.QueryRow(ctx, enqueueSQL, row.taskType, row.payload, row.scheduledAt, row.priority, row.key, row.maxAttempts).
+		Scan(&res.TaskID, &res.Duplicate)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue %s: %w", row.taskType, mapError(err))
+	}
+	return &res, nil
+}
+
+const enqueueManySQL = `select queues.enqueue_many($1::text[], $2::jsonb[], $3::timestamptz[], $4::integer[], $5::text[], $6::integer[])`
+
+// EnqueueMany adds many tasks in one statement (a set-based insert; one NOTIFY for all) and
+// returns their ids in the order given; where an idempotency key matched an existing task, its
+// id. Either every task is enqueued or none is.
+func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) ([]int64, error) {
+	return c.enqueueMany(ctx, c.pool, params)
+}
+
+// EnqueueManyTx is EnqueueMany in the caller's transaction.
+func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, params []EnqueueParams) ([]int64, error) {
+	return c.enqueueMany(ctx, tx, params)
+}
+
+func (c *Client) enqueueMany(ctx context.Context, db DBTX, params []EnqueueParams) ([]int64, error) {
+	if len(params) == 0 {
+		return nil, nil
+	}
+	n := len(params)
+	types := make([]string, n)
+	payloads := make([]string, n)
+	var scheduled []*time.Time
+	var priorities []int32
+	var keys []*string
+	var maxAttempts []*int32
+	for i, p := range params {
+		row, err := c.prepare(p.Args, p.Opts)
+		if err != nil {
+			return nil, fmt.Errorf("task %d of %d: %w", i+1, n, err)
+		}
+		types[i], payloads[i] = row.taskType, row.payload
+		// Optional columns are sent only when some task sets them.
+		if row.scheduledAt != nil && scheduled == nil {
+			scheduled = make([]*time.Time, n)
+		}
+		if scheduled != nil {
+			scheduled[i] = row.scheduledAt
+		}
+		if row.priority != 0 && priorities == nil {
+			priorities = make([]int32, n)
+		}
+		if priorities != nil {
+			priorities[i] = row.priority
+		}
+		if row.key != nil && keys == nil {
+			keys = make([]*string, n)
+		}
+		if keys != nil {
+			keys[i] = row.key
+		}
+		if row.maxAttempts != nil && maxAttempts == nil {
+			maxAttempts = make([]*int32, n)
+		}
+		if maxAttempts != nil {
+			maxAttempts[i] = row.maxAttempts
+		}
+	}
+	var ids []int64
+	err := db.QueryRow(ctx, enqueueManySQL, types, payloads, scheduled, priorities, keys, maxAttempts).Scan(&ids)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue %d tasks: %w", n, mapError(err))
+	}
+	return ids, nil
+}

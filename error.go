@@ -1,0 +1,71 @@
+package taskorch
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Errors callers can test for with errors.Is.
+var (
+	// ErrNotFound: no task has the given id.
+	ErrNotFound = errors.New("taskorch: task not found")
+
+	// ErrInvalidInput: a task type, payload, option or argument was rejected. The error's
+	// message says which and why; errors.As with *InputError gives the details.
+	ErrInvalidInput = errors.New("taskorch: invalid input")
+
+	// ErrWrongState: the task's status does not allow the operation (retrying a running task,
+	// cancelling a completed one).
+	ErrWrongState = errors.New("taskorch: operation not allowed in the task's status")
+)
+
+// InputError says what was wrong with the input. It matches ErrInvalidInput.
+type InputError struct {
+	Msg string
+}
+
+func (e *InputError) Error() string { return "taskorch: " + e.Msg }
+
+// Is reports whether target is ErrInvalidInput.
+func (e *InputError) Is(target error) bool { return target == ErrInvalidInput }
+
+func inputErrorf(format string, args ...any) error {
+	return &InputError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// stateError carries the server's message and matches ErrWrongState.
+type stateError struct{ msg string }
+
+func (e *stateError) Error() string        { return "taskorch: " + e.msg }
+func (e *stateError) Is(target error) bool { return target == ErrWrongState }
+
+// notFoundError carries the server's message and matches ErrNotFound.
+type notFoundError struct{ msg string }
+
+func (e *notFoundError) Error() string        { return "taskorch: " + e.msg }
+func (e *notFoundError) Is(target error) bool { return target == ErrNotFound }
+
+// mapError turns the SQLSTATEs the SQL API raises on purpose into the package's errors.
+func mapError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "22023", "22P02": // invalid_parameter_value, invalid_text_representation
+			return &InputError{Msg: pgErr.Message}
+		case "P0002": // no_data_found
+			return &notFoundError{msg: pgErr.Message}
+		case "55000": // object_not_in_prerequisite_state
+			return &stateError{msg: pgErr.Message}
+		}
+	}
+	return err
+}

@@ -1,0 +1,4 @@
+package taskorch
+
+// MapPgError exposes mapError to the tests.
+var MapPgError = mapError

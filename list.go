@@ -1,0 +1,165 @@
+package taskorch
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Get returns the task with the given id, or ErrNotFound.
+func (c *Client) Get(ctx context.Context, id int64) (*Task, error) {
+	t, err := scanTask(c.pool.QueryRow(ctx, `select `+taskColumns+` from queues.task where task_id = $1`, id))
+	if err != nil {
+		return nil, fmt.Errorf("get task %d: %w", id, mapError(err))
+	}
+	return t, nil
+}
+
+// ListParams filters and pages a task listing. The zero value lists the newest tasks.
+type ListParams struct {
+	// Types keeps tasks of these types; empty means all.
+	Types []string
+	// Statuses keeps tasks in these states; empty means all.
+	Statuses []Status
+	// Limit caps the page size. Defaults to 100; at most 10,000.
+	Limit int
+	// Before continues a listing: only tasks with a smaller id than this (TaskList.Next of the
+	// previous page). Zero starts from the newest.
+	Before int64
+}
+
+// TaskList is one page of a listing, newest first.
+type TaskList struct {
+	Tasks []*Task
+	// Next is the Before of the next page, or 0 when this is the last page.
+	Next int64
+}
+
+const listSQL = `select ` + taskColumns + `
+from queues.task
+where ($1::text[] is null or task_type = any ($1))
+  and ($2::text[] is null or status = any ($2::text[]::queues.task_status[]))
+  and ($3::bigint = 0 or task_id < $3)
+order by task_id desc
+limit $4`
+
+// List returns a page of tasks, newest first, paged by id (keyset paging: every page costs the
+// same however deep it is).
+func (c *Client) List(ctx context.Context, p *ListParams) (*TaskList, error) {
+	if p == nil {
+		p = &ListParams{}
+	}
+	limit := p.Limit
+	switch {
+	case limit == 0:
+		limit = 100
+	case limit < 0 || limit > 10000:
+		return nil, inputErrorf("list limit must be between 1 and 10000, got %d", limit)
+	}
+	var types, statuses []string
+	for _, t := range p.Types {
+		if err := ValidateTaskType(t); err != nil {
+			return nil, err
+		}
+		types = append(types, t)
+	}
+	for _, s := range p.Statuses {
+		if !s.Valid() {
+			return nil, inputErrorf("unknown status %q (want one of %v)", s, Statuses)
+		}
+		statuses = append(statuses, string(s))
+	}
+	rows, err := c.pool.Query(ctx, listSQL, types, statuses, p.Before, limit+1)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", mapError(err))
+	}
+	tasks, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Task, error) { return scanTask(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", mapError(err))
+	}
+	out := &TaskList{Tasks: tasks}
+	if len(tasks) > limit {
+		out.Tasks = tasks[:limit]
+		out.Next = tasks[limit-1].ID
+	}
+	return out, nil
+}
+
+// Lease is a row of queues.task_lease: one claim of a task. Its ID is the fencing token.
+type Lease struct {
+	ID        int64     `json:"task_lease_id"`
+	TaskID    int64     `json:"task_id"`
+	WorkerID  *string   `json:"worker_id,omitempty"`
+	Attempt   int       `json:"attempt"`
+	LeasedAt  time.Time `json:"leased_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// Event is a row of queues.task_event: one state change of a task.
+type Event struct {
+	ID         int64     `json:"task_event_id"`
+	TaskID     int64     `json:"task_id"`
+	OccurredAt time.Time `json:"occurred_at"`
+	Event      string    `json:"event"`
+	FromStatus *Status   `json:"from_status,omitempty"`
+	ToStatus   *Status   `json:"to_status,omitempty"`
+	LeaseID    *int64    `json:"lease_id,omitempty"`
+	WorkerID   *string   `json:"worker_id,omitempty"`
+	Attempt    *int      `json:"attempt,omitempty"`
+	Detail     *string   `json:"detail,omitempty"`
+}
+
+// ErrorRecord is a row of queues.error: a failure or a refusal, with its context.
+type ErrorRecord struct {
+	ID         int64          `json:"error_id"`
+	TaskID     *int64         `json:"task_id,omitempty"`
+	OccurredAt time.Time      `json:"occurred_at"`
+	Message    string         `json:"error_message"`
+	Context    map[string]any `json:"context"`
+}
+
+// History is everything recorded about one task, oldest first.
+type History struct {
+	Leases []Lease       `json:"leases"`
+	Events []Event       `json:"events"`
+	Errors []ErrorRecord `json:"errors"`
+}
+
+// History returns a task's leases, events and errors. An unknown id gives ErrNotFound.
+func (c *Client) History(ctx context.Context, id int64) (*History, error) {
+	var exists bool
+	if err := c.pool.QueryRow(ctx, `select exists (select from queues.task where task_id = $1)`, id).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("history of task %d: %w", id, err)
+	}
+	if !exists {
+		return nil, fmt.Errorf("history of task %d: %w", id, ErrNotFound)
+	}
+	h := &History{}
+	rows, err := c.pool.Query(ctx, `select task_lease_id, task_id, worker_id, attempt, leased_at, expires_at
+		from queues.task_lease where task_id = $1 order by task_lease_id`, id)
+	if err == nil {
+		h.Leases, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Lease])
+	}
+	if err != nil {
+		return nil, fmt.Errorf("history of task %d: leases: %w", id, err)
+	}
+	rows, err = c.pool.Query(ctx, `select task_event_id, task_id, occurred_at, event, from_status::text, to_status::text,
+		lease_id, worker_id, attempt, detail from queues.task_event where task_id = $1 order by task_event_id`, id)
+	if err == nil {
+		h.Events, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Event])
+	}
+	if err != nil {
+		return nil, fmt.Errorf("history of task %d: events: %w", id, err)
+	}
+	rows, err = c.pool.Query(ctx, `select error_id, task_id, occurred_at, error_message, context
+		from queues.error where task_id = $1 order by error_id`, id)
+	if err == nil {
+		h.Errors, err = pgx.CollectRows(rows, pgx.RowToStructByPos[ErrorRecord])
+	}
+	if err != nil {
+		return nil, fmt.Errorf("history of task %d: errors: %w", id, err)
+	}
+	return h, nil
+}

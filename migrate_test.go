@@ -1,0 +1,137 @@
+package taskorch_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/internal/dbtest"
+)
+
+// emptyDB creates a database with nothing in it (not cloned from the migrated template).
+func emptyDB(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, dbtest.AdminURL(t))
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	name := fmt.Sprintf("taskorch_empty_%d", rand.Uint64())
+	_, err = admin.Exec(ctx, "create database "+pgx.Identifier{name}.Sanitize())
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), dbtest.AdminURL(t))
+		if err == nil {
+			_, _ = c.Exec(context.Background(), "drop database if exists "+pgx.Identifier{name}.Sanitize()+" with (force)")
+			_ = c.Close(context.Background())
+		}
+	})
+	return dbtest.ServerURL(t, name)
+}
+
+// Four processes starting together apply each migration once; a second run applies nothing.
+func TestMigrateConcurrentAndIdempotent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := emptyDB(t)
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	defer pool.Close()
+
+	st, err := taskorch.MigrateStatus(ctx, pool, nil)
+	require.NoError(t, err)
+	for _, s := range st {
+		require.Equal(t, "pending", s.State)
+	}
+
+	applied := make([][]string, 4)
+	var g errgroup.Group
+	for i := range applied {
+		g.Go(func() error {
+			p, err := pgxpool.New(ctx, url)
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			applied[i], err = taskorch.Migrate(ctx, p, nil)
+			return err
+		})
+	}
+	require.NoError(t, g.Wait())
+	var total []string
+	for _, a := range applied {
+		total = append(total, a...)
+	}
+	require.ElementsMatch(t, []string{"core/0001_queues_schema", "core/0002_queues_api"}, total,
+		"every migration applied exactly once across the four callers")
+
+	again, err := taskorch.Migrate(ctx, pool, nil)
+	require.NoError(t, err)
+	require.Empty(t, again)
+	st, err = taskorch.MigrateStatus(ctx, pool, nil)
+	require.NoError(t, err)
+	require.Len(t, st, 2)
+	for _, s := range st {
+		require.Equal(t, "applied", s.State)
+		require.NotEmpty(t, s.AppliedAt)
+	}
+
+	// A migration edited after it was applied is reported and stops migrate up.
+	_, err = pool.Exec(ctx, `update queues.schema_migration set checksum = 'x' where version = 2`)
+	require.NoError(t, err)
+	st, err = taskorch.MigrateStatus(ctx, pool, nil)
+	require.NoError(t, err)
+	require.Equal(t, "modified", st[1].State)
+	_, err = taskorch.Migrate(ctx, pool, nil)
+	require.ErrorContains(t, err, "changed after it was applied")
+
+	_, err = taskorch.Migrate(ctx, pool, &taskorch.MigrateOpts{Processes: []string{"nosuchprocess"}})
+	require.ErrorIs(t, err, taskorch.ErrInvalidInput)
+}
+
+// The script `taskorch migrate sql` prints, applied with psql, gives the same database as
+// Migrate, and is harmless to apply twice.
+func TestMigrationSQLAppliesWithPsql(t *testing.T) {
+	t.Parallel()
+	psql, err := exec.LookPath("psql")
+	if err != nil {
+		t.Skip("psql is not installed; .ci/run installs it") // reported by -v; CI always has psql
+	}
+	ctx := context.Background()
+	var script bytes.Buffer
+	require.NoError(t, taskorch.MigrationSQL(&script, nil))
+	url := emptyDB(t)
+	for range 2 {
+		cmd := exec.Command(psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url)
+		cmd.Stdin = bytes.NewReader(script.Bytes())
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, string(out))
+	}
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	defer pool.Close()
+	st, err := taskorch.MigrateStatus(ctx, pool, nil)
+	require.NoError(t, err)
+	for _, s := range st {
+		require.Equal(t, "applied", s.State, "%s/%d", s.Set, s.Version)
+	}
+	applied, err := taskorch.Migrate(ctx, pool, nil)
+	require.NoError(t, err)
+	require.Empty(t, applied)
+
+	// And the schema works.
+	c, err := taskorch.NewClient(pool, nil)
+	require.NoError(t, err)
+	_, err = c.Enqueue(ctx, raw("psql_applied", `{}`), nil)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(script.String(), "-- taskorch migrations"))
+}

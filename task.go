@@ -1,0 +1,91 @@
+package taskorch
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status is a task's state. See DESIGN §2 and docs/design.md.
+type Status string
+
+// The states of a task.
+const (
+	// StatusPending: waiting; due when RunAt has passed.
+	StatusPending Status = "pending"
+	// StatusRunning: leased by a worker until LeaseExpiresAt.
+	StatusRunning Status = "running"
+	// StatusCompleted: done.
+	StatusCompleted Status = "completed"
+	// StatusFailed: failed for good, without retry (validation failure, unknown type, discarded).
+	StatusFailed Status = "failed"
+	// StatusDead: attempts exhausted. Retry brings it back by hand.
+	StatusDead Status = "dead"
+	// StatusCancelled: cancelled.
+	StatusCancelled Status = "cancelled"
+)
+
+// Statuses lists every status, in lifecycle order.
+var Statuses = []Status{StatusPending, StatusRunning, StatusCompleted, StatusFailed, StatusDead, StatusCancelled}
+
+// Valid reports whether s is one of the statuses.
+func (s Status) Valid() bool {
+	for _, v := range Statuses {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Finished reports whether s is terminal (nothing will run the task again without a retry).
+func (s Status) Finished() bool {
+	return s == StatusCompleted || s == StatusFailed || s == StatusDead || s == StatusCancelled
+}
+
+// Task is a row of queues.task: a task's definition and its current state.
+type Task struct {
+	ID             int64           `json:"task_id"`
+	Type           string          `json:"task_type"`
+	Payload        json.RawMessage `json:"payload"`
+	Priority       int             `json:"priority"`
+	IdempotencyKey *string         `json:"idempotency_key,omitempty"`
+	ScheduledAt    time.Time       `json:"scheduled_at"`
+	EnqueuedAt     time.Time       `json:"enqueued_at"`
+	MaxAttempts    int             `json:"max_attempts"`
+
+	Status         Status     `json:"status"`
+	RunAt          time.Time  `json:"run_at"`  // next time it may run: ScheduledAt, moved by retry backoff or snooze
+	Attempt        int        `json:"attempt"` // claims so far, expired leases included
+	LeaseID        *int64     `json:"lease_id,omitempty"`
+	LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"`
+	WorkerID       *string    `json:"worker_id,omitempty"`
+	LastError      *string    `json:"last_error,omitempty"`
+
+	ClaimedAt   *time.Time `json:"claimed_at,omitempty"`
+	CompletedAt *time.Time `json:"completed_at,omitempty"`
+	FailedAt    *time.Time `json:"failed_at,omitempty"`
+	DeadAt      *time.Time `json:"dead_at,omitempty"`
+	CancelledAt *time.Time `json:"cancelled_at,omitempty"`
+}
+
+// taskColumns is the select list that scanTask reads, in order.
+const taskColumns = `task_id, task_type, payload, priority, idempotency_key, scheduled_at, enqueued_at,
+	max_attempts, status::text, run_at, attempt, lease_id, lease_expires_at, worker_id, last_error,
+	claimed_at, completed_at, failed_at, dead_at, cancelled_at`
+
+type rowScanner interface {
+	Scan(dest ...any) error
+}
+
+func scanTask(r rowScanner) (*Task, error) {
+	var t Task
+	var payload []byte
+	err := r.Scan(&t.ID, &t.Type, &payload, &t.Priority, &t.IdempotencyKey, &t.ScheduledAt, &t.EnqueuedAt,
+		&t.MaxAttempts, &t.Status, &t.RunAt, &t.Attempt, &t.LeaseID, &t.LeaseExpiresAt, &t.WorkerID, &t.LastError,
+		&t.ClaimedAt, &t.CompletedAt, &t.FailedAt, &t.DeadAt, &t.CancelledAt)
+	if err != nil {
+		return nil, err
+	}
+	t.Payload = json.RawMessage(payload)
+	return &t, nil
+}
