@@ -3,13 +3,10 @@ package taskorch_test
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"os/exec"
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
@@ -18,31 +15,11 @@ import (
 	"github.com/taskorch/taskorch/internal/dbtest"
 )
 
-// emptyDB creates a database with nothing in it (not cloned from the migrated template).
-func emptyDB(t *testing.T) string {
-	t.Helper()
-	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, dbtest.AdminURL(t))
-	require.NoError(t, err)
-	defer admin.Close(ctx)
-	name := fmt.Sprintf("taskorch_empty_%d", rand.Uint64())
-	_, err = admin.Exec(ctx, "create database "+pgx.Identifier{name}.Sanitize())
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), dbtest.AdminURL(t))
-		if err == nil {
-			_, _ = c.Exec(context.Background(), "drop database if exists "+pgx.Identifier{name}.Sanitize()+" with (force)")
-			_ = c.Close(context.Background())
-		}
-	})
-	return dbtest.ServerURL(t, name)
-}
-
 // Four processes starting together apply each migration once; a second run applies nothing.
 func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := emptyDB(t)
+	url := dbtest.NewEmptyDBURL(t)
 	pool, err := pgxpool.New(ctx, url)
 	require.NoError(t, err)
 	defer pool.Close()
@@ -109,7 +86,7 @@ func TestMigrationSQLAppliesWithPsql(t *testing.T) {
 	ctx := context.Background()
 	var script bytes.Buffer
 	require.NoError(t, taskorch.MigrationSQL(&script, nil))
-	url := emptyDB(t)
+	url := dbtest.NewEmptyDBURL(t)
 	for range 2 {
 		cmd := exec.Command(psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url)
 		cmd.Stdin = bytes.NewReader(script.Bytes())

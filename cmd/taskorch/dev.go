@@ -36,7 +36,7 @@ and prints its URL, so you can look around with psql or the other taskorch comma
 Ctrl-C, which stops everything it started.
 
 Data persists across runs in --data-dir; --fresh starts over.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			out := cmd.OutOrStdout()

@@ -22,7 +22,7 @@ func newEnqueueCmd(g *globals) *cobra.Command {
 		Short: "Enqueue one task (PAYLOAD is a JSON object)",
 		Example: `  taskorch enqueue db_function '{"db_function":"comms.send_email_supervisor","send_email_task_id":1}'
   taskorch enqueue report '{"account_id":7}' --priority 5 --at 2030-01-02T15:04:05Z --key report-7`,
-		Args: cobra.ExactArgs(2),
+		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			payload, err := parsePayload(args[1])
 			if err != nil {

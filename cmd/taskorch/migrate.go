@@ -24,7 +24,7 @@ func newMigrateCmd(g *globals) *cobra.Command {
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "Apply the migrations the database lacks (safe to run concurrently and repeatedly)",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			pool, err := g.connect(cmd.Context())
 			if err != nil {
@@ -55,7 +55,7 @@ func newMigrateCmd(g *globals) *cobra.Command {
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "Show which migrations are applied, pending or changed",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			pool, err := g.connect(cmd.Context())
 			if err != nil {
@@ -89,7 +89,7 @@ func newMigrateCmd(g *globals) *cobra.Command {
 
 The script records what it applies exactly as 'migrate up' does and skips what is already
 applied, so running it twice is harmless. It needs no database connection.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return taskorch.MigrationSQL(cmd.OutOrStdout(), opts())
 		},

@@ -132,7 +132,7 @@ func newVersionCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print taskorch's version",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if g.jsonOut {
 				return writeJSON(cmd.OutOrStdout(), map[string]string{"version": version})
@@ -143,4 +143,22 @@ func newVersionCmd(g *globals) *cobra.Command {
 	}
 	addJSONFlag(cmd, g)
 	return cmd
+}
+
+// exactArgs is cobra.ExactArgs with a usage error (exit code 2).
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := cobra.ExactArgs(n)(cmd, args); err != nil {
+			return &usageError{err: err}
+		}
+		return nil
+	}
+}
+
+// noArgs is cobra.NoArgs with a usage error (exit code 2).
+func noArgs(cmd *cobra.Command, args []string) error {
+	if err := cobra.NoArgs(cmd, args); err != nil {
+		return &usageError{err: err}
+	}
+	return nil
 }

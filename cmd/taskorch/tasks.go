@@ -25,7 +25,7 @@ func newTasksCmd(g *globals) *cobra.Command {
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List tasks, newest first",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p := &taskorch.ListParams{Types: types, Limit: limit, Before: before}
 			for _, s := range statuses {
@@ -58,7 +58,7 @@ func newTasksCmd(g *globals) *cobra.Command {
 	show := &cobra.Command{
 		Use:   "show ID",
 		Short: "Show a task with its lease, event and error timeline",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := parseID(args[0])
 			if err != nil {
@@ -89,7 +89,7 @@ func newTasksCmd(g *globals) *cobra.Command {
 		sub := &cobra.Command{
 			Use:   use + " ID",
 			Short: short,
-			Args:  cobra.ExactArgs(1),
+			Args:  exactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				id, err := parseID(args[0])
 				if err != nil {

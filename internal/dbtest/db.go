@@ -49,9 +49,24 @@ func NewDBWith(t testing.TB, opts DBOptions) *pgxpool.Pool {
 // connection still open to it.
 func NewDBURL(t testing.TB) string {
 	t.Helper()
+	return newDB(t, "")
+}
+
+// NewEmptyDBURL creates a new database with nothing in it (cloned from
+// template0, not from the migrated template), for tests of the migrations
+// themselves, and returns its URL. It is dropped when the test ends.
+func NewEmptyDBURL(t testing.TB) string {
+	t.Helper()
+	return newDB(t, "template0")
+}
+
+// newDB creates a database cloned from template (the migrated template when
+// empty), dropped when the test ends, and returns its URL.
+func newDB(t testing.TB, template string) string {
+	t.Helper()
 	h := setUp(t)
 	name := fmt.Sprintf("%s%08x_%d", dbPrefix, h.key, h.seq.Add(1))
-	if err := h.createDB(t.Context(), name); err != nil {
+	if err := h.createDB(t.Context(), name, template); err != nil {
 		t.Fatalf("dbtest: %v", err)
 	}
 	t.Cleanup(func() {
@@ -118,7 +133,7 @@ func (h *harness) sharedPool(ctx context.Context) (*pgxpool.Pool, error) {
 // newSharedPool creates the shared database and a pool for it.
 func (h *harness) newSharedPool(ctx context.Context) (*pgxpool.Pool, error) {
 	name := fmt.Sprintf("%s%08x_shared", dbPrefix, h.key)
-	if err := h.createDB(ctx, name); err != nil {
+	if err := h.createDB(ctx, name, ""); err != nil {
 		return nil, err
 	}
 	cfg, err := pgxpool.ParseConfig(h.URL(name))
@@ -133,15 +148,18 @@ func (h *harness) newSharedPool(ctx context.Context) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// createDB clones the template into a new database called name and
-// registers it for dropping at teardown.
-func (h *harness) createDB(ctx context.Context, name string) error {
+// createDB clones template (the migrated template when empty) into a new
+// database called name and registers it for dropping at teardown.
+func (h *harness) createDB(ctx context.Context, name, template string) error {
+	if template == "" {
+		template = h.template
+	}
 	h.dbsMu.Lock()
 	h.dbs[name] = true
 	h.dbsMu.Unlock()
-	sql := "create database " + quote(name) + " template " + quote(h.template) + h.strategy
+	sql := "create database " + quote(name) + " template " + quote(template) + h.strategy
 	if _, err := h.admin.Exec(ctx, sql); err != nil {
-		return fmt.Errorf("create test database %s from %s: %w", name, h.template, err)
+		return fmt.Errorf("create test database %s from %s: %w", name, template, err)
 	}
 	return nil
 }

@@ -87,6 +87,7 @@ func run(m *testing.M, opts Options) int {
 	}
 	current = newHarness(opts)
 	code := m.Run()
+	runExampleCleanups()
 	// Main is the root of the test binary, so this is the root context.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

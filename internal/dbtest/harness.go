@@ -104,7 +104,6 @@ func (h *harness) doSetUp(ctx context.Context) error {
 	}
 	h.base.Path, h.base.RawPath = "", ""
 
-	var err error
 	cfg, err := pgxpool.ParseConfig(h.URL(adminDB))
 	if err != nil {
 		return fmt.Errorf("admin connection: %w", err)
@@ -124,17 +123,30 @@ func (h *harness) doSetUp(ctx context.Context) error {
 		return fmt.Errorf("server version: %w", err)
 	}
 	if version >= 150000 {
-		// Measured on a 2-core test machine (PostgreSQL 15, fsync=off),
-		// cloning a small migrated template: WAL_LOG 4.1 ms, FILE_COPY
-		// 18.9 ms per CREATE DATABASE. FILE_COPY checkpoints twice.
+		// Median CREATE DATABASE time, 8 MB template (15 tables, 45
+		// indexes), PostgreSQL 15 with TestSettings, on a shared 2-core
+		// machine with other load (so noisy):
+		//   lightly loaded, serial:      WAL_LOG 18-23 ms, FILE_COPY 12-19 ms
+		//   loaded, serial, interleaved: WAL_LOG 76-120 ms, FILE_COPY 75-121 ms
+		//   loaded, 2 concurrent:        WAL_LOG 157-182 ms, FILE_COPY 162-164 ms
+		// No consistent winner. WAL_LOG is kept: its cost depends only
+		// on the template's size, while FILE_COPY forces two cluster-wide
+		// checkpoints per clone, whose cost grows with the data written
+		// by the other tests sharing the server.
 		h.strategy = " STRATEGY WAL_LOG"
 	}
 	if h.cluster == nil {
 		h.dropStale(ctx)
 	}
-	sum := sha256.Sum256([]byte(h.opts.Fingerprint))
-	h.template = templatePrefix + hex.EncodeToString(sum[:6])
-	return h.ensureTemplate(ctx, hex.EncodeToString(sum[:]))
+	h.template = templateName(h.opts.Fingerprint)
+	return h.ensureTemplate(ctx)
+}
+
+// templateName returns the name of the template database for a migration
+// set fingerprint.
+func templateName(fingerprint string) string {
+	sum := sha256.Sum256([]byte(fingerprint))
+	return templatePrefix + hex.EncodeToString(sum[:6])
 }
 
 // startCluster starts a private, ephemeral cluster in a new temp dir.
@@ -227,7 +239,7 @@ func ownerOf(name string) (uint32, bool) {
 // complete one exists. Builds are serialised across test binaries by an
 // advisory lock; a template is complete once it carries the comment written
 // as the last step, so a half-built template left by a crash is rebuilt.
-func (h *harness) ensureTemplate(ctx context.Context, fingerprintSum string) error {
+func (h *harness) ensureTemplate(ctx context.Context) error {
 	conn, err := pgx.Connect(ctx, h.URL(adminDB))
 	if err != nil {
 		return fmt.Errorf("template: connect: %w", err)
@@ -236,7 +248,8 @@ func (h *harness) ensureTemplate(ctx context.Context, fingerprintSum string) err
 	if _, err := conn.Exec(ctx, "select pg_advisory_lock($1, $2)", lockSpace, templateLock); err != nil {
 		return fmt.Errorf("template: lock: %w", err)
 	}
-	marker := "taskorch dbtest template, fingerprint sha256 " + fingerprintSum
+	sum := sha256.Sum256([]byte(h.opts.Fingerprint))
+	marker := "taskorch dbtest template, fingerprint sha256 " + hex.EncodeToString(sum[:])
 	var isTemplate bool
 	var comment *string
 	err = conn.QueryRow(ctx, `select datistemplate, shobj_description(oid, 'pg_database')

@@ -57,7 +57,12 @@ create table queues.task (
     constraint task_payload_is_object check (jsonb_typeof(payload) = 'object'),
     constraint task_max_attempts_positive check (max_attempts > 0),
     constraint task_idempotency_key_valid check (idempotency_key is null or length(idempotency_key) between 1 and 512),
-    constraint task_running_has_lease check (status <> 'running' or (lease_id is not null and lease_expires_at is not null))
+    -- lease_expires_at is set exactly while running. Lease-fenced updates filter on
+    -- "lease_expires_at is not null" rather than "status = 'running'": the same rows, but it
+    -- keeps the planner on the primary key instead of the running-tasks index, whose statistics
+    -- lag behind its dead entries on a busy queue (docs/benchmarks.md, "plan stability").
+    constraint task_running_has_lease check ((status = 'running') = (lease_expires_at is not null)),
+    constraint task_running_lease_id check (status <> 'running' or lease_id is not null)
 );
 
 comment on table queues.task is

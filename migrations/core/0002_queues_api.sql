@@ -371,7 +371,7 @@ begin
         update queues.task t
         set status = 'completed', completed_at = now(), lease_expires_at = null
         from unnest(_task_ids, _lease_ids) as c(task_id, lease_id)
-        where t.task_id = c.task_id and t.lease_id = c.lease_id and t.status = 'running'
+        where t.task_id = c.task_id and t.lease_id = c.lease_id and t.lease_expires_at is not null  -- i.e. running
         returning t.task_id, t.lease_id, t.worker_id, t.attempt
     ), ev as (
         insert into queues.task_event (task_id, event, from_status, to_status, lease_id, worker_id, attempt)
@@ -515,7 +515,7 @@ begin
     update queues.task
     set status = 'pending', run_at = coalesce(_run_at, now()), lease_expires_at = null,
         attempt = greatest(attempt - 1, 0)
-    where task_id = _task_id and lease_id = _lease_id and status = 'running'
+    where task_id = _task_id and lease_id = _lease_id and lease_expires_at is not null  -- i.e. running
     returning * into _t;
     if not found then
         return false;
@@ -535,7 +535,7 @@ language sql volatile security definer set search_path = pg_catalog, pg_temp as 
     update queues.task t
     set lease_expires_at = now() + _lease_duration
     from unnest(_task_ids, _lease_ids) as c(task_id, lease_id)
-    where t.task_id = c.task_id and t.lease_id = c.lease_id and t.status = 'running'
+    where t.task_id = c.task_id and t.lease_id = c.lease_id and t.lease_expires_at is not null  -- i.e. running
     returning t.task_id, t.lease_expires_at
 $$;
 

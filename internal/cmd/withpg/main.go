@@ -10,6 +10,9 @@
 // SIGTERM are forwarded to the command; the cluster is stopped once the
 // command has exited.
 //
+// With -durable the cluster keeps PostgreSQL's default durability (fsync and synchronous_commit
+// on) and gets shared_buffers=512MB: the settings benchmarks are measured with (make bench).
+//
 // If TASKORCH_TEST_DATABASE_URL is already set, withpg just runs the command.
 package main
 
@@ -29,15 +32,22 @@ import (
 
 func main() {
 	args := os.Args[1:]
+	if len(args) > 0 && args[0] == "-durable" {
+		durable = true
+		args = args[1:]
+	}
 	if len(args) > 0 && args[0] == "--" {
 		args = args[1:]
 	}
 	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: withpg -- command [args...]")
+		fmt.Fprintln(os.Stderr, "usage: withpg [-durable] -- command [args...]")
 		os.Exit(2)
 	}
 	os.Exit(run(args))
 }
+
+// durable selects benchmark settings instead of the fast, non-durable test settings.
+var durable bool
 
 // run runs the command args with a cluster and returns the exit code.
 func run(args []string) int {
@@ -58,9 +68,13 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "withpg: %v\n", err)
 		return 1
 	}
+	settings := pgcluster.TestSettings()
+	if durable {
+		settings = map[string]string{"max_connections": "300", "shared_buffers": "512MB"}
+	}
 	cluster, err := pgcluster.Start(ctx, pgcluster.Config{
 		DataDir:   dir,
-		Settings:  pgcluster.TestSettings(),
+		Settings:  settings,
 		Ephemeral: true,
 	})
 	if err != nil {

@@ -1,0 +1,45 @@
+# taskorch — `make help` lists the targets.
+GO       ?= go
+BIN      := bin/taskorch
+WITHPG   := $(GO) run ./internal/cmd/withpg
+PKGS     := ./...
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets
+	@grep -hE '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+.PHONY: demo
+demo: deps build ## Run taskorch on a private PostgreSQL with a demo (Ctrl-C stops it)
+	$(BIN) dev
+
+.PHONY: build
+build: ## Build bin/taskorch
+	$(GO) build -o $(BIN) ./cmd/taskorch
+
+.PHONY: deps
+deps: ## Install PostgreSQL if missing (apt, as root); otherwise say how
+	@scripts/install-deps.sh
+
+.PHONY: test
+test: deps ## Run every test against one private PostgreSQL
+	$(WITHPG) -- $(GO) test -count=1 $(PKGS)
+
+.PHONY: test-race
+test-race: deps ## Run every test with the race detector
+	$(WITHPG) -- $(GO) test -count=1 -race $(PKGS)
+
+.PHONY: bench
+bench: deps ## Run the Go benchmarks on a PostgreSQL with default durability
+	$(WITHPG) -durable -- $(GO) test -run '^$$' -bench . -benchtime 200000x -count 3 .
+
+.PHONY: lint
+lint: ## Run go vet and golangci-lint (installed on first use)
+	$(GO) vet $(PKGS)
+	@command -v golangci-lint >/dev/null 2>&1 || $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
+	golangci-lint run
+
+.PHONY: demo-check
+demo-check: deps build ## Run the demo once in a throwaway data dir and exit (what CI runs)
+	@dir=$$(mktemp -d); chmod 755 $$dir; $(BIN) dev --once --fresh --data-dir $$dir/dev; rc=$$?; rm -rf $$dir; exit $$rc
