@@ -96,13 +96,17 @@ type enqueueRow struct {
 	maxAttempts *int32
 }
 
-func (c *Client) prepare(args TaskArgs, opts *EnqueueOpts) (enqueueRow, error) {
+// prepare validates and encodes one task. validType is a type already validated by the caller
+// (a batch usually holds one type), or "".
+func (c *Client) prepare(args TaskArgs, opts *EnqueueOpts, validType string) (enqueueRow, error) {
 	if args == nil {
 		return enqueueRow{}, inputErrorf("args must not be nil")
 	}
 	taskType := args.TaskType()
-	if err := ValidateTaskType(taskType); err != nil {
-		return enqueueRow{}, err
+	if taskType != validType || validType == "" {
+		if err := ValidateTaskType(taskType); err != nil {
+			return enqueueRow{}, err
+		}
 	}
 	payload, err := json.Marshal(args)
 	if err != nil {
@@ -172,7 +176,7 @@ func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, args TaskArgs, opts *
 }
 
 func (c *Client) enqueue(ctx context.Context, db DBTX, args TaskArgs, opts *EnqueueOpts) (*EnqueueResult, error) {
-	row, err := c.prepare(args, opts)
+	row, err := c.prepare(args, opts, "")
 	if err != nil {
 		return nil, err
 	}
@@ -210,11 +214,13 @@ func (c *Client) enqueueMany(ctx context.Context, db DBTX, params []EnqueueParam
 	var priorities []int32
 	var keys []*string
 	var maxAttempts []*int32
+	validType := ""
 	for i, p := range params {
-		row, err := c.prepare(p.Args, p.Opts)
+		row, err := c.prepare(p.Args, p.Opts, validType)
 		if err != nil {
 			return nil, fmt.Errorf("task %d of %d: %w", i+1, n, err)
 		}
+		validType = row.taskType
 		types[i], payloads[i] = row.taskType, row.payload
 		// Optional columns are sent only when some task sets them.
 		if row.scheduledAt != nil && scheduled == nil {

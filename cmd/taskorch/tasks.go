@@ -115,9 +115,13 @@ func newTasksCmd(g *globals) *cobra.Command {
 		return sub
 	}
 	retry := control("retry", "Put a dead, failed or cancelled task back to pending, due now",
-		func(c *taskorch.Client, cmd *cobra.Command, id int64) (*taskorch.Task, error) { return c.Retry(cmd.Context(), id) })
+		func(c *taskorch.Client, cmd *cobra.Command, id int64) (*taskorch.Task, error) {
+			return c.Retry(cmd.Context(), id)
+		})
 	cancel := control("cancel", "Cancel a pending, running, failed or dead task",
-		func(c *taskorch.Client, cmd *cobra.Command, id int64) (*taskorch.Task, error) { return c.Cancel(cmd.Context(), id) })
+		func(c *taskorch.Client, cmd *cobra.Command, id int64) (*taskorch.Task, error) {
+			return c.Cancel(cmd.Context(), id)
+		})
 
 	cmd.AddCommand(list, show, retry, cancel)
 	return cmd

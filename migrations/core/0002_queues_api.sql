@@ -34,7 +34,7 @@ begin
     if _task_type is null or _task_type = '' then
         raise exception '%: task_type must not be empty', _label using errcode = 'invalid_parameter_value';
     end if;
-    if _task_type !~ '^[A-Za-z][A-Za-z0-9_.:-]{0,127}$' then
+    if _task_type !~ '^[A-Za-z][A-Za-z0-9_.:-]*$' or length(_task_type) > 128 then
         raise exception '%: task_type % is malformed: use 1 to 128 letters, digits, "_", ".", ":" or "-", starting with a letter',
             _label, quote_literal(left(_task_type, 140)) using errcode = 'invalid_parameter_value';
     end if;
@@ -154,7 +154,7 @@ begin
                 coalesce(_idempotency_keys, array_fill(null::text, array[_n])))
          with ordinality as u(task_type, payload, max_attempts, idempotency_key, ord)
     where u.task_type is null
-       or u.task_type !~ '^[A-Za-z][A-Za-z0-9_.:-]{0,127}$'
+       or u.task_type !~ '^[A-Za-z][A-Za-z0-9_.:-]*$' or length(u.task_type) > 128
        or u.payload is null or jsonb_typeof(u.payload) <> 'object'
        or u.max_attempts < 1
        or length(u.idempotency_key) not between 1 and 512
@@ -298,7 +298,7 @@ begin
 
     return query
     with picked as (
-        select t.task_id
+        select t.task_id, t.attempt
         from queues.task t
         where t.status = 'pending'
           and t.run_at <= now()
@@ -308,8 +308,8 @@ begin
         for update skip locked
     ), leases as (
         insert into queues.task_lease (task_id, worker_id, attempt, leased_at, expires_at)
-        select p.task_id, _worker_id, t.attempt + 1, now(), now() + _lease_duration
-        from picked p join queues.task t on t.task_id = p.task_id
+        select p.task_id, _worker_id, p.attempt + 1, now(), now() + _lease_duration
+        from picked p
         returning task_lease_id, task_id, attempt, expires_at
     ), upd as (
         update queues.task t
