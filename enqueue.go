@@ -72,6 +72,9 @@ type EnqueueParams struct {
 	Opts *EnqueueOpts
 }
 
+// maxMaxAttempts bounds EnqueueOpts.MaxAttempts (the column is an int).
+const maxMaxAttempts = 1_000_000
+
 var taskTypePattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.:-]{0,127}$`)
 
 // ValidateTaskType returns an ErrInvalidInput error unless t is a valid task type: 1 to 128
@@ -137,8 +140,8 @@ func (c *Client) prepare(args TaskArgs, opts *EnqueueOpts, validType string) (en
 			o.MaxAttempts = opts.MaxAttempts
 		}
 	}
-	if o.MaxAttempts < 0 {
-		return enqueueRow{}, inputErrorf("max attempts must be at least 1, got %d", o.MaxAttempts)
+	if o.MaxAttempts < 0 || o.MaxAttempts > maxMaxAttempts {
+		return enqueueRow{}, inputErrorf("max attempts must be between 1 and %d, got %d", maxMaxAttempts, o.MaxAttempts)
 	}
 	if len(o.IdempotencyKey) > 512 {
 		return enqueueRow{}, inputErrorf("idempotency key must be at most 512 characters, got %d", len(o.IdempotencyKey))
@@ -157,7 +160,7 @@ func (c *Client) prepare(args TaskArgs, opts *EnqueueOpts, validType string) (en
 		row.key = &k
 	}
 	if o.MaxAttempts > 0 {
-		m := int32(o.MaxAttempts)
+		m := int32(o.MaxAttempts) //nolint:gosec // bounded by maxMaxAttempts above
 		row.maxAttempts = &m
 	}
 	return row, nil

@@ -229,7 +229,7 @@ func TestEnqueueBadInput(t *testing.T) {
 		{"array payload", raw("t", `[1,2]`), nil, "must be a JSON object"},
 		{"string payload", raw("t", `"hi"`), nil, "must be a JSON object"},
 		{"invalid json", raw("t", `{"a":`), nil, "does not marshal to JSON"},
-		{"negative max attempts", raw("t", `{}`), &taskorch.EnqueueOpts{MaxAttempts: -1}, "max attempts must be at least 1"},
+		{"negative max attempts", raw("t", `{}`), &taskorch.EnqueueOpts{MaxAttempts: -1}, "max attempts must be between 1 and"},
 		{"huge key", raw("t", `{}`), &taskorch.EnqueueOpts{IdempotencyKey: strings.Repeat("k", 513)}, "idempotency key"},
 		{"oversized payload", raw("t", `{"x":"`+strings.Repeat("x", 1<<20)+`"}`), nil, "over the limit"},
 		{"nil args", nil, nil, "args must not be nil"},

@@ -74,8 +74,6 @@ func waitLeaseExpired(t testing.TB, db taskorch.DBTX, taskID int64) {
 	}, 10*time.Second, 2*time.Millisecond)
 }
 
-type rawArgs = taskorch.RawArgs
-
 func raw(typ, payload string) taskorch.RawArgs {
 	return taskorch.RawArgs{Type: typ, Payload: []byte(payload)}
 }

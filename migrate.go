@@ -2,10 +2,12 @@ package taskorch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/taskorch/taskorch/internal/migrate"
@@ -111,4 +113,47 @@ func MigrationFingerprint(opts *MigrateOpts) (string, error) {
 		return "", err
 	}
 	return migrate.Fingerprint(ms), nil
+}
+
+// ErrMigrationsPending reports a database that lacks migrations this binary has.
+var ErrMigrationsPending = errors.New("taskorch: the database lacks migrations")
+
+// CheckMigrations returns nil when every migration opts selects is applied, unchanged. It needs
+// no table privilege (it calls queues.applied_migrations), so a worker running as
+// worker_service_user can use it for its readiness check.
+func CheckMigrations(ctx context.Context, db DBTX, opts *MigrateOpts) error {
+	ms, err := migrationSets(opts)
+	if err != nil {
+		return err
+	}
+	rows, err := db.Query(ctx, `select migration_set, version, checksum from queues.applied_migrations()`)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && (pgErr.Code == "42883" || pgErr.Code == "3F000") { // no such function or schema
+			return fmt.Errorf("%w: the queues schema is not installed or predates queues.applied_migrations", ErrMigrationsPending)
+		}
+		return err
+	}
+	applied := map[string]string{}
+	for rows.Next() {
+		var set, sum string
+		var v int
+		if err := rows.Scan(&set, &v, &sum); err != nil {
+			return err
+		}
+		applied[fmt.Sprintf("%s/%d", set, v)] = sum
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, m := range ms {
+		sum, ok := applied[fmt.Sprintf("%s/%d", m.Set, m.Version)]
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: %s is not applied", ErrMigrationsPending, m.ID())
+		case sum != m.Checksum:
+			return fmt.Errorf("%w: %s was changed after it was applied", migrate.ErrChecksumMismatch, m.ID())
+		}
+	}
+	return nil
 }

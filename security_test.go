@@ -8,7 +8,7 @@ import (
 )
 
 // worker_service_user can run the queue functions a worker needs and nothing else: no table
-// access, no enqueue, no operator functions. (The worker issue extends this to run_function.)
+// access, no enqueue, no operator functions. run_function_test.go attacks the function runner.
 func TestWorkerRoleLeastPrivilege(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -116,7 +116,8 @@ func startDevCluster(ctx context.Context, logw io.Writer, dir string, fresh bool
 			return nil, fmt.Errorf("--fresh: %w", err)
 		}
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// 0755: as root, PostgreSQL runs as the postgres user, which must be able to enter it.
+	if err := os.MkdirAll(dir, 0o755); err != nil { //nolint:gosec // see above
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	pwFile := filepath.Join(dir, "password")

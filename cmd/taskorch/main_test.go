@@ -71,7 +71,13 @@ func TestMigrateCommands(t *testing.T) {
 
 	r = run(t, "migrate", "up", "--database-url", url)
 	require.Equal(t, 0, r.code, r.err)
-	require.Equal(t, "applied core/0001_queues_schema\napplied core/0002_queues_api\n", r.out)
+	ms, err := migrate.Load(migrations.FS, "core")
+	require.NoError(t, err)
+	want := ""
+	for _, m := range ms {
+		want += "applied " + m.ID() + "\n"
+	}
+	require.Equal(t, want, r.out)
 
 	up := runJSON[map[string][]string](t, "migrate", "up", "--database-url", url)
 	require.Empty(t, up["applied"])
@@ -79,7 +85,7 @@ func TestMigrateCommands(t *testing.T) {
 	require.Equal(t, "up to date\n", r.out)
 
 	st := runJSON[[]map[string]any](t, "migrate", "status", "--database-url", url)
-	require.Len(t, st, 2)
+	require.Len(t, st, len(ms))
 	for _, s := range st {
 		require.Equal(t, "applied", s["state"])
 	}

@@ -46,6 +46,7 @@ Every command that talks to a database reads DATABASE_URL (or --database-url).`,
 		newMigrateCmd(g),
 		newEnqueueCmd(g),
 		newTasksCmd(g),
+		newWorkerCmd(g),
 		newDevCmd(g),
 		newVersionCmd(g),
 	)

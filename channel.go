@@ -1,0 +1,233 @@
+package taskorch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+
+	"github.com/taskorch/taskorch/internal/envelope"
+)
+
+// The channel task types: one provider call each, wrapped in before/success/error handlers.
+const (
+	TypeEmail      = "email"
+	TypeSMS        = "sms"
+	TypeFileDelete = "file_delete"
+)
+
+// ChannelTypes lists the channel task types.
+var ChannelTypes = []string{TypeEmail, TypeSMS, TypeFileDelete}
+
+func isChannelType(t string) bool {
+	for _, c := range ChannelTypes {
+		if t == c {
+			return true
+		}
+	}
+	return false
+}
+
+func builtinTaskType(t string) bool { return t == TypeDBFunction || isChannelType(t) }
+
+func channelTypesOf(m map[string]ChannelProvider) []string {
+	out := make([]string, 0, len(m))
+	for t := range m {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ChannelProvider makes a channel task's one provider call (send an email, an SMS, delete a
+// file). request is the before handler's envelope payload, or the task's payload when the task
+// has no before handler. The response is passed to the success handler as worker_payload.
+//
+// Return Discard(err) for a failure retrying cannot fix (a 4xx from the provider) on a task
+// without handlers; for a task owned by a supervisor every failure goes to its error handler
+// and the supervisor decides.
+type ChannelProvider interface {
+	Call(ctx context.Context, call ChannelCall) (response json.RawMessage, err error)
+}
+
+// ChannelProviderFunc adapts a function to a ChannelProvider.
+type ChannelProviderFunc func(ctx context.Context, call ChannelCall) (json.RawMessage, error)
+
+// Call calls f.
+func (f ChannelProviderFunc) Call(ctx context.Context, call ChannelCall) (json.RawMessage, error) {
+	return f(ctx, call)
+}
+
+// ChannelCall is one provider call.
+type ChannelCall struct {
+	Task    *Task
+	Request json.RawMessage
+	// IdempotencyKey is stable across re-runs of the task (after a crash), for providers that
+	// deduplicate requests (Resend does): "taskorch-task-<id>".
+	IdempotencyKey string
+}
+
+// channelPayload is what the worker reads of a channel task's payload; the rest passes through.
+type channelPayload struct {
+	BeforeHandler  string `json:"before_handler"`
+	SuccessHandler string `json:"success_handler"`
+	ErrorHandler   string `json:"error_handler"`
+}
+
+// runChannel is the handler invoker (seeds 000/002): the before handler builds the provider
+// request, the provider is called outside any transaction, then the success handler (with
+// {original_payload, worker_payload}) or the error handler (with {original_payload, error})
+// runs in one transaction with the task's completion. A task with handlers belongs to a
+// supervisor and is always completed after processing: retries are the supervisor's new
+// attempts. A task without handlers is retried at task level when the provider fails.
+func (w *Worker) runChannel(ctx context.Context, t *Task, log *slog.Logger) bool {
+	var p channelPayload
+	if err := json.Unmarshal(t.Payload, &p); err != nil {
+		return w.fail(ctx, t, log, fmt.Sprintf("%s task payload: %v", t.Type, err), false, map[string]any{"reason": "bad_payload"})
+	}
+	owned := p.SuccessHandler != "" || p.ErrorHandler != ""
+	provider, ok := w.cfg.Channels[t.Type]
+	if !ok || provider == nil {
+		msg := fmt.Sprintf("no provider is configured for the %s channel on this worker (see %s)", t.Type, channelEnv(t.Type))
+		return w.channelFailed(ctx, t, log, p, owned, msg, false, map[string]any{"reason": "no_provider"})
+	}
+
+	request := json.RawMessage(t.Payload)
+	if p.BeforeHandler != "" {
+		res, err := w.callHandler(ctx, p.BeforeHandler, t.Payload)
+		switch {
+		case err != nil:
+			if stopped, cause := stoppedBy(ctx); stopped && cause != errTimeout {
+				return false
+			}
+			return w.channelFailed(ctx, t, log, p, owned, fmt.Sprintf("before handler %s: %v", p.BeforeHandler, err), true,
+				map[string]any{"reason": "before_handler_error", "handler": p.BeforeHandler})
+		case !res.Succeeded:
+			return w.channelFailed(ctx, t, log, p, owned, fmt.Sprintf("before handler %s: %s", p.BeforeHandler, res.Outcome()), false,
+				map[string]any{"reason": "before_handler_refused", "handler": p.BeforeHandler})
+		}
+		request = res.Payload
+		if len(request) == 0 {
+			request = json.RawMessage("null")
+		}
+	}
+
+	resp, err := provider.Call(ctx, ChannelCall{Task: t, Request: request, IdempotencyKey: fmt.Sprintf("taskorch-task-%d", t.ID)})
+	if err != nil {
+		if stopped, cause := stoppedBy(ctx); stopped && cause != errTimeout {
+			log.Info("task stopped during the provider call", "cause", cause)
+			return false
+		}
+		var discard *DiscardError
+		retriable := !errors.As(err, &discard)
+		return w.channelFailed(ctx, t, log, p, owned, fmt.Sprintf("%s provider: %v", t.Type, err), retriable,
+			map[string]any{"reason": "provider_error"})
+	}
+	if len(resp) == 0 {
+		resp = json.RawMessage("{}")
+	}
+	if p.SuccessHandler == "" {
+		w.completed <- completion{taskID: t.ID, leaseID: *t.LeaseID}
+		return true
+	}
+	body, _ := json.Marshal(map[string]json.RawMessage{"original_payload": t.Payload, "worker_payload": resp})
+	return w.finishWithHandler(ctx, t, log, p.SuccessHandler, body, "")
+}
+
+// channelFailed handles a failed channel attempt: with an error handler, the handler records the
+// failure fact and the task is completed (the supervisor retries with a new attempt); without
+// handlers the attempt fails at task level.
+func (w *Worker) channelFailed(ctx context.Context, t *Task, log *slog.Logger, p channelPayload, owned bool,
+	msg string, retriable bool, errCtx map[string]any) bool {
+	if !owned {
+		return w.fail(ctx, t, log, msg, retriable, errCtx)
+	}
+	if p.ErrorHandler == "" {
+		// Owned by a supervisor that did not ask to hear about failures: record and complete.
+		return w.finishWithHandler(ctx, t, log, "", nil, msg)
+	}
+	body, _ := json.Marshal(map[string]any{"original_payload": json.RawMessage(t.Payload), "error": truncate(msg, maxErrorBytes)})
+	return w.finishWithHandler(ctx, t, log, p.ErrorHandler, body, msg)
+}
+
+// finishWithHandler runs handler (if any) with body and completes the task, in one transaction
+// under the locked lease; failure, when not empty, is recorded in queues.error in it too. If the
+// handler raises, everything rolls back and the attempt fails (the task runs again: the provider
+// may be called twice, see docs/guarantees.md).
+func (w *Worker) finishWithHandler(ctx context.Context, t *Task, log *slog.Logger, handler string, body []byte, failure string) bool {
+	octx, cancel := outcomeContext(ctx)
+	defer cancel()
+	errCtx := map[string]any{"handler": handler}
+	tx, err := w.pool.Begin(octx)
+	if err != nil {
+		return w.fail(ctx, t, log, fmt.Sprintf("handler %s: %v", handler, err), true, errCtx)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	var held bool
+	if err := tx.QueryRow(octx, `select queues.lock_lease($1, $2)`, t.ID, *t.LeaseID).Scan(&held); err != nil {
+		return w.fail(ctx, t, log, fmt.Sprintf("handler %s: %v", handler, err), true, errCtx)
+	}
+	if !held {
+		log.Warn("lease lost before the handler ran; nothing recorded", "handler", handler)
+		return false
+	}
+	if failure != "" {
+		if _, err := tx.Exec(octx, `select queues.record_error($1, $2, $3, $4)`, t.ID, *t.LeaseID, truncate(failure, maxErrorBytes),
+			map[string]any{"channel": t.Type, "error_handler": handler}); err != nil {
+			return w.fail(ctx, t, log, fmt.Sprintf("record channel failure: %v", err), true, errCtx)
+		}
+	}
+	if handler != "" {
+		var raw []byte
+		if err := tx.QueryRow(octx, `select internal.run_function($1, $2)`, handler, body).Scan(&raw); err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+			return w.fail(ctx, t, log, fmt.Sprintf("handler %s: %v", handler, err), true, errCtx)
+		}
+		if res, err := envelope.Parse(raw); err != nil || !res.Succeeded {
+			outcome := res.Outcome()
+			if err != nil {
+				outcome = err.Error()
+			}
+			if _, err := tx.Exec(octx, `select queues.record_error($1, $2, $3, $4)`, t.ID, *t.LeaseID,
+				truncate(fmt.Sprintf("handler %s: %s", handler, outcome), maxErrorBytes), errCtx); err != nil {
+				return w.fail(ctx, t, log, fmt.Sprintf("record handler outcome: %v", err), true, errCtx)
+			}
+		}
+	}
+	var ok bool
+	if err := tx.QueryRow(octx, `select queues.complete_task($1, $2)`, t.ID, *t.LeaseID).Scan(&ok); err != nil {
+		return w.fail(ctx, t, log, fmt.Sprintf("complete after handler %s: %v", handler, err), true, errCtx)
+	}
+	if !ok {
+		return false
+	}
+	if err := tx.Commit(octx); err != nil {
+		return w.fail(ctx, t, log, fmt.Sprintf("commit after handler %s: %v", handler, err), true, errCtx)
+	}
+	if failure != "" {
+		log.Warn("channel attempt failed; recorded by the error handler", "error", logValue(failure), "handler", handler)
+	}
+	return true
+}
+
+// callHandler runs a before handler in its own short transaction and parses its envelope.
+func (w *Worker) callHandler(ctx context.Context, handler string, payload json.RawMessage) (envelope.Result, error) {
+	var raw []byte
+	if err := w.pool.QueryRow(ctx, `select internal.run_function($1, $2)`, handler, payload).Scan(&raw); err != nil {
+		return envelope.Result{}, err
+	}
+	return envelope.Parse(raw)
+}
+
+func channelEnv(t string) string {
+	switch t {
+	case TypeEmail:
+		return "TASKORCH_EMAIL_PROVIDER"
+	case TypeSMS:
+		return "TASKORCH_SMS_PROVIDER"
+	default:
+		return "TASKORCH_FILES_SIGNER"
+	}
+}

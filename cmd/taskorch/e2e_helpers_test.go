@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// taskorchBinary builds the taskorch command once per test run.
+func taskorchBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "taskorch-e2e-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "taskorch")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = &buildError{out: string(out), err: err}
+		}
+	})
+	require.NoError(t, buildErr)
+	return binPath
+}
+
+type buildError struct {
+	out string
+	err error
+}
+
+func (e *buildError) Error() string { return e.err.Error() + ": " + e.out }
+
+// proc is a taskorch worker running as a separate process.
+type proc struct {
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startWorkerProc starts `taskorch worker` against url with extra environment variables. Its
+// log is printed if the test fails; it is killed when the test ends.
+func startWorkerProc(t *testing.T, url string, env ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(taskorchBinary(t), "worker")
+	cmd.Env = append(os.Environ(), append([]string{
+		"DATABASE_URL=" + url,
+		"TASKORCH_LOG_LEVEL=debug",
+		"TASKORCH_LOG_FORMAT=json",
+	}, env...)...)
+	p := &proc{cmd: cmd, out: &syncBuffer{}, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	require.NoError(t, cmd.Start())
+	go func() { p.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-p.doneOrTimeout()
+		if t.Failed() {
+			t.Logf("worker %d log:\n%s", cmd.Process.Pid, p.out.String())
+		}
+	})
+	return p
+}
+
+func (p *proc) doneOrTimeout() <-chan error {
+	ch := make(chan error, 1)
+	go func() {
+		select {
+		case err := <-p.done:
+			p.done <- err // keep it for the next reader
+			ch <- err
+		case <-time.After(30 * time.Second):
+			ch <- context.DeadlineExceeded
+		}
+	}()
+	return ch
+}
+
+func (p *proc) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	require.NoError(t, p.cmd.Process.Signal(sig))
+}
+
+// wait waits for the process to exit and returns its exit code.
+func (p *proc) wait(t *testing.T) int {
+	t.Helper()
+	err := <-p.doneOrTimeout()
+	require.NotErrorIs(t, err, context.DeadlineExceeded, "worker did not exit")
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	require.NoError(t, err)
+	return 0
+}
+
+func openPool(t *testing.T, url string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func q[T any](t *testing.T, pool *pgxpool.Pool, sql string, args ...any) T {
+	t.Helper()
+	var v T
+	require.NoError(t, pool.QueryRow(context.Background(), sql, args...).Scan(&v))
+	return v
+}
+
+func enqueue(t *testing.T, pool *pgxpool.Pool, typ, payload string, maxAttempts int) int64 {
+	t.Helper()
+	return q[int64](t, pool, `select queues.enqueue($1, $2::jsonb, _max_attempts => nullif($3, 0))`, typ, payload, maxAttempts)
+}
+
+// waitFor waits until sql (a boolean query) is true: the database is the signal.
+func waitFor(t *testing.T, pool *pgxpool.Pool, what, sql string, args ...any) {
+	t.Helper()
+	require.Eventually(t, func() bool { return q[bool](t, pool, sql, args...) }, 60*time.Second, 10*time.Millisecond, what)
+}
+
+func waitStatus(t *testing.T, pool *pgxpool.Pool, id int64, status string) {
+	t.Helper()
+	waitFor(t, pool, "task status "+status, `select status::text = $2 from queues.task where task_id = $1`, id, status)
+}

@@ -1,0 +1,293 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/internal/builtinhandlers"
+)
+
+// workerFlags are the worker's settings; each has an environment variable twin
+// (docs/configuration.md), which is the flag's default.
+type workerFlags struct {
+	migrate       bool
+	concurrency   int
+	leaseDuration time.Duration
+	taskTimeout   time.Duration
+	shutdownGrace time.Duration
+	pollOnly      bool
+	httpAddr      string
+	transport     string
+	workerID      string
+	logFormat     string
+	logLevel      string
+}
+
+func newWorkerCmd(g *globals) *cobra.Command {
+	f := &workerFlags{}
+	var envErr error
+	envBool := func(name string, def bool) bool {
+		v, ok := os.LookupEnv(name)
+		if !ok || v == "" {
+			return def
+		}
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			envErr = errors.Join(envErr, fmt.Errorf("%s=%q is not a boolean (true or false)", name, v))
+		}
+		return b
+	}
+	envInt := func(name string, def int) int {
+		v, ok := os.LookupEnv(name)
+		if !ok || v == "" {
+			return def
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			envErr = errors.Join(envErr, fmt.Errorf("%s=%q is not a whole number", name, v))
+		}
+		return n
+	}
+	envDuration := func(name string, def time.Duration) time.Duration {
+		v, ok := os.LookupEnv(name)
+		if !ok || v == "" {
+			return def
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			envErr = errors.Join(envErr, fmt.Errorf("%s=%q is not a Go duration such as 30s or 5m", name, v))
+		}
+		return d
+	}
+	envString := func(name, def string) string {
+		if v := os.Getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Run a worker: claim tasks and run them until SIGTERM or Ctrl-C",
+		Long: `Runs a worker against DATABASE_URL. It runs db_function tasks through internal.run_function,
+the built-in handlers (taskorch.noop, taskorch.sleep, taskorch.fail), and fails tasks of types it
+has no handler for with a clear error.
+
+The first SIGTERM or Ctrl-C stops claiming and lets running tasks finish for the shutdown grace,
+then gives what is left back to pending; a second one stops at once (still giving tasks back).
+
+Every flag has an environment variable twin, listed in docs/configuration.md.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if envErr != nil {
+				return &usageError{err: envErr}
+			}
+			return runWorker(cmd, g, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&f.migrate, "migrate", envBool("TASKORCH_MIGRATE", true), "apply migrations at start (env TASKORCH_MIGRATE)")
+	fl.IntVar(&f.concurrency, "concurrency", envInt("TASKORCH_CONCURRENCY", 10), "tasks run at once (env TASKORCH_CONCURRENCY)")
+	fl.DurationVar(&f.leaseDuration, "lease-duration", envDuration("TASKORCH_LEASE_DURATION", 5*time.Minute), "how long a claim holds a task; renewed while it runs (env TASKORCH_LEASE_DURATION)")
+	fl.DurationVar(&f.taskTimeout, "task-timeout", envDuration("TASKORCH_TASK_TIMEOUT", 0), "bound on one attempt, 0 for none (env TASKORCH_TASK_TIMEOUT)")
+	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", envDuration("TASKORCH_SHUTDOWN_GRACE", 30*time.Second), "how long running tasks may finish at shutdown (env TASKORCH_SHUTDOWN_GRACE)")
+	fl.BoolVar(&f.pollOnly, "poll-only", envBool("TASKORCH_POLL_ONLY", false), "no LISTEN/NOTIFY: for transaction-pooling proxies (env TASKORCH_POLL_ONLY)")
+	fl.StringVar(&f.httpAddr, "http-addr", envString("TASKORCH_HTTP_ADDR", ""), "serve /healthz and /readyz here, e.g. 127.0.0.1:9090 (env TASKORCH_HTTP_ADDR)")
+	fl.StringVar(&f.transport, "transport", envString("TASKORCH_TRANSPORT", "postgres"), "how workers are woken: postgres (env TASKORCH_TRANSPORT)")
+	fl.StringVar(&f.workerID, "worker-id", envString("TASKORCH_WORKER_ID", ""), "this worker's id (default hostname-pid-random) (env TASKORCH_WORKER_ID)")
+	fl.StringVar(&f.logFormat, "log-format", envString("TASKORCH_LOG_FORMAT", "text"), "text or json (env TASKORCH_LOG_FORMAT)")
+	fl.StringVar(&f.logLevel, "log-level", envString("TASKORCH_LOG_LEVEL", "info"), "debug, info, warn or error (env TASKORCH_LOG_LEVEL)")
+	return cmd
+}
+
+func newLogger(w *os.File, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, usageErrorf("log level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch strings.ToLower(format) {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, usageErrorf("log format %q: want text or json", format)
+}
+
+func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
+	log, err := newLogger(os.Stderr, f.logFormat, f.logLevel)
+	if err != nil {
+		return err
+	}
+	if f.transport != "postgres" {
+		return usageErrorf("transport %q is not available in this version (want postgres)", f.transport)
+	}
+	if f.concurrency < 1 {
+		return usageErrorf("concurrency must be at least 1, got %d", f.concurrency)
+	}
+	if g.databaseURL == "" {
+		return usageErrorf("no database: set DATABASE_URL or pass --database-url")
+	}
+	cfg, err := pgxpool.ParseConfig(g.databaseURL)
+	if err != nil {
+		return usageErrorf("DATABASE_URL is not a valid PostgreSQL URL: %v", redact(err))
+	}
+	cfg.MaxConns = int32(min(f.concurrency+6, 1000)) //nolint:gosec // bounded
+	// If this process dies mid-statement (SIGKILL, a lost machine), PostgreSQL notices within
+	// seconds instead of when the statement ends, and releases the task's row lock so the
+	// task can be recovered once its lease expires. PostgreSQL 14+; ignored before.
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, "set client_connection_check_interval = '2s'")
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42704" { // unrecognized parameter: PostgreSQL < 14
+			return nil
+		}
+		return err
+	}
+	if f.pollOnly {
+		// Behind a transaction-pooling proxy: no prepared statements, no session state.
+		cfg.ConnConfig.DefaultQueryExecMode = pgxExecModeForProxy
+	}
+
+	// The first signal stops the worker gracefully; the second cuts the grace short.
+	ctx, stop := context.WithCancel(cmd.Context())
+	defer stop()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	pool, err := pgxpool.NewWithConfig(context.WithoutCancel(ctx), cfg)
+	if err != nil {
+		return fmt.Errorf("connect: %w", redact(err))
+	}
+	defer pool.Close()
+	if err := waitForDatabase(ctx, pool, log); err != nil {
+		return err
+	}
+	if f.migrate {
+		applied, err := taskorch.Migrate(ctx, pool, nil)
+		if err != nil {
+			return fmt.Errorf("migrate (set TASKORCH_MIGRATE=false if this user may not): %w", err)
+		}
+		if len(applied) > 0 {
+			log.Info("applied migrations", "migrations", applied)
+		}
+	}
+
+	hs := taskorch.NewHandlers()
+	builtinhandlers.Register(hs)
+	w, err := taskorch.NewWorker(pool, &taskorch.WorkerConfig{
+		ID:            f.workerID,
+		Concurrency:   f.concurrency,
+		LeaseDuration: f.leaseDuration,
+		TaskTimeout:   f.taskTimeout,
+		ShutdownGrace: f.shutdownGrace,
+		PollOnly:      f.pollOnly,
+		Handlers:      hs,
+		Logger:        log,
+		Version:       version,
+	})
+	if err != nil {
+		return err
+	}
+	if f.httpAddr != "" {
+		srv, err := serveHealth(f.httpAddr, pool, log)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+	}
+	go func() {
+		select {
+		case <-sigs:
+		case <-ctx.Done():
+			return
+		}
+		log.Info("stopping: finishing running tasks (signal again to stop at once)", "grace", f.shutdownGrace)
+		stop()
+		select {
+		case <-sigs:
+			log.Warn("stopping at once")
+			w.HardStop()
+		case <-time.After(f.shutdownGrace + 10*time.Second):
+		}
+	}()
+	return w.Run(ctx)
+}
+
+// waitForDatabase pings until the database answers (it may be starting too), up to a minute.
+func waitForDatabase(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := pool.Ping(pctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("cannot reach the database: %w", redact(err))
+		}
+		log.Warn("database not reachable yet; retrying", "error", redact(err))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// serveHealth serves /healthz (the process lives) and /readyz (the database answers and the
+// migrations are applied) on addr.
+func serveHealth(addr string, pool *pgxpool.Pool, log *slog.Logger) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, usageErrorf("--http-addr %s: %v", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := taskorch.CheckMigrations(ctx, pool, nil); err != nil {
+			http.Error(w, "not ready: "+redact(err).Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("health server stopped", "error", err)
+		}
+	}()
+	log.Info("serving /healthz and /readyz", "addr", ln.Addr().String())
+	return srv, nil
+}
+
+// pgxExecModeForProxy runs statements without server-side prepared statements, which a
+// transaction-pooling proxy cannot keep across transactions.
+const pgxExecModeForProxy = pgx.QueryExecModeExec

@@ -1,0 +1,46 @@
+package taskorch
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Snooze returns the control error a handler returns to run the task again after d, without
+// spending an attempt.
+func Snooze(d time.Duration) error {
+	if d < 0 {
+		d = 0
+	}
+	return &SnoozeError{Duration: d}
+}
+
+// SnoozeError is the error Snooze returns.
+type SnoozeError struct{ Duration time.Duration }
+
+func (e *SnoozeError) Error() string { return fmt.Sprintf("taskorch: snooze for %s", e.Duration) }
+
+// Discard wraps err in the control error a handler returns to fail the task for good: it goes
+// to failed, with err recorded, and is not retried.
+func Discard(err error) error {
+	if err == nil {
+		err = errors.New("discarded")
+	}
+	return &DiscardError{Err: err}
+}
+
+// DiscardError is the error Discard returns.
+type DiscardError struct{ Err error }
+
+func (e *DiscardError) Error() string { return "taskorch: discard: " + e.Err.Error() }
+
+// Unwrap returns the wrapped error.
+func (e *DiscardError) Unwrap() error { return e.Err }
+
+// ErrLeaseLost is the cause of a handler's context cancellation when the worker lost the
+// task's lease: it was cancelled, or it expired and another worker took it.
+var ErrLeaseLost = errors.New("taskorch: the task's lease was lost")
+
+// ErrShutdown is the cause of a handler's context cancellation when the worker shuts down and
+// the grace period is over; the task is given back to pending.
+var ErrShutdown = errors.New("taskorch: worker shutting down")

@@ -1,0 +1,124 @@
+package taskorch
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+const claimSQL = `select ` + taskColumns + ` from queues.claim_tasks($1, $2, $3::interval, $4)`
+
+// runFetcher claims tasks while there are free slots, until ctx is done. Tasks run on inner, which
+// outlives ctx by the shutdown.
+func (w *Worker) runFetcher(ctx, inner context.Context) {
+	var types []string
+	if w.cfg.OnlyKnownTypes {
+		types = append(append([]string{"db_function"}, w.cfg.Handlers.Types()...), channelTypesOf(w.cfg.Channels)...)
+	}
+	lease := w.cfg.LeaseDuration.String()
+	wait := w.cfg.PollInterval
+	for {
+		// One free slot at least, then as many more as are free now, up to a batch.
+		select {
+		case <-ctx.Done():
+			return
+		case w.slots <- struct{}{}:
+		}
+		n := 1
+	more:
+		for n < w.cfg.FetchBatch {
+			select {
+			case w.slots <- struct{}{}:
+				n++
+			default:
+				break more
+			}
+		}
+
+		tasks, err := w.claim(ctx, n, lease, types)
+		for range n - len(tasks) {
+			<-w.slots
+		}
+		for _, t := range tasks {
+			w.start(inner, t)
+		}
+		switch {
+		case err != nil && ctx.Err() == nil:
+			w.log.Warn("claim failed; retrying", "error", err, "retry_in", wait)
+		case len(tasks) == n:
+			wait = w.cfg.PollInterval
+			continue // there may be more
+		}
+
+		// Idle (or the database is unreachable): wait for a NOTIFY or the poll timer, backing off.
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-w.wake:
+			timer.Stop()
+			wait = w.cfg.PollInterval
+		case <-timer.C:
+			if len(tasks) == 0 {
+				wait = min(wait*2, w.cfg.MaxPollInterval)
+			}
+		}
+	}
+}
+
+func (w *Worker) claim(ctx context.Context, n int, lease string, types []string) ([]*Task, error) {
+	rows, err := w.pool.Query(ctx, claimSQL, w.cfg.ID, n, lease, types)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Task, error) { return scanTask(r) })
+}
+
+// runListener holds a LISTEN taskorch_task connection and turns notifications into wake-ups,
+// reconnecting with backoff when the connection drops. Polling covers the gaps.
+func (w *Worker) runListener(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := w.listenOnce(ctx, &backoff)
+		if ctx.Err() != nil {
+			return
+		}
+		w.log.Warn("LISTEN connection lost; polling until it is back", "error", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 10*time.Second)
+	}
+}
+
+func (w *Worker) listenOnce(ctx context.Context, backoff *time.Duration) error {
+	conn, err := w.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// The connection keeps session state (LISTEN): it never goes back to the pool.
+	pc := conn.Hijack()
+	defer func() { _ = pc.Close(context.WithoutCancel(ctx)) }()
+	if _, err := pc.Exec(ctx, "listen taskorch_task"); err != nil {
+		return err
+	}
+	*backoff = 100 * time.Millisecond
+	w.signalWake() // anything enqueued while we were not listening
+	for {
+		if _, err := pc.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		w.signalWake()
+	}
+}
+
+func (w *Worker) signalWake() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}

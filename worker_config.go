@@ -1,0 +1,127 @@
+package taskorch
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+)
+
+// WorkerConfig configures a Worker. The zero value is valid; each field's comment gives its
+// default. The taskorch command sets these from environment variables (docs/configuration.md).
+type WorkerConfig struct {
+	// ID names this worker in leases, events and the workers table. Defaults to
+	// hostname-pid-random.
+	ID string
+
+	// Concurrency is how many tasks run at once. Defaults to 10.
+	Concurrency int
+
+	// FetchBatch caps how many tasks one claim statement takes. Defaults to Concurrency.
+	FetchBatch int
+
+	// LeaseDuration is how long a claim holds a task. The worker renews the leases of running
+	// tasks every LeaseDuration/3, so long tasks keep theirs; a crashed worker's tasks become
+	// claimable again once it expires. Defaults to 5 minutes.
+	LeaseDuration time.Duration
+
+	// TaskTimeout bounds one attempt: its context is cancelled and the attempt fails (and is
+	// retried). Zero means no bound beyond the lease. Defaults to 0.
+	TaskTimeout time.Duration
+
+	// PollInterval is the shortest wait between claims while idle; the wait doubles up to
+	// MaxPollInterval while nothing comes, and a NOTIFY cuts it short. Defaults to 100ms.
+	PollInterval time.Duration
+
+	// MaxPollInterval: see PollInterval. Defaults to 2s.
+	MaxPollInterval time.Duration
+
+	// PollOnly turns LISTEN/NOTIFY off and relies on polling alone: for connections through a
+	// transaction-pooling proxy (PgBouncer in transaction mode), which cannot hold a LISTEN.
+	// The worker keeps no session state then. Defaults to false.
+	PollOnly bool
+
+	// ShutdownGrace is how long a stopping worker lets running tasks finish before it cancels
+	// them and gives them back to pending. Defaults to 30s.
+	ShutdownGrace time.Duration
+
+	// Handlers are the Go handlers, by task type.
+	Handlers *Handlers
+
+	// Channels are the providers of the channel task types (email, sms, file_delete), by type.
+	// A channel task whose type has no provider fails with a clear message.
+	Channels map[string]ChannelProvider
+
+	// OnlyKnownTypes makes the worker claim only the types it can run: db_function, its Go
+	// handlers' types and its channels' types. Defaults to false: the worker claims every type
+	// and fails tasks of unknown types (seed 000), which suits a fleet of identical workers.
+	OnlyKnownTypes bool
+
+	// Logger receives structured logs; every line about a task carries task_id, task_type,
+	// lease_id and worker_id. Defaults to slog.Default().
+	Logger *slog.Logger
+
+	// Version is recorded in the workers table. Defaults to "dev".
+	Version string
+}
+
+func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
+	if c.ID == "" {
+		host, _ := os.Hostname()
+		if host == "" {
+			host = "unknown"
+		}
+		b := make([]byte, 4)
+		_, _ = rand.Read(b)
+		c.ID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 10
+	}
+	if c.FetchBatch == 0 {
+		c.FetchBatch = c.Concurrency
+	}
+	if c.LeaseDuration == 0 {
+		c.LeaseDuration = 5 * time.Minute
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = 100 * time.Millisecond
+	}
+	if c.MaxPollInterval == 0 {
+		c.MaxPollInterval = 2 * time.Second
+	}
+	if c.ShutdownGrace == 0 {
+		c.ShutdownGrace = 30 * time.Second
+	}
+	if c.Handlers == nil {
+		c.Handlers = NewHandlers()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+	switch {
+	case c.Concurrency < 1 || c.Concurrency > 10000:
+		return c, inputErrorf("worker concurrency must be between 1 and 10000, got %d", c.Concurrency)
+	case c.FetchBatch < 1:
+		return c, inputErrorf("worker fetch batch must be at least 1, got %d", c.FetchBatch)
+	case c.LeaseDuration < time.Second:
+		return c, inputErrorf("lease duration must be at least 1s, got %s", c.LeaseDuration)
+	case c.TaskTimeout < 0:
+		return c, inputErrorf("task timeout must not be negative, got %s", c.TaskTimeout)
+	case c.PollInterval < time.Millisecond || c.MaxPollInterval < c.PollInterval:
+		return c, inputErrorf("poll interval must be at least 1ms and at most the max poll interval (%s, %s)", c.PollInterval, c.MaxPollInterval)
+	case c.ShutdownGrace < 0:
+		return c, inputErrorf("shutdown grace must not be negative, got %s", c.ShutdownGrace)
+	}
+	for typ := range c.Channels {
+		if !isChannelType(typ) {
+			return c, inputErrorf("%q is not a channel task type (want one of %v)", typ, ChannelTypes)
+		}
+	}
+	return c, nil
+}
