@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/internal/pgcluster"
+)
+
+// PostgreSQL restarted under a running worker: the worker reconnects and goes on; no task is
+// lost and each is completed once.
+func TestE2EDatabaseRestart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	require.NoError(t, ln.Close())
+	// As root PostgreSQL runs as the postgres user, which must be able to enter the temp dirs.
+	dir := t.TempDir()
+	for d := dir; d != filepath.Clean(os.TempDir()) && d != "/"; d = filepath.Dir(d) {
+		require.NoError(t, os.Chmod(d, 0o755))
+	}
+	cfg := pgcluster.Config{DataDir: filepath.Join(dir, "pg"), Port: port, Settings: pgcluster.TestSettings()}
+	cluster, err := pgcluster.Start(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cluster.Stop(context.Background()) })
+	url := cluster.URL("postgres")
+
+	pool := openPool(t, url)
+	_, err = taskorch.Migrate(ctx, pool, nil)
+	require.NoError(t, err)
+	startWorkerProc(t, url, "TASKORCH_CONCURRENCY=8")
+	for range 40 {
+		enqueue(t, pool, "taskorch.sleep", `{"ms": 200}`, 0) // ~1s of work for 8 slots
+	}
+	waitFor(t, pool, "work under way", `select count(*) >= 5 from queues.task where status = 'completed'`)
+	require.Less(t, q[int64](t, pool, `select count(*) from queues.task where status = 'completed'`), int64(40),
+		"the restart must come while tasks are in flight")
+
+	require.NoError(t, cluster.Stop(ctx))
+	cluster, err = pgcluster.Start(ctx, cfg)
+	require.NoError(t, err)
+
+	// The pool reconnects too; enqueue more after the restart.
+	require.Eventually(t, func() bool { return pool.Ping(ctx) == nil }, 30*time.Second, 50*time.Millisecond)
+	for range 40 {
+		enqueue(t, pool, "taskorch.sleep", `{"ms": 20}`, 0)
+	}
+	waitFor(t, pool, "every task completed", `select count(*) = 80 from queues.task where status = 'completed'`)
+	require.Equal(t, int64(80), q[int64](t, pool, `select count(*) from queues.task_event where event = 'completed'`))
+}
