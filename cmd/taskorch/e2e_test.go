@@ -68,7 +68,7 @@ func TestE2ECrashRecoveryDBFunction(t *testing.T) {
 
 	first := startWorkerProc(t, url, "TASKORCH_LEASE_DURATION=2s", "TASKORCH_WORKER_ID=first")
 	id := enqueue(t, pool, "db_function", `{"db_function": "wbiz.effect_then_sleep", "note": "once"}`, 0)
-	waitFor(t, pool, "the function is running", `select exists (select from pg_stat_activity where query like '%run_function%' and state = 'active' and pid <> pg_backend_pid())`)
+	waitFor(t, pool, "the function is running", `select exists (select from pg_stat_activity where datname = current_database() and query like '%run_function%' and state = 'active' and pid <> pg_backend_pid())`)
 	first.signal(t, syscall.SIGKILL)
 	first.wait(t)
 	_, err = pool.Exec(context.Background(), `update wbiz.sleep_control set ms = 0`)
