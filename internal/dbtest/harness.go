@@ -67,10 +67,9 @@ type harness struct {
 	dbsMu sync.Mutex
 	dbs   map[string]bool // created and not yet dropped
 
-	sharedMu   sync.Mutex
-	shared     *pgxpool.Pool
-	sharedName string
-	sharedErr  error
+	sharedMu  sync.Mutex
+	shared    *pgxpool.Pool
+	sharedErr error
 }
 
 // newHarness returns a harness that is not set up yet.
@@ -183,7 +182,7 @@ func (h *harness) takeOwnerKey(ctx context.Context) error {
 			continue
 		}
 		var ok bool
-		if err := h.owner.QueryRow(ctx, "select pg_try_advisory_lock($1, $2)", lockSpace, int32(key)).Scan(&ok); err != nil {
+		if err := h.owner.QueryRow(ctx, "select pg_try_advisory_lock($1, $2)", lockSpace, lockKey(key)).Scan(&ok); err != nil {
 			return fmt.Errorf("take owner lock: %w", err)
 		}
 		if ok {
@@ -213,14 +212,14 @@ func (h *harness) dropStale(ctx context.Context) {
 	}
 	for key, names := range byOwner {
 		var free bool
-		err := h.owner.QueryRow(ctx, "select pg_try_advisory_lock($1, $2)", lockSpace, int32(key)).Scan(&free)
+		err := h.owner.QueryRow(ctx, "select pg_try_advisory_lock($1, $2)", lockSpace, lockKey(key)).Scan(&free)
 		if err != nil || !free {
 			continue
 		}
 		for _, name := range names {
 			_, _ = h.owner.Exec(ctx, "drop database if exists "+quote(name)+" with (force)")
 		}
-		_, _ = h.owner.Exec(ctx, "select pg_advisory_unlock($1, $2)", lockSpace, int32(key))
+		_, _ = h.owner.Exec(ctx, "select pg_advisory_unlock($1, $2)", lockSpace, lockKey(key))
 	}
 }
 
@@ -244,7 +243,7 @@ func (h *harness) ensureTemplate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("template: connect: %w", err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx)) // also releases the lock
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }() // also releases the lock
 	if _, err := conn.Exec(ctx, "select pg_advisory_lock($1, $2)", lockSpace, templateLock); err != nil {
 		return fmt.Errorf("template: lock: %w", err)
 	}
@@ -299,7 +298,7 @@ func (h *harness) migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 	return h.opts.Migrate(ctx, conn)
 }
 
@@ -369,3 +368,7 @@ func quoteLiteral(s string) string {
 	}
 	return string(append(b, '\''))
 }
+
+// lockKey reinterprets a 32-bit key as the int4 pg_advisory_lock takes: bit for bit, any 32
+// bits are a valid lock key.
+func lockKey(key uint32) int32 { return int32(key) } //nolint:gosec // deliberate reinterpretation

@@ -35,7 +35,7 @@ func (c *Cluster) initdb(ctx context.Context, cfg Config) error {
 		if err != nil {
 			return fmt.Errorf("write password file: %w", err)
 		}
-		defer os.Remove(pwfile)
+		defer func() { _ = os.Remove(pwfile) }()
 		args = append(args, "--auth-local=scram-sha-256", "--auth-host=scram-sha-256", "--pwfile="+pwfile)
 	}
 	if isOff(cfg.Settings["fsync"]) {
@@ -141,7 +141,7 @@ func logTail(path string, offset int64) string {
 	if err != nil {
 		return fmt.Sprintf("(cannot read server log: %v)", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	if fi, err := f.Stat(); err == nil && fi.Size()-offset > maxBytes {
 		offset = fi.Size() - maxBytes
 	}
@@ -187,7 +187,8 @@ func validSettingName(name string) bool {
 		return false
 	}
 	for _, r := range name {
-		if !(r == '_' || r == '.' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+		valid := r == '_' || r == '.' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+		if !valid {
 			return false
 		}
 	}

@@ -36,7 +36,7 @@ func startWatchdog(r *runner, dataDir string) (*watchdog, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer pr.Close()
+	defer func() { _ = pr.Close() }()
 	stop := r.argv(filepath.Join(r.binDir, "pg_ctl"), "stop", "-D", dataDir, "-m", "immediate", "-w")
 	args := append([]string{"-c", watchdogScript, "pgcluster-watchdog", dataDir}, stop...)
 	cmd := exec.Command("/bin/sh", args...)
@@ -48,7 +48,7 @@ func startWatchdog(r *runner, dataDir string) (*watchdog, error) {
 	// foreground group does not kill the watchdog along with its parent.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		pw.Close()
+		_ = pw.Close()
 		return nil, fmt.Errorf("run /bin/sh: %w", err)
 	}
 	go func() { _ = cmd.Wait() }() // reap it when it exits

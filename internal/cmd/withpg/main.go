@@ -99,7 +99,7 @@ func run(args []string) int {
 // signals arriving on sigs, and returns its exit code (128+n if it was killed
 // by signal n).
 func runCommand(args, env []string, sigs <-chan os.Signal) int {
-	cmd := exec.Command(args[0], args[1:]...)
+	cmd := exec.Command(args[0], args[1:]...) //nolint:gosec // running the given command is the tool's job
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), env...)
 	if err := cmd.Start(); err != nil {
