@@ -14,7 +14,7 @@ const claimSQL = `select ` + taskColumns + ` from queues.claim_tasks($1, $2, $3:
 func (w *Worker) runFetcher(ctx, inner context.Context) {
 	var types []string
 	if w.cfg.OnlyKnownTypes {
-		types = append(append([]string{"db_function"}, w.cfg.Handlers.Types()...), channelTypesOf(w.cfg.Channels)...)
+		types = knownTypes(w.cfg)
 	}
 	lease := w.cfg.LeaseDuration.String()
 	wait := w.cfg.PollInterval
@@ -121,4 +121,9 @@ func (w *Worker) signalWake() {
 	case w.wake <- struct{}{}:
 	default:
 	}
+}
+
+// knownTypes lists the task types a worker with this configuration can run.
+func knownTypes(c WorkerConfig) []string {
+	return append(append([]string{TypeDBFunction}, c.Handlers.Types()...), channelTypesOf(c.Channels)...)
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/taskorch/taskorch/internal/maintenance"
 )
 
 // Worker claims tasks from PostgreSQL and runs them: db_function tasks through
@@ -33,9 +35,11 @@ type Worker struct {
 	unreleased []*runningTask         // stopped by shutdown without an outcome: to give back
 	wg         sync.WaitGroup         // running tasks
 
-	// Background is run alongside the fetch loop until the worker stops (heartbeats and
-	// leadership, set by the taskorch command); nil means none.
+	// background runs alongside the fetch loop until the worker stops.
 	background []func(ctx context.Context)
+
+	maint      *maintenance.Maintainer // registry, heartbeats, leadership and the leader's duties
+	registered chan struct{}           // closed once the worker is in queues.worker
 }
 
 type runningTask struct {
@@ -58,20 +62,59 @@ func NewWorker(pool *pgxpool.Pool, cfg *WorkerConfig) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	var types []string
+	if c.OnlyKnownTypes {
+		types = knownTypes(c)
+	}
+	registered := make(chan struct{})
+	var once sync.Once
+	maint, err := maintenance.New(pool, maintenance.Config{
+		OnEvent: func(e maintenance.Event) {
+			if e.Kind == maintenance.EventRegistered {
+				once.Do(func() { close(registered) })
+			}
+		},
+		WorkerID:          c.ID,
+		PoolSize:          c.Concurrency,
+		Version:           c.Version,
+		Transport:         "postgres",
+		TaskTypes:         types,
+		HeartbeatInterval: c.HeartbeatInterval,
+		WorkerTimeout:     c.WorkerTimeout,
+		LeaderTTL:         c.LeaderTTL,
+		Retention:         keepForeverIfNegative(c.Retention),
+		FailedRetention:   keepForeverIfNegative(c.FailedRetention),
+		Logger:            c.Logger.With("worker_id", c.ID),
+	})
+	if err != nil {
+		return nil, &InputError{Msg: err.Error()}
+	}
 	return &Worker{
-		pool:      pool,
-		cfg:       c,
-		log:       c.Logger.With("worker_id", c.ID),
-		slots:     make(chan struct{}, c.Concurrency),
-		wake:      make(chan struct{}, 1),
-		completed: make(chan completion, c.Concurrency*2),
-		hardStop:  make(chan struct{}),
-		running:   map[int64]*runningTask{},
+		maint:      maint,
+		registered: registered,
+		pool:       pool,
+		cfg:        c,
+		log:        c.Logger.With("worker_id", c.ID),
+		slots:      make(chan struct{}, c.Concurrency),
+		wake:       make(chan struct{}, 1),
+		completed:  make(chan completion, c.Concurrency*2),
+		hardStop:   make(chan struct{}),
+		running:    map[int64]*runningTask{},
 	}, nil
 }
 
 // ID returns the worker's id.
 func (w *Worker) ID() string { return w.cfg.ID }
+
+// IsLeader reports whether this worker currently holds the leader lease.
+func (w *Worker) IsLeader() bool { return w.maint.IsLeader() }
+
+func keepForeverIfNegative(d time.Duration) time.Duration {
+	if d < 0 {
+		return maintenance.KeepForever
+	}
+	return d
+}
 
 // AddBackground registers a function the worker runs in its own goroutine from Run until it
 // stops; its context is cancelled after the running tasks are finished or given back. Call it
@@ -94,6 +137,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	for _, fn := range w.background {
 		bg.Go(func() { fn(bgCtx) })
 	}
+	// Registers the worker, heartbeats, and leads when elected; on stop it resigns and
+	// deregisters, after the running tasks are finished or given back.
+	bg.Go(func() { _ = w.maint.Run(bgCtx) })
 
 	completerDone := make(chan struct{})
 	go func() { defer close(completerDone); w.runCompleter(inner) }()
@@ -109,6 +155,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		go func() { defer close(listenDone); w.runListener(listenCtx) }()
 	}
 
+	// Claim nothing before the worker is registered: the leader recovers the tasks of dead
+	// workers it knows of, so a worker that claimed first and died at once would leave its tasks
+	// to their lease.
+	select {
+	case <-w.registered:
+	case <-ctx.Done():
+	}
 	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "lease_duration", w.cfg.LeaseDuration,
 		"poll_only", w.cfg.PollOnly, "handlers", len(w.cfg.Handlers.Types()), "channels", len(w.cfg.Channels))
 	w.runFetcher(ctx, inner)

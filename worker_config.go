@@ -65,6 +65,28 @@ type WorkerConfig struct {
 
 	// Version is recorded in the workers table. Defaults to "dev".
 	Version string
+
+	// HeartbeatInterval is how often the worker updates its row in queues.worker (one write per
+	// interval, none per task). Defaults to 5s.
+	HeartbeatInterval time.Duration
+
+	// WorkerTimeout is how long a worker may go without a heartbeat before the leader deletes
+	// it and returns its running tasks to pending (the lost lease counts as an attempt). At
+	// least twice HeartbeatInterval. Defaults to 30s.
+	WorkerTimeout time.Duration
+
+	// LeaderTTL is the leader's lease: one worker at a time leads (reaps dead workers, prunes
+	// history, enqueues periodic schedules); another takes over when the lease has not been
+	// renewed for this long, at once when the leader stops. Defaults to 15s.
+	LeaderTTL time.Duration
+
+	// Retention is how long completed and cancelled tasks are kept, with their history, before
+	// the leader deletes them. Defaults to 7 days; negative keeps them forever.
+	Retention time.Duration
+
+	// FailedRetention is the same for failed and dead tasks. Defaults to 30 days; negative keeps
+	// them forever.
+	FailedRetention time.Duration
 }
 
 func (c WorkerConfig) withDefaults() (WorkerConfig, error) {

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/taskorch/taskorch/internal/maintenance"
 )
 
 func main() {
@@ -53,7 +55,7 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &ue), isInputError(err):
 		return exitUsage
-	case isNotFound(err):
+	case isNotFound(err), errors.Is(err, maintenance.ErrScheduleNotFound):
 		return exitNotFound
 	case isWrongState(err):
 		return exitState

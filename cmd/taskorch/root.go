@@ -47,6 +47,8 @@ Every command that talks to a database reads DATABASE_URL (or --database-url).`,
 		newEnqueueCmd(g),
 		newTasksCmd(g),
 		newWorkerCmd(g),
+		newWorkersCmd(g),
+		newSchedulesCmd(g),
 		newDevCmd(g),
 		newVersionCmd(g),
 	)

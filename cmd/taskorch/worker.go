@@ -37,6 +37,12 @@ type workerFlags struct {
 	workerID      string
 	logFormat     string
 	logLevel      string
+
+	heartbeatInterval time.Duration
+	workerTimeout     time.Duration
+	leaderTTL         time.Duration
+	retention         time.Duration
+	failedRetention   time.Duration
 }
 
 func newWorkerCmd(g *globals) *cobra.Command {
@@ -113,6 +119,11 @@ Every flag has an environment variable twin, listed in docs/configuration.md.`,
 	fl.StringVar(&f.workerID, "worker-id", envString("TASKORCH_WORKER_ID", ""), "this worker's id (default hostname-pid-random) (env TASKORCH_WORKER_ID)")
 	fl.StringVar(&f.logFormat, "log-format", envString("TASKORCH_LOG_FORMAT", "text"), "text or json (env TASKORCH_LOG_FORMAT)")
 	fl.StringVar(&f.logLevel, "log-level", envString("TASKORCH_LOG_LEVEL", "info"), "debug, info, warn or error (env TASKORCH_LOG_LEVEL)")
+	fl.DurationVar(&f.heartbeatInterval, "heartbeat-interval", envDuration("TASKORCH_HEARTBEAT_INTERVAL", 5*time.Second), "how often the worker updates its row in queues.worker (env TASKORCH_HEARTBEAT_INTERVAL)")
+	fl.DurationVar(&f.workerTimeout, "worker-timeout", envDuration("TASKORCH_WORKER_TIMEOUT", 30*time.Second), "a worker silent this long is reaped and its tasks recovered (env TASKORCH_WORKER_TIMEOUT)")
+	fl.DurationVar(&f.leaderTTL, "leader-ttl", envDuration("TASKORCH_LEADER_TTL", 15*time.Second), "the leader's lease (env TASKORCH_LEADER_TTL)")
+	fl.DurationVar(&f.retention, "retention", envDuration("TASKORCH_RETENTION", 7*24*time.Hour), "keep completed/cancelled tasks this long; negative keeps forever (env TASKORCH_RETENTION)")
+	fl.DurationVar(&f.failedRetention, "failed-retention", envDuration("TASKORCH_FAILED_RETENTION", 30*24*time.Hour), "keep failed/dead tasks this long; negative keeps forever (env TASKORCH_FAILED_RETENTION)")
 	return cmd
 }
 
@@ -203,6 +214,12 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 		Handlers:      hs,
 		Logger:        log,
 		Version:       version,
+
+		HeartbeatInterval: f.heartbeatInterval,
+		WorkerTimeout:     f.workerTimeout,
+		LeaderTTL:         f.leaderTTL,
+		Retention:         f.retention,
+		FailedRetention:   f.failedRetention,
 	})
 	if err != nil {
 		return err

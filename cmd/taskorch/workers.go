@@ -1,0 +1,163 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/taskorch/taskorch/internal/maintenance"
+)
+
+func newWorkersCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "workers", Short: "Inspect the registered workers"}
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the workers with their heartbeat, pool size, running tasks and the leader",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			pool, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			ws, err := maintenance.ListWorkers(cmd.Context(), pool)
+			if err != nil {
+				return err
+			}
+			if g.jsonOut {
+				if ws == nil {
+					ws = []maintenance.Worker{}
+				}
+				return writeJSON(cmd.OutOrStdout(), ws)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "WORKER\tHOST\tLEADER\tPOOL\tRUNNING\tLAST HEARTBEAT\tSTARTED\tVERSION")
+			for _, w := range ws {
+				leader := ""
+				if w.Leader {
+					leader = "yes"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s ago\t%s\t%s\n", w.ID, w.Hostname, dash(leader), w.PoolSize, w.RunningTasks,
+					time.Since(w.LastHeartbeat).Round(time.Second), w.StartedAt.UTC().Format(time.RFC3339), dash(w.Version))
+			}
+			return tw.Flush()
+		},
+	}
+	addJSONFlag(list, g)
+	cmd.AddCommand(list)
+	return cmd
+}
+
+func newSchedulesCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "schedules", Short: "Periodic tasks: list, add and remove schedules"}
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the schedules",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			pool, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			ss, err := maintenance.ListSchedules(cmd.Context(), pool)
+			if err != nil {
+				return err
+			}
+			if g.jsonOut {
+				if ss == nil {
+					ss = []maintenance.Schedule{}
+				}
+				return writeJSON(cmd.OutOrStdout(), ss)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tCRON\tTASK TYPE\tENABLED\tNEXT RUN\tLAST TASK")
+			for _, s := range ss {
+				next, last := "-", "-"
+				if s.NextRunAt != nil {
+					next = s.NextRunAt.UTC().Format(time.RFC3339)
+				}
+				if s.LastTaskID != nil {
+					last = fmt.Sprint(*s.LastTaskID)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%s\n", s.Name, s.Cron, s.TaskType, s.Enabled, next, last)
+			}
+			return tw.Flush()
+		},
+	}
+	addJSONFlag(list, g)
+
+	var priority, maxAttempts int
+	var disabled bool
+	add := &cobra.Command{
+		Use:   "add NAME CRON TYPE [PAYLOAD]",
+		Short: "Add (or replace) a schedule: TYPE with PAYLOAD at every tick of CRON",
+		Example: `  taskorch schedules add nightly-report '0 3 * * *' db_function '{"db_function":"reports.nightly"}'
+  taskorch schedules add heartbeat '*/5 * * * *' taskorch.noop`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 3 || len(args) > 4 {
+				return usageErrorf("want NAME CRON TYPE [PAYLOAD], got %d argument(s)", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p := maintenance.ScheduleParams{Name: args[0], Cron: args[1], TaskType: args[2],
+				Priority: priority, MaxAttempts: maxAttempts, Disabled: disabled}
+			if len(args) == 4 {
+				payload, err := parsePayload(args[3])
+				if err != nil {
+					return err
+				}
+				p.Payload = payload
+			}
+			pool, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			created, err := maintenance.AddSchedule(cmd.Context(), pool, p)
+			if errors.Is(err, maintenance.ErrInvalidSchedule) {
+				return &usageError{err: err}
+			}
+			if err != nil {
+				return err
+			}
+			if g.jsonOut {
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"name": p.Name, "created": created})
+			}
+			verb := "replaced"
+			if created {
+				verb = "added"
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s schedule %s\n", verb, p.Name)
+			return err
+		},
+	}
+	add.Flags().IntVar(&priority, "priority", 0, "priority of the tasks it enqueues")
+	add.Flags().IntVar(&maxAttempts, "max-attempts", 0, "max attempts of the tasks it enqueues (default 25)")
+	add.Flags().BoolVar(&disabled, "disabled", false, "add it without running it")
+	addJSONFlag(add, g)
+
+	remove := &cobra.Command{
+		Use:   "remove NAME",
+		Short: "Remove a schedule (the tasks it enqueued stay)",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pool, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			if err := maintenance.RemoveSchedule(cmd.Context(), pool, args[0]); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "removed schedule %s\n", args[0])
+			return err
+		},
+	}
+	cmd.AddCommand(list, add, remove)
+	return cmd
+}

@@ -1,0 +1,178 @@
+package maintenance
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+)
+
+// Defaults of Config's durations.
+const (
+	DefaultHeartbeatInterval = 5 * time.Second
+	DefaultWorkerTimeout     = 30 * time.Second
+	DefaultLeaderTTL         = 15 * time.Second
+	DefaultRetention         = 7 * 24 * time.Hour
+	DefaultFailedRetention   = 30 * 24 * time.Hour
+	DefaultPruneInterval     = time.Minute
+	DefaultScheduleInterval  = time.Second
+)
+
+// KeepForever turns pruning off when set as Config.Retention or Config.FailedRetention. (Zero
+// means the default, as for every field of Config.)
+const KeepForever time.Duration = -1
+
+// Config configures a Maintainer. The zero value of every field means its default.
+type Config struct {
+	// WorkerID identifies the worker in queues.worker and as the holder of its tasks' leases:
+	// the task loop must claim with the same id. Defaults to NewWorkerID(Hostname, PID).
+	WorkerID string
+
+	// Hostname is recorded in queues.worker. Defaults to os.Hostname().
+	Hostname string
+
+	// PID is recorded in queues.worker. Defaults to os.Getpid().
+	PID int
+
+	// PoolSize is the number of tasks the worker runs at once, recorded in queues.worker.
+	// Defaults to 0 (unknown).
+	PoolSize int
+
+	// Version is the worker's taskorch version, recorded in queues.worker. Defaults to none.
+	Version string
+
+	// Transport is how the worker is woken (postgres, redis, sqs), recorded in queues.worker.
+	// Defaults to none.
+	Transport string
+
+	// TaskTypes are the types the worker claims, recorded in queues.worker. Defaults to none
+	// (all types).
+	TaskTypes []string
+
+	// HeartbeatInterval is how often the worker updates its row (one UPDATE each time).
+	// Defaults to 5 seconds.
+	HeartbeatInterval time.Duration
+
+	// WorkerTimeout is how long a worker may go without a heartbeat before the leader deletes
+	// it and recovers its running tasks. It must be at least twice HeartbeatInterval. Defaults
+	// to 30 seconds. The leader checks every HeartbeatInterval.
+	WorkerTimeout time.Duration
+
+	// LeaderTTL is the leader lease: a leader renews it every LeaderTTL/3, and another worker
+	// takes over when it has not been renewed for LeaderTTL (at once when the leader resigns at
+	// shutdown). It also bounds each leader action (a reaper pass, a prune batch, a schedule
+	// step). Defaults to 15 seconds.
+	LeaderTTL time.Duration
+
+	// Retention is how long completed and cancelled tasks are kept, with their lease, event
+	// and error rows, before the leader deletes them. Defaults to 7 days; KeepForever keeps
+	// them.
+	Retention time.Duration
+
+	// FailedRetention is the same for failed and dead tasks, which a person may still want to
+	// inspect or retry. Defaults to 30 days; KeepForever keeps them.
+	FailedRetention time.Duration
+
+	// PruneInterval is how often the leader prunes. Each pass deletes in batches of 1,000 tasks
+	// until nothing is left to prune. Defaults to 1 minute.
+	PruneInterval time.Duration
+
+	// ScheduleInterval is how often the leader looks for due schedule ticks: a tick is enqueued
+	// at most this late. Defaults to 1 second.
+	ScheduleInterval time.Duration
+
+	// Logger receives errors (at Warn: every one is retried) and leadership changes (at Info).
+	// Defaults to slog.Default().
+	Logger *slog.Logger
+
+	// OnEvent, if set, is called for everything the Maintainer does (see EventKind): tests
+	// wait on it instead of sleeping, and metrics can count with it. It is called from the
+	// Maintainer's goroutines, possibly concurrently, and must return quickly.
+	OnEvent func(Event)
+
+	// Now is the clock schedule ticks are computed with. Defaults to time.Now. (Liveness and
+	// leases use the database's clock.) Tests set it to step through ticks.
+	Now func() time.Time
+}
+
+// withDefaults returns cfg with its zero fields set to their defaults, validated.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Hostname == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			h = "unknown"
+		}
+		cfg.Hostname = h
+	}
+	if cfg.PID == 0 {
+		cfg.PID = os.Getpid()
+	}
+	if cfg.WorkerID == "" {
+		cfg.WorkerID = NewWorkerID(cfg.Hostname, cfg.PID)
+	}
+	setDefault(&cfg.HeartbeatInterval, DefaultHeartbeatInterval)
+	setDefault(&cfg.WorkerTimeout, DefaultWorkerTimeout)
+	setDefault(&cfg.LeaderTTL, DefaultLeaderTTL)
+	setDefault(&cfg.Retention, DefaultRetention)
+	setDefault(&cfg.FailedRetention, DefaultFailedRetention)
+	setDefault(&cfg.PruneInterval, DefaultPruneInterval)
+	setDefault(&cfg.ScheduleInterval, DefaultScheduleInterval)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return cfg, cfg.validate()
+}
+
+func setDefault(d *time.Duration, def time.Duration) {
+	if *d == 0 {
+		*d = def
+	}
+}
+
+// validate checks a Config whose defaults are set.
+func (cfg Config) validate() error {
+	var errs []error
+	if len(cfg.WorkerID) > 256 {
+		errs = append(errs, fmt.Errorf("WorkerID is %d bytes long, at most 256", len(cfg.WorkerID)))
+	}
+	if cfg.PoolSize < 0 {
+		errs = append(errs, fmt.Errorf("PoolSize must not be negative, got %d", cfg.PoolSize))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"HeartbeatInterval", cfg.HeartbeatInterval},
+		{"WorkerTimeout", cfg.WorkerTimeout},
+		{"LeaderTTL", cfg.LeaderTTL},
+		{"PruneInterval", cfg.PruneInterval},
+		{"ScheduleInterval", cfg.ScheduleInterval},
+	} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.name, d.v))
+		}
+	}
+	if cfg.WorkerTimeout < 2*cfg.HeartbeatInterval {
+		errs = append(errs, fmt.Errorf("WorkerTimeout (%s) must be at least twice HeartbeatInterval (%s), or live workers would be reaped",
+			cfg.WorkerTimeout, cfg.HeartbeatInterval))
+	}
+	if cfg.LeaderTTL > 0 && cfg.LeaderTTL < 3*time.Millisecond {
+		errs = append(errs, fmt.Errorf("LeaderTTL must be at least 3ms, got %s", cfg.LeaderTTL))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"Retention", cfg.Retention}, {"FailedRetention", cfg.FailedRetention}} {
+		if d.v < 0 && d.v != KeepForever {
+			errs = append(errs, fmt.Errorf("%s must be positive or KeepForever, got %s", d.name, d.v))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("maintenance: invalid Config: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,98 @@
+package maintenance
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseCron(t *testing.T) {
+	t.Parallel()
+	for _, expr := range []string{
+		"* * * * *",
+		"*/15 9-17 * * MON-FRI",
+		"0 0 1 jan,jul *",
+		"@hourly",
+		"@every 10m",
+		"CRON_TZ=Europe/Paris 0 9 * * *",
+	} {
+		c, err := ParseCron(expr)
+		require.NoError(t, err, expr)
+		require.Equal(t, expr, c.String())
+	}
+	for expr, msg := range map[string]string{
+		"":                  "empty spec",
+		"* * * *":           "expected exactly 5 fields",
+		"* * * * * *":       "expected exactly 5 fields",
+		"61 * * * *":        "above maximum",
+		"@fortnightly":      "unrecognized descriptor",
+		"0 0 30 2 *":        "never fires",
+		"CRON_TZ=Nowhere *": "bad location",
+	} {
+		_, err := ParseCron(expr)
+		require.ErrorIs(t, err, ErrInvalidSchedule, expr)
+		require.ErrorContains(t, err, msg, expr)
+	}
+}
+
+func TestCronLastTick(t *testing.T) {
+	t.Parallel()
+	at := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339, s)
+		require.NoError(t, err)
+		return v
+	}
+	for _, tc := range []struct {
+		cron, from, now, want string // want "" : no tick
+	}{
+		{"* * * * *", "2026-01-01T10:00:00Z", "2026-01-01T10:00:00Z", "2026-01-01T10:00:00Z"},
+		{"* * * * *", "2026-01-01T10:00:00Z", "2026-01-01T10:00:59Z", "2026-01-01T10:00:00Z"},
+		{"* * * * *", "2026-01-01T10:00:00Z", "2026-01-01T10:05:30Z", "2026-01-01T10:05:00Z"},
+		{"* * * * *", "2026-01-01T10:00:00Z", "2026-01-01T09:59:59Z", ""},
+		{"* * * * *", "2026-01-01T00:00:00Z", "2026-03-01T12:34:56Z", "2026-03-01T12:34:00Z"},
+		{"0 3 * * *", "2026-01-01T03:00:00Z", "2026-01-10T02:00:00Z", "2026-01-09T03:00:00Z"},
+		{"0 3 * * *", "2026-01-01T01:00:00Z", "2026-01-01T02:00:00Z", ""}, // next_run_at set by hand, not a tick
+		{"@every 10m", "2026-01-01T10:00:07Z", "2026-01-01T10:35:00Z", "2026-01-01T10:30:07Z"},
+		{"@every 10m", "2026-01-01T10:00:07Z", "2026-01-01T10:00:07Z", "2026-01-01T10:00:07Z"},
+	} {
+		c, err := ParseCron(tc.cron)
+		require.NoError(t, err)
+		got, ok := c.lastTick(at(tc.from), at(tc.now))
+		if tc.want == "" {
+			require.False(t, ok, "%+v: got %s", tc, got)
+			continue
+		}
+		require.True(t, ok, "%+v", tc)
+		require.Equal(t, at(tc.want), got, "%+v", tc)
+	}
+}
+
+// lastTick agrees with walking every tick from from, on random gaps.
+func TestCronLastTickMatchesWalk(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	for _, expr := range []string{"* * * * *", "*/7 * * * *", "5 */2 * * *", "* 3 * * *", "0 0 * * MON", "30 12 1,15 * *"} {
+		c, err := ParseCron(expr)
+		require.NoError(t, err)
+		for range 200 {
+			from := c.Next(base.Add(time.Duration(rng.Int64N(int64(30 * 24 * time.Hour)))))
+			now := from.Add(time.Duration(rng.Int64N(int64(20 * 24 * time.Hour))))
+			want := from
+			for n := c.Next(from); !n.After(now); n = c.Next(n) {
+				want = n
+			}
+			got, ok := c.lastTick(from, now)
+			require.True(t, ok)
+			require.Equal(t, want, got, "%s from %s now %s", expr, from, now)
+		}
+	}
+}
+
+func TestScheduleTickKey(t *testing.T) {
+	t.Parallel()
+	tick := time.Date(2026, 5, 4, 3, 2, 1, 0, time.FixedZone("X", 3600))
+	require.Equal(t, "schedule:nightly:2026-05-04T02:02:01Z", ScheduleTickKey("nightly", tick))
+}

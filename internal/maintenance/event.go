@@ -1,0 +1,62 @@
+package maintenance
+
+import "time"
+
+// EventKind says what happened; see Event.
+type EventKind int
+
+// The kinds of Event, with the fields each sets.
+const (
+	// EventRegistered: the worker's row was written, at start or again after a leader reaped
+	// the worker (Reregistered): then the tasks it held were recovered, and its outcomes for
+	// them will be refused.
+	EventRegistered EventKind = iota + 1
+	// EventHeartbeat: one heartbeat was written.
+	EventHeartbeat
+	// EventElected: this worker became the leader (Term).
+	EventElected
+	// EventDeposed: this worker is no longer the leader (Term: the one it held), because another
+	// took over, its lease lapsed unrenewed, or it resigned at shutdown.
+	EventDeposed
+	// EventReaped: a reaper pass as leader (Term) removed Workers, recovering Tasks tasks.
+	EventReaped
+	// EventPruned: a retention pass as leader (Term) deleted Tasks tasks and their history.
+	EventPruned
+	// EventScheduled: the leader (Term) enqueued task TaskID for tick Tick of Schedule (or found
+	// it enqueued already).
+	EventScheduled
+	// EventError: Op failed with Err; it is retried at its next interval.
+	EventError
+)
+
+var eventKindNames = map[EventKind]string{
+	EventRegistered: "registered",
+	EventHeartbeat:  "heartbeat",
+	EventElected:    "elected",
+	EventDeposed:    "deposed",
+	EventReaped:     "reaped",
+	EventPruned:     "pruned",
+	EventScheduled:  "scheduled",
+	EventError:      "error",
+}
+
+func (k EventKind) String() string {
+	if s, ok := eventKindNames[k]; ok {
+		return s
+	}
+	return "unknown"
+}
+
+// Event is something a Maintainer did, passed to Config.OnEvent. Kind says which fields are set.
+type Event struct {
+	Kind         EventKind
+	Reregistered bool           // EventRegistered
+	Term         int64          // leadership and leader actions
+	Workers      []ReapedWorker // EventReaped
+	Tasks        int            // EventReaped (recovered), EventPruned (deleted)
+	Schedule     string         // EventScheduled
+	Tick         time.Time      // EventScheduled
+	TaskID       int64          // EventScheduled
+	Op           string         // EventError: register, heartbeat, leadership, reap, prune, schedule, resign, deregister
+	Err          error          // EventError
+}

@@ -1,0 +1,59 @@
+package maintenance
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskorch/taskorch/internal/dbtest"
+)
+
+// worker_service_user can do everything a worker and a leader do here, through the functions,
+// and nothing else: no tables, no schedule administration, no internal helpers.
+func TestWorkerRoleGrants(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := dbtest.NewDB(t)
+	mustExec(t, pool, `select queues.add_schedule('s', '* * * * *', 't', _next_run_at => now() - interval '1 minute')`)
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `set local role worker_service_user`)
+	require.NoError(t, err)
+
+	for _, sql := range []string{
+		`select queues.register_worker('w', 'h', 1, 4, 'v', 'postgres', array['a'])`,
+		`select queues.heartbeat_worker('w')`,
+		`select queues.acquire_leadership('w', interval '1 minute')`,
+		`select * from queues.reap_dead_workers(interval '30 seconds', 1)`,
+		`select queues.prune_finished(interval '7 days', 1000, 1)`,
+		`select queues.prune_finished(interval '7 days', 1000, 1, '{failed,dead}')`,
+		`select * from queues.due_schedules(now())`,
+		`select queues.enqueue_schedule_tick('s', '* * * * *', date_trunc('minute', now()), now() + interval '1 minute', 1)`,
+		`select queues.resign_leadership('w')`,
+		`select queues.deregister_worker('w')`,
+	} {
+		_, err := tx.Exec(ctx, sql)
+		require.NoError(t, err, sql)
+	}
+	for _, sql := range []string{
+		`select * from queues.worker`,
+		`select * from queues.leader`,
+		`select * from queues.schedule`,
+		`update queues.leader set term = term + 1`,
+		`insert into queues.worker (worker_id, hostname) values ('x', 'h')`,
+		`select queues.add_schedule('x', '* * * * *', 't')`,
+		`select queues.remove_schedule('s')`,
+		`select internal.holds_leader_term(1)`,
+		`select internal.schedule_tick_key('s', now())`,
+		`select queues.enqueue('t', '{}')`,
+	} {
+		_, err := tx.Exec(ctx, "savepoint s")
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, sql)
+		require.ErrorContains(t, err, "permission denied", sql)
+		_, err = tx.Exec(ctx, "rollback to savepoint s")
+		require.NoError(t, err)
+	}
+}

@@ -1,0 +1,108 @@
+package maintenance
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// shutdownTimeout bounds resigning and deregistering once Run's context is done.
+const shutdownTimeout = 5 * time.Second
+
+// Maintainer registers a worker, keeps it alive and, when it is the leader, does the leader's
+// work. Create it with New and start it with Run.
+type Maintainer struct {
+	pool *pgxpool.Pool
+	cfg  Config
+	log  *slog.Logger
+
+	running    atomic.Bool
+	registered atomic.Bool
+	leader     leaderState
+
+	// badCrons remembers the schedules whose cron expression failed to parse, so that each is
+	// logged once rather than every ScheduleInterval.
+	badCronsMu sync.Mutex
+	badCrons   map[string]string
+}
+
+// New returns a Maintainer for the worker cfg describes, on pool. It fails when cfg is invalid.
+func New(pool *pgxpool.Pool, cfg Config) (*Maintainer, error) {
+	if pool == nil {
+		return nil, errors.New("maintenance: New: pool is nil")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Maintainer{
+		pool:     pool,
+		cfg:      cfg,
+		log:      cfg.Logger.With(slog.String("worker_id", cfg.WorkerID)),
+		badCrons: map[string]string{},
+	}, nil
+}
+
+// WorkerID returns the worker's id, as given in Config or generated.
+func (m *Maintainer) WorkerID() string { return m.cfg.WorkerID }
+
+// Run registers the worker and runs until ctx is done: a heartbeat every HeartbeatInterval
+// (registering again when a leader reaped the worker), an attempt at the leader lease every
+// LeaderTTL/3, and while leader, reaping, pruning and scheduling at their intervals. Database
+// errors are logged and retried at the next interval, so Run outlives a database restart. When
+// ctx is done it resigns the leadership, deregisters the worker (bounded by 5 seconds) and
+// returns nil. It may be called once.
+func (m *Maintainer) Run(ctx context.Context) error {
+	if !m.running.CompareAndSwap(false, true) {
+		return errors.New("maintenance: Run called twice")
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { m.runHeartbeats(ctx) })
+	wg.Go(func() { m.runLeadership(ctx) })
+	wg.Go(func() { m.runReaper(ctx) })
+	wg.Go(func() { m.runRetention(ctx) })
+	wg.Go(func() { m.runScheduler(ctx) })
+	wg.Wait()
+
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	m.resign(sctx)
+	m.deregister(sctx)
+	return nil
+}
+
+// emit passes e to Config.OnEvent.
+func (m *Maintainer) emit(e Event) {
+	if m.cfg.OnEvent != nil {
+		m.cfg.OnEvent(e)
+	}
+}
+
+// fail logs a failed operation and emits EventError, unless ctx is done (shutting down).
+func (m *Maintainer) fail(ctx context.Context, op string, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	m.log.Warn("maintenance: "+op+" failed; retrying", slog.String("op", op), slog.Any("error", err))
+	m.emit(Event{Kind: EventError, Op: op, Err: err})
+}
+
+// every calls fn at once and then every interval until ctx is done. A call that takes longer
+// than interval delays the next one; calls never overlap.
+func every(ctx context.Context, interval time.Duration, fn func(context.Context)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for ctx.Err() == nil {
+		fn(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,250 @@
+package maintenance
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskorch/taskorch/internal/dbtest"
+)
+
+// t0 is a minute boundary the fake clocks start at.
+var t0 = time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func TestAddListRemoveSchedule(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := dbtest.NewDB(t)
+
+	created, err := addSchedule(ctx, pool, ScheduleParams{Name: "nightly", Cron: "0 3 * * *", TaskType: "report",
+		Payload: json.RawMessage(`{"kind": "daily"}`), Priority: 5, MaxAttempts: 3}, t0)
+	require.NoError(t, err)
+	require.True(t, created)
+
+	list, err := ListSchedules(ctx, pool)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	s := list[0]
+	require.Equal(t, "nightly", s.Name)
+	require.Equal(t, "0 3 * * *", s.Cron)
+	require.Equal(t, "report", s.TaskType)
+	require.JSONEq(t, `{"kind": "daily"}`, string(s.Payload))
+	require.Equal(t, 5, s.Priority)
+	require.Equal(t, 3, s.MaxAttempts)
+	require.True(t, s.Enabled)
+	require.Equal(t, time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC), s.NextRunAt.UTC())
+	require.Nil(t, s.LastTickAt)
+
+	// Replacing with the same cron keeps the next tick; a new cron moves it.
+	created, err = addSchedule(ctx, pool, ScheduleParams{Name: "nightly", Cron: "0 3 * * *", TaskType: "report2"}, t0.Add(48*time.Hour))
+	require.NoError(t, err)
+	require.False(t, created)
+	list, err = ListSchedules(ctx, pool)
+	require.NoError(t, err)
+	require.Equal(t, "report2", list[0].TaskType)
+	require.Equal(t, time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC), list[0].NextRunAt.UTC())
+	_, err = addSchedule(ctx, pool, ScheduleParams{Name: "nightly", Cron: "0 4 * * *", TaskType: "report2"}, t0)
+	require.NoError(t, err)
+	list, err = ListSchedules(ctx, pool)
+	require.NoError(t, err)
+	require.Equal(t, time.Date(2030, 1, 2, 4, 0, 0, 0, time.UTC), list[0].NextRunAt.UTC())
+
+	for _, p := range []ScheduleParams{
+		{Name: "x", Cron: "* * * *", TaskType: "t"},
+		{Name: "x", Cron: "99 * * * *", TaskType: "t"},
+		{Name: "bad name", Cron: "* * * * *", TaskType: "t"},
+		{Name: "x", Cron: "* * * * *", TaskType: "9bad"},
+		{Name: "x", Cron: "* * * * *", TaskType: "t", Payload: json.RawMessage(`[1]`)},
+		{Name: "x", Cron: "* * * * *", TaskType: "t", MaxAttempts: -1},
+	} {
+		_, err := AddSchedule(ctx, pool, p)
+		require.ErrorIs(t, err, ErrInvalidSchedule, "%+v", p)
+	}
+	_, err = AddSchedule(ctx, pool, ScheduleParams{Name: "x", Cron: "61 * * * *", TaskType: "t"})
+	require.ErrorContains(t, err, `cron "61 * * * *": end of range (61) above maximum (59)`)
+
+	// SQL checks the shape of what it is given directly.
+	_, err = pool.Exec(ctx, `select queues.add_schedule('x', '* * * *', 't')`)
+	require.ErrorContains(t, err, "want 5 fields")
+
+	require.NoError(t, RemoveSchedule(ctx, pool, "nightly"))
+	require.ErrorIs(t, RemoveSchedule(ctx, pool, "nightly"), ErrScheduleNotFound)
+	list, err = ListSchedules(ctx, pool)
+	require.NoError(t, err)
+	require.Empty(t, list)
+}
+
+// tickTasks returns the schedule's tasks by idempotency key, with their scheduled time.
+func tickTasks(t *testing.T, db DB, name string) map[string]time.Time {
+	t.Helper()
+	rows, err := db.Query(t.Context(), `select idempotency_key, scheduled_at from queues.task where idempotency_key like $1`,
+		"schedule:"+name+":%")
+	require.NoError(t, err)
+	defer rows.Close()
+	out := map[string]time.Time{}
+	for rows.Next() {
+		var key string
+		var at time.Time
+		require.NoError(t, rows.Scan(&key, &at))
+		_, dup := out[key]
+		require.False(t, dup, key)
+		out[key] = at
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// Two leaders that overlap — both believing they lead, with a term the database accepts — run
+// the scheduler at the same ticks concurrently: each tick is enqueued once (the idempotency key).
+func TestScheduleTicksOnceAcrossOverlappingLeaders(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := dbtest.NewDB(t)
+	clock := &fakeClock{now: t0}
+	term := scalar[int64](t, pool, `select queues.acquire_leadership('a', interval '1 hour')`)
+	mustExec(t, pool, `select queues.add_schedule('every-minute', '* * * * *', 'tick', '{"x": 1}', _next_run_at => $1)`, t0)
+
+	var ms []*Maintainer
+	for _, id := range []string{"a", "b"} {
+		cfg := testConfig(id, newEvents())
+		cfg.Now = clock.Now
+		m, err := New(pool, cfg)
+		require.NoError(t, err)
+		m.setLeader(term, time.Now().Add(time.Hour))
+		ms = append(ms, m)
+	}
+	const ticks = 30
+	for i := range ticks {
+		clock.Set(t0.Add(time.Duration(i)*time.Minute + time.Duration(i%7)*time.Second))
+		var wg sync.WaitGroup
+		errs := make([]error, len(ms))
+		for j, m := range ms {
+			wg.Go(func() { errs[j] = m.enqueueDueTicks(ctx, term) })
+		}
+		wg.Wait()
+		for _, err := range errs {
+			require.NoError(t, err)
+		}
+	}
+	got := tickTasks(t, pool, "every-minute")
+	require.Len(t, got, ticks)
+	for i := range ticks {
+		tick := t0.Add(time.Duration(i) * time.Minute)
+		at, ok := got[ScheduleTickKey("every-minute", tick)]
+		require.True(t, ok, "tick %s", tick)
+		require.True(t, tick.Equal(at), "scheduled at the tick")
+	}
+	require.Equal(t, ticks, scalar[int](t, pool, `select count(*) from queues.task where task_type = 'tick' and payload = '{"x": 1}'`))
+	var next, last time.Time
+	require.NoError(t, pool.QueryRow(ctx, `select next_run_at, last_tick_at from queues.schedule`).Scan(&next, &last))
+	require.Equal(t, t0.Add(ticks*time.Minute), next.UTC())
+	require.Equal(t, t0.Add((ticks-1)*time.Minute), last.UTC())
+}
+
+// Real maintainers on a shared fake clock: each tick is enqueued once, by whichever is leader,
+// before and after the leader stops and the other takes over.
+func TestScheduleTicksOnceAcrossHandover(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewDB(t)
+	clock := &fakeClock{now: t0}
+	mustExec(t, pool, `select queues.add_schedule('every-minute', '* * * * *', 'tick', _next_run_at => $1)`, t0)
+
+	ev := newEvents()
+	ms := map[string]*running{}
+	for _, id := range []string{"a", "b"} {
+		cfg := testConfig(id, ev)
+		cfg.Now = clock.Now
+		ms[id] = start(t, pool, cfg)
+	}
+	from := 0
+	tickAt := func(i int) {
+		t.Helper()
+		tick := t0.Add(time.Duration(i) * time.Minute)
+		clock.Set(tick.Add(time.Duration(i%5) * time.Second))
+		ev.waitFrom(t, &from, fmt.Sprintf("tick %d", i), func(_ string, e Event) bool {
+			return e.Kind == EventScheduled && e.Tick.Equal(tick)
+		})
+	}
+	for i := range 5 {
+		tickAt(i)
+	}
+	leader := ""
+	for id, r := range ms {
+		if r.IsLeader() {
+			leader = id
+		}
+	}
+	require.NotEmpty(t, leader)
+	ms[leader].stop(t)
+	for i := 5; i < 10; i++ {
+		tickAt(i)
+	}
+	got := tickTasks(t, pool, "every-minute")
+	require.Len(t, got, 10)
+	for i := range 10 {
+		_, ok := got[ScheduleTickKey("every-minute", t0.Add(time.Duration(i)*time.Minute))]
+		require.True(t, ok, "tick %d", i)
+	}
+	require.Equal(t, 10, ev.count(kind(EventScheduled)), "no tick reported twice")
+	require.Equal(t, 2, ev.count(kind(EventElected)))
+}
+
+// After missed ticks (no leader for a while), only the most recent one is enqueued and the next
+// is the first after now. A schedule added from SQL without next_run_at starts at the next tick.
+func TestScheduleCatchUpAndStart(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := dbtest.NewDB(t)
+	clock := &fakeClock{now: t0.Add(10*time.Minute + 30*time.Second)}
+	term := scalar[int64](t, pool, `select queues.acquire_leadership('a', interval '1 hour')`)
+	mustExec(t, pool, `select queues.add_schedule('behind', '* * * * *', 'tick', _next_run_at => $1)`, t0)
+	mustExec(t, pool, `select queues.add_schedule('fresh', '*/5 * * * *', 'tick')`)
+	mustExec(t, pool, `select queues.add_schedule('off', '* * * * *', 'tick', _enabled => false, _next_run_at => $1)`, t0)
+	mustExec(t, pool, `select queues.add_schedule('broken', '* * * * *', 'tick', _next_run_at => $1)`, t0)
+	mustExec(t, pool, `update queues.schedule set cron = '99 * * * *' where name = 'broken'`) // bypassing the checks
+
+	cfg := testConfig("a", newEvents())
+	cfg.Now = clock.Now
+	m, err := New(pool, cfg)
+	require.NoError(t, err)
+	m.setLeader(term, time.Now().Add(time.Hour))
+	require.NoError(t, m.enqueueDueTicks(ctx, term))
+	require.NoError(t, m.enqueueDueTicks(ctx, term)) // nothing more is due
+
+	got := tickTasks(t, pool, "behind")
+	require.Len(t, got, 1)
+	_, ok := got[ScheduleTickKey("behind", t0.Add(10*time.Minute))]
+	require.True(t, ok, "the most recent missed tick")
+	require.Empty(t, tickTasks(t, pool, "fresh"))
+	require.Empty(t, tickTasks(t, pool, "off"))
+	require.Empty(t, tickTasks(t, pool, "broken"))
+
+	next := map[string]*time.Time{}
+	list, err := ListSchedules(ctx, pool)
+	require.NoError(t, err)
+	for _, s := range list {
+		next[s.Name] = s.NextRunAt
+	}
+	require.Equal(t, t0.Add(11*time.Minute), next["behind"].UTC())
+	require.Equal(t, t0.Add(15*time.Minute), next["fresh"].UTC())
+	require.Equal(t, t0, next["off"].UTC())
+	require.Equal(t, t0, next["broken"].UTC())
+
+	// A schedule enabled again does not replay what it missed while disabled.
+	_, err = addSchedule(ctx, pool, ScheduleParams{Name: "off", Cron: "* * * * *", TaskType: "tick"}, clock.Now())
+	require.NoError(t, err)
+	require.NoError(t, m.enqueueDueTicks(ctx, term))
+	require.Empty(t, tickTasks(t, pool, "off"))
+}
+
+// The key the SQL builds is ScheduleTickKey.
+func TestScheduleTickKeyMatchesSQL(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewDB(t)
+	tick := time.Date(2030, 7, 8, 9, 10, 0, 0, time.FixedZone("X", -5*3600))
+	require.Equal(t, ScheduleTickKey("n", tick), scalar[string](t, pool, `select internal.schedule_tick_key('n', $1)`, tick))
+}
