@@ -10,9 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/internal/dbtest"
 	"github.com/taskorch/taskorch/internal/testbiz"
 )
 
@@ -330,4 +333,31 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 	require.Equal(t, 0, task.Attempt, "a task given back at shutdown keeps its attempt")
 	events := eventsOf(t, c, stuck.TaskID)
 	require.Equal(t, "released:pending", events[len(events)-1])
+}
+
+// Poll-only mode (for transaction-pooling proxies): no LISTEN, no prepared statements, tasks
+// still run.
+func TestWorkerPollOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(dbtest.NewDBURL(t))
+	require.NoError(t, err)
+	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	c, err := taskorch.NewClient(pool, nil)
+	require.NoError(t, err)
+	ran := make(chan struct{}, 3)
+	hs := taskorch.NewHandlers()
+	hs.HandleFunc("polled", func(context.Context, *taskorch.Task) error { ran <- struct{}{}; return nil })
+	startWorker(t, pool, &taskorch.WorkerConfig{Handlers: hs, PollOnly: true})
+	for range 3 {
+		_, err := c.Enqueue(ctx, raw("polled", `{}`), nil)
+		require.NoError(t, err)
+	}
+	for range 3 {
+		<-ran
+	}
+	require.Zero(t, scalar[int64](t, pool, `select count(*) from pg_stat_activity where datname = current_database() and query ilike 'listen%'`))
 }

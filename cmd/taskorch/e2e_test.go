@@ -173,3 +173,23 @@ func lastErr(t *testing.T, pool interface {
 		`select error_message from queues.error where task_id = $1 order by error_id desc limit 1`, id).Scan(&s))
 	return s
 }
+
+// A second SIGTERM skips the grace period: the worker exits at once and gives its running task
+// back to pending, its attempt not spent.
+func TestE2ESecondSignalStopsAtOnce(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDBURL(t)
+	pool := openPool(t, url)
+	w := startWorkerProc(t, url, "TASKORCH_SHUTDOWN_GRACE=10m")
+	id := enqueue(t, pool, "taskorch.sleep", `{"ms": 600000}`, 0)
+	waitStatus(t, pool, id, "running")
+	w.signal(t, syscall.SIGTERM)
+	require.Eventually(t, func() bool { return strings.Contains(w.out.String(), "signal again to stop at once") },
+		30*time.Second, 10*time.Millisecond)
+	start := time.Now()
+	w.signal(t, syscall.SIGTERM)
+	require.Equal(t, 0, w.wait(t))
+	require.Less(t, time.Since(start), 20*time.Second)
+	require.Equal(t, "pending", q[string](t, pool, `select status::text from queues.task where task_id = $1`, id))
+	require.Equal(t, 0, q[int](t, pool, `select attempt from queues.task where task_id = $1`, id))
+}
