@@ -16,19 +16,7 @@ import (
 	"github.com/taskorch/taskorch/migrations"
 )
 
-func TestMain(m *testing.M) {
-	ms, err := migrate.LoadSets(migrations.FS, "core")
-	if err != nil {
-		panic(err)
-	}
-	dbtest.Main(m, dbtest.Options{
-		Fingerprint: migrate.Fingerprint(ms),
-		Migrate: func(ctx context.Context, conn *pgx.Conn) error {
-			_, err := migrate.Up(ctx, conn, ms)
-			return err
-		},
-	})
-}
+func TestMain(m *testing.M) { dbtest.Main(m, dbtest.CoreOptions()) }
 
 // result is what one run of the command printed and its exit code.
 type result struct {

@@ -1,0 +1,28 @@
+package dbtest
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/taskorch/taskorch/internal/migrate"
+	"github.com/taskorch/taskorch/migrations"
+)
+
+// CoreOptions makes the template database with taskorch's core migrations, for the packages
+// whose tests need the queues schema:
+//
+//	func TestMain(m *testing.M) { dbtest.Main(m, dbtest.CoreOptions()) }
+func CoreOptions() Options {
+	ms, err := migrate.LoadSets(migrations.FS, "core")
+	if err != nil {
+		panic(err) // the embedded migrations are part of the binary
+	}
+	return Options{
+		Fingerprint: migrate.Fingerprint(ms),
+		Migrate: func(ctx context.Context, conn *pgx.Conn) error {
+			_, err := migrate.Up(ctx, conn, ms)
+			return err
+		},
+	}
+}
