@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/internal/migrate"
 	"github.com/taskorch/taskorch/internal/pgcluster"
 )
 
@@ -65,6 +66,9 @@ Data persists across runs in --data-dir; --fresh starts over.`,
 			}
 			defer pool.Close()
 			applied, err := taskorch.Migrate(ctx, pool, nil)
+			if errors.Is(err, migrate.ErrChecksumMismatch) && g.databaseURL == "" {
+				return fmt.Errorf("%w\nthe private database in %s was made by another version of taskorch: run `taskorch dev --fresh` to start over", err, dataDir)
+			}
 			if err != nil {
 				return err
 			}
