@@ -129,7 +129,7 @@ func (w *Worker) runChannel(ctx context.Context, t *Task, log *slog.Logger) bool
 		resp = json.RawMessage("{}")
 	}
 	if p.SuccessHandler == "" {
-		w.completed <- completion{taskID: t.ID, leaseID: *t.LeaseID}
+		w.completed <- completion{taskID: t.ID, leaseID: *t.LeaseID, taskType: t.Type}
 		return true
 	}
 	body, _ := json.Marshal(map[string]json.RawMessage{"original_payload": t.Payload, "worker_payload": resp})
@@ -170,6 +170,7 @@ func (w *Worker) finishWithHandler(ctx context.Context, t *Task, log *slog.Logge
 		return w.fail(ctx, t, log, fmt.Sprintf("handler %s: %v", handler, err), true, errCtx)
 	}
 	if !held {
+		w.metrics.leaseLost()
 		log.Warn("lease lost before the handler ran; nothing recorded", "handler", handler)
 		return false
 	}
@@ -201,11 +202,14 @@ func (w *Worker) finishWithHandler(ctx context.Context, t *Task, log *slog.Logge
 		return w.fail(ctx, t, log, fmt.Sprintf("complete after handler %s: %v", handler, err), true, errCtx)
 	}
 	if !ok {
+		w.metrics.outcomeRefused()
+		log.Warn("completion refused: the lease was lost; the handler's work was rolled back", "handler", handler)
 		return false
 	}
 	if err := tx.Commit(octx); err != nil {
 		return w.fail(ctx, t, log, fmt.Sprintf("commit after handler %s: %v", handler, err), true, errCtx)
 	}
+	w.metrics.taskCompleted(t.Type)
 	if failure != "" {
 		log.Warn("channel attempt failed; recorded by the error handler", "error", logValue(failure), "handler", handler)
 	}

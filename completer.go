@@ -8,6 +8,7 @@ import (
 // completion is a Go handler's success, waiting to be recorded.
 type completion struct {
 	taskID, leaseID int64
+	taskType        string
 }
 
 const maxCompletionBatch = 1000
@@ -18,8 +19,9 @@ const maxCompletionBatch = 1000
 func (w *Worker) runCompleter(ctx context.Context) {
 	ids := make([]int64, 0, maxCompletionBatch)
 	leases := make([]int64, 0, maxCompletionBatch)
+	types := make([]string, 0, maxCompletionBatch)
 	for c := range w.completed {
-		ids, leases = append(ids[:0], c.taskID), append(leases[:0], c.leaseID)
+		ids, leases, types = append(ids[:0], c.taskID), append(leases[:0], c.leaseID), append(types[:0], c.taskType)
 	drain:
 		for len(ids) < maxCompletionBatch {
 			select {
@@ -27,16 +29,16 @@ func (w *Worker) runCompleter(ctx context.Context) {
 				if !ok {
 					break drain
 				}
-				ids, leases = append(ids, c.taskID), append(leases, c.leaseID)
+				ids, leases, types = append(ids, c.taskID), append(leases, c.leaseID), append(types, c.taskType)
 			default:
 				break drain
 			}
 		}
-		w.flushCompletions(ctx, ids, leases)
+		w.flushCompletions(ctx, ids, leases, types)
 	}
 }
 
-func (w *Worker) flushCompletions(ctx context.Context, ids, leases []int64) {
+func (w *Worker) flushCompletions(ctx context.Context, ids, leases []int64, types []string) {
 	octx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	var done []int64
@@ -53,15 +55,16 @@ func (w *Worker) flushCompletions(ctx context.Context, ids, leases []int64) {
 			"tasks", len(ids), "error", err)
 		return
 	}
-	if len(done) < len(ids) {
-		ok := make(map[int64]bool, len(done))
-		for _, id := range done {
-			ok[id] = true
+	ok := make(map[int64]bool, len(done))
+	for _, id := range done {
+		ok[id] = true
+	}
+	for i, id := range ids {
+		if ok[id] {
+			w.metrics.taskCompleted(types[i])
+			continue
 		}
-		for i, id := range ids {
-			if !ok[id] {
-				w.log.Warn("completion refused: the lease was lost", "task_id", id, "lease_id", leases[i])
-			}
-		}
+		w.metrics.outcomeRefused()
+		w.log.Warn("completion refused: the lease was lost", "task_id", id, "task_type", types[i], "lease_id", leases[i])
 	}
 }

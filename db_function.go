@@ -45,6 +45,7 @@ func (w *Worker) runDBFunction(ctx context.Context, t *Task, log *slog.Logger) b
 		return w.dbFunctionError(ctx, t, log, fn, err, errCtx)
 	}
 	if !held {
+		w.metrics.leaseLost()
 		log.Warn("lease lost before the function ran; nothing done")
 		return false
 	}
@@ -59,12 +60,14 @@ func (w *Worker) runDBFunction(ctx context.Context, t *Task, log *slog.Logger) b
 		errCtx["reason"] = "malformed_envelope"
 		return w.fail(ctx, t, log, fmt.Sprintf("%s returned %v; its work was rolled back", fn, err), false, errCtx)
 	}
+	var status *string // the failure's outcome when not succeeded
 	if res.Succeeded {
 		var ok bool
 		if err := tx.QueryRow(ctx, `select queues.complete_task($1, $2)`, t.ID, *t.LeaseID).Scan(&ok); err != nil {
 			return w.dbFunctionError(ctx, t, log, fn, err, errCtx)
 		}
 		if !ok {
+			w.metrics.outcomeRefused()
 			log.Warn("completion refused: the lease was lost; the function's work was rolled back")
 			return false
 		}
@@ -76,13 +79,13 @@ func (w *Worker) runDBFunction(ctx context.Context, t *Task, log *slog.Logger) b
 		if res.Status != "" {
 			errCtx["status"] = res.Status
 		}
-		var status *string
 		msg := fmt.Sprintf("%s: %s", fn, res.Outcome())
 		if err := tx.QueryRow(ctx, `select queues.fail_task($1, $2, $3, false, $4)::text`,
 			t.ID, msg, *t.LeaseID, errCtx).Scan(&status); err != nil {
 			return w.dbFunctionError(ctx, t, log, fn, err, errCtx)
 		}
 		if status == nil {
+			w.metrics.outcomeRefused()
 			log.Warn("outcome refused: the lease was lost; the function's work was rolled back")
 			return false
 		}
@@ -90,6 +93,11 @@ func (w *Worker) runDBFunction(ctx context.Context, t *Task, log *slog.Logger) b
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return w.dbFunctionError(ctx, t, log, fn, err, errCtx)
+	}
+	if status == nil {
+		w.metrics.taskCompleted(t.Type)
+	} else {
+		w.metrics.taskFailed(t, *status)
 	}
 	return true
 }

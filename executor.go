@@ -22,6 +22,7 @@ var errTimeout = errors.New("taskorch: task timed out")
 func (w *Worker) start(inner context.Context, t *Task) {
 	ctx, cancel := context.WithCancelCause(inner)
 	r := &runningTask{task: t, cancel: cancel}
+	w.metrics.taskStarted(t)
 	w.mu.Lock()
 	w.running[t.ID] = r
 	w.mu.Unlock()
@@ -72,6 +73,7 @@ func (w *Worker) execute(ctx context.Context, t *Task) bool {
 		}
 		recorded = w.runHandler(ctx, t, h, log)
 	}
+	w.metrics.taskFinished(t, time.Since(start))
 	log.Debug("task finished", "duration", time.Since(start), "recorded", recorded)
 	return recorded
 }
@@ -81,7 +83,7 @@ func (w *Worker) runHandler(ctx context.Context, t *Task, h Handler, log *slog.L
 	err := safeWork(ctx, h, t)
 	if err == nil {
 		// Done, even if the worker is stopping: a completion under a lost lease is refused.
-		w.completed <- completion{taskID: t.ID, leaseID: *t.LeaseID}
+		w.completed <- completion{taskID: t.ID, leaseID: *t.LeaseID, taskType: t.Type}
 		return true
 	}
 	if stopped, cause := stoppedBy(ctx); stopped && cause != errTimeout {
@@ -152,9 +154,11 @@ func (w *Worker) fail(ctx context.Context, t *Task, log *slog.Logger, msg string
 		log.Error("could not record the failure; the lease will expire and the task run again", "error", err, "failure", logValue(msg))
 		return false
 	case status == nil:
+		w.metrics.outcomeRefused()
 		log.Warn("failure refused: the lease was lost", "failure", logValue(msg))
 		return false
 	}
+	w.metrics.taskFailed(t, *status)
 	log.Warn("task failed", "error", logValue(msg), "retriable", retriable, "status", *status)
 	return true
 }
@@ -171,6 +175,7 @@ func (w *Worker) snooze(ctx context.Context, t *Task, log *slog.Logger, d time.D
 		log.Warn("snooze not recorded", "error", err, "lease_lost", !ok)
 		return false
 	}
+	w.metrics.taskSnoozed(t)
 	log.Info("task snoozed", "for", d)
 	return true
 }

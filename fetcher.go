@@ -112,6 +112,7 @@ func (w *Worker) listenOnce(ctx context.Context, backoff *time.Duration) error {
 		if _, err := pc.WaitForNotification(ctx); err != nil {
 			return err
 		}
+		w.metrics.notified()
 		w.signalWake()
 	}
 }

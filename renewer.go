@@ -54,7 +54,8 @@ func (w *Worker) renew(ctx context.Context) {
 			continue
 		}
 		if r, ok := w.running[id]; ok && *r.task.LeaseID == leases[i] {
-			w.log.Warn("lease lost; cancelling the task", "task_id", id, "lease_id", leases[i])
+			w.metrics.leaseLost()
+			w.taskLogger(r.task).Warn("lease lost; cancelling the task")
 			r.cancel(ErrLeaseLost)
 		}
 	}

@@ -40,6 +40,7 @@ type Worker struct {
 
 	maint      *maintenance.Maintainer // registry, heartbeats, leadership and the leader's duties
 	registered chan struct{}           // closed once the worker is in queues.worker
+	metrics    *metrics                // nil without WorkerConfig.Registerer
 }
 
 type runningTask struct {
@@ -66,6 +67,10 @@ func NewWorker(pool *pgxpool.Pool, cfg *WorkerConfig) (*Worker, error) {
 	if c.OnlyKnownTypes {
 		types = knownTypes(c)
 	}
+	m, err := newMetrics(c.Registerer, pool)
+	if err != nil {
+		return nil, err
+	}
 	registered := make(chan struct{})
 	var once sync.Once
 	maint, err := maintenance.New(pool, maintenance.Config{
@@ -73,6 +78,7 @@ func NewWorker(pool *pgxpool.Pool, cfg *WorkerConfig) (*Worker, error) {
 			if e.Kind == maintenance.EventRegistered {
 				once.Do(func() { close(registered) })
 			}
+			m.maintenanceEvent(e)
 		},
 		WorkerID:          c.ID,
 		PoolSize:          c.Concurrency,
@@ -84,7 +90,7 @@ func NewWorker(pool *pgxpool.Pool, cfg *WorkerConfig) (*Worker, error) {
 		LeaderTTL:         c.LeaderTTL,
 		Retention:         keepForeverIfNegative(c.Retention),
 		FailedRetention:   keepForeverIfNegative(c.FailedRetention),
-		Logger:            c.Logger.With("worker_id", c.ID),
+		Logger:            c.Logger, // it adds worker_id itself
 	})
 	if err != nil {
 		return nil, &InputError{Msg: err.Error()}
@@ -92,6 +98,7 @@ func NewWorker(pool *pgxpool.Pool, cfg *WorkerConfig) (*Worker, error) {
 	return &Worker{
 		maint:      maint,
 		registered: registered,
+		metrics:    m,
 		pool:       pool,
 		cfg:        c,
 		log:        c.Logger.With("worker_id", c.ID),
@@ -140,6 +147,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	// Registers the worker, heartbeats, and leads when elected; on stop it resigns and
 	// deregisters, after the running tasks are finished or given back.
 	bg.Go(func() { _ = w.maint.Run(bgCtx) })
+	bg.Go(func() { w.runQueueStats(bgCtx) })
 
 	completerDone := make(chan struct{})
 	go func() { defer close(completerDone); w.runCompleter(inner) }()

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // WorkerConfig configures a Worker. The zero value is valid; each field's comment gives its
@@ -87,6 +89,19 @@ type WorkerConfig struct {
 	// FailedRetention is the same for failed and dead tasks. Defaults to 30 days; negative keeps
 	// them forever.
 	FailedRetention time.Duration
+
+	// Registerer receives the worker's Prometheus metrics (prefix taskorch_, listed in
+	// docs/operations.md, "Metrics and alerts"); serve its registry with promhttp. Registering
+	// fails if the names are taken: give each worker its own registry, or wrap a shared one
+	// for each worker with prometheus.WrapRegistererWith and a distinct label value. Defaults to
+	// nil: no metrics.
+	Registerer prometheus.Registerer
+
+	// QueueStatsInterval is how often the leader samples queue depth and the oldest pending age
+	// per task type (taskorch_queue_depth, taskorch_oldest_pending_age_seconds) with one
+	// queues.queue_stats() call, which counts pending and running tasks only. Only used with a
+	// Registerer. Defaults to 5s.
+	QueueStatsInterval time.Duration
 }
 
 func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
@@ -126,6 +141,9 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 	if c.Version == "" {
 		c.Version = "dev"
 	}
+	if c.QueueStatsInterval == 0 {
+		c.QueueStatsInterval = 5 * time.Second
+	}
 	switch {
 	case c.Concurrency < 1 || c.Concurrency > 10000:
 		return c, inputErrorf("worker concurrency must be between 1 and 10000, got %d", c.Concurrency)
@@ -139,6 +157,8 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 		return c, inputErrorf("poll interval must be at least 1ms and at most the max poll interval (%s, %s)", c.PollInterval, c.MaxPollInterval)
 	case c.ShutdownGrace < 0:
 		return c, inputErrorf("shutdown grace must not be negative, got %s", c.ShutdownGrace)
+	case c.QueueStatsInterval < 10*time.Millisecond:
+		return c, inputErrorf("queue stats interval must be at least 10ms, got %s", c.QueueStatsInterval)
 	}
 	for typ := range c.Channels {
 		if !isChannelType(typ) {

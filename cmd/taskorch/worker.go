@@ -17,6 +17,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/taskorch/taskorch"
@@ -114,7 +117,7 @@ Every flag has an environment variable twin, listed in docs/configuration.md.`,
 	fl.DurationVar(&f.taskTimeout, "task-timeout", envDuration("TASKORCH_TASK_TIMEOUT", 0), "bound on one attempt, 0 for none (env TASKORCH_TASK_TIMEOUT)")
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", envDuration("TASKORCH_SHUTDOWN_GRACE", 30*time.Second), "how long running tasks may finish at shutdown (env TASKORCH_SHUTDOWN_GRACE)")
 	fl.BoolVar(&f.pollOnly, "poll-only", envBool("TASKORCH_POLL_ONLY", false), "no LISTEN/NOTIFY: for transaction-pooling proxies (env TASKORCH_POLL_ONLY)")
-	fl.StringVar(&f.httpAddr, "http-addr", envString("TASKORCH_HTTP_ADDR", ""), "serve /healthz and /readyz here, e.g. 127.0.0.1:9090 (env TASKORCH_HTTP_ADDR)")
+	fl.StringVar(&f.httpAddr, "http-addr", envString("TASKORCH_HTTP_ADDR", ""), "serve /healthz, /readyz and /metrics here, e.g. 127.0.0.1:9090 (env TASKORCH_HTTP_ADDR)")
 	fl.StringVar(&f.transport, "transport", envString("TASKORCH_TRANSPORT", "postgres"), "how workers are woken: postgres (env TASKORCH_TRANSPORT)")
 	fl.StringVar(&f.workerID, "worker-id", envString("TASKORCH_WORKER_ID", ""), "this worker's id (default hostname-pid-random) (env TASKORCH_WORKER_ID)")
 	fl.StringVar(&f.logFormat, "log-format", envString("TASKORCH_LOG_FORMAT", "text"), "text or json (env TASKORCH_LOG_FORMAT)")
@@ -204,6 +207,9 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 
 	hs := taskorch.NewHandlers()
 	builtinhandlers.Register(hs)
+	// The worker's metrics, with the Go runtime's and the process's, served on /metrics.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	w, err := taskorch.NewWorker(pool, &taskorch.WorkerConfig{
 		ID:            f.workerID,
 		Concurrency:   f.concurrency,
@@ -220,12 +226,13 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 		LeaderTTL:         f.leaderTTL,
 		Retention:         f.retention,
 		FailedRetention:   f.failedRetention,
+		Registerer:        reg,
 	})
 	if err != nil {
 		return err
 	}
 	if f.httpAddr != "" {
-		srv, err := serveHealth(f.httpAddr, pool, log)
+		srv, err := serveHealth(f.httpAddr, pool, reg, log)
 		if err != nil {
 			return err
 		}
@@ -275,9 +282,9 @@ func waitForDatabase(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) 
 	}
 }
 
-// serveHealth serves /healthz (the process lives) and /readyz (the database answers and the
-// migrations are applied) on addr.
-func serveHealth(addr string, pool *pgxpool.Pool, log *slog.Logger) (*http.Server, error) {
+// serveHealth serves /healthz (the process lives), /readyz (the database answers and the
+// migrations are applied) and /metrics (reg, in the Prometheus text format) on addr.
+func serveHealth(addr string, pool *pgxpool.Pool, reg *prometheus.Registry, log *slog.Logger) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, usageErrorf("--http-addr %s: %v", addr, err)
@@ -295,13 +302,14 @@ func serveHealth(addr string, pool *pgxpool.Pool, log *slog.Logger) (*http.Serve
 		}
 		_, _ = w.Write([]byte("ready\n"))
 	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("health server stopped", "error", err)
 		}
 	}()
-	log.Info("serving /healthz and /readyz", "addr", ln.Addr().String())
+	log.Info("serving /healthz, /readyz and /metrics", "addr", ln.Addr().String())
 	return srv, nil
 }
 

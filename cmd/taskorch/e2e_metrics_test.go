@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/internal/pgcluster"
+)
+
+// The worker's /metrics after a known workload holds exact counts; /readyz fails while the
+// database is down and recovers after it is back, while /healthz answers throughout.
+func TestE2EMetricsAndReadiness(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	// As root PostgreSQL runs as the postgres user, which must be able to enter the temp dirs.
+	for d := dir; d != filepath.Clean(os.TempDir()) && d != "/"; d = filepath.Dir(d) {
+		require.NoError(t, os.Chmod(d, 0o755))
+	}
+	cfg := pgcluster.Config{DataDir: filepath.Join(dir, "pg"), Port: freePort(t), Settings: pgcluster.TestSettings()}
+	cluster, err := pgcluster.Start(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cluster.Stop(context.Background()) })
+	url := cluster.URL("postgres")
+
+	pool := openPool(t, url)
+	_, err = taskorch.Migrate(ctx, pool, nil)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `create or replace function queues.retry_delay(_attempt integer) returns interval
+		language sql volatile as $$ select interval '0' $$`)
+	require.NoError(t, err)
+
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	startWorkerProc(t, url, "TASKORCH_HTTP_ADDR="+addr, "TASKORCH_CONCURRENCY=4")
+	base := "http://" + addr
+	require.Eventually(t, func() bool { code, _ := get(base + "/readyz"); return code == http.StatusOK },
+		30*time.Second, 20*time.Millisecond, "worker ready")
+
+	for range 5 {
+		enqueue(t, pool, "taskorch.noop", `{}`, 0)
+	}
+	fails := enqueue(t, pool, "taskorch.fail", `{}`, 3)
+	unknown := enqueue(t, pool, "nobody.handles.this", `{}`, 0)
+	waitFor(t, pool, "noops completed", `select count(*) = 5 from queues.task where task_type = 'taskorch.noop' and status = 'completed'`)
+	waitStatus(t, pool, fails, "dead")
+	waitStatus(t, pool, unknown, "failed")
+
+	want := []string{
+		`taskorch_tasks_claimed_total{task_type="taskorch.noop"} 5`,
+		`taskorch_tasks_claimed_total{task_type="taskorch.fail"} 3`,
+		`taskorch_tasks_completed_total{task_type="taskorch.noop"} 5`,
+		`taskorch_tasks_failed_total{outcome="retry",task_type="taskorch.fail"} 2`,
+		`taskorch_tasks_failed_total{outcome="dead",task_type="taskorch.fail"} 1`,
+		`taskorch_tasks_failed_total{outcome="failed",task_type="nobody.handles.this"} 1`,
+		`taskorch_task_duration_seconds_count{task_type="taskorch.noop"} 5`,
+		`taskorch_leases_lost_total 0`,
+		`taskorch_completions_refused_total 0`,
+	}
+	var body string
+	require.Eventually(t, func() bool {
+		var code int
+		code, body = get(base + "/metrics")
+		if code != http.StatusOK {
+			return false
+		}
+		for _, line := range want {
+			if !hasLine(body, line) {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 20*time.Millisecond, "metrics")
+	for _, line := range want {
+		require.True(t, hasLine(body, line), "want %q in\n%s", line, body)
+	}
+	require.NotContains(t, body, `taskorch_tasks_completed_total{task_type="taskorch.fail"}`)
+	for _, family := range []string{"taskorch_leader ", "taskorch_db_pool_max_conns ", "go_goroutines ", "process_resident_memory_bytes "} {
+		require.Contains(t, body, "\n"+family, "the Go and process collectors and the worker's own")
+	}
+
+	require.NoError(t, cluster.Stop(ctx))
+	require.Eventually(t, func() bool {
+		code, _ := get(base + "/readyz")
+		return code == http.StatusServiceUnavailable
+	}, 30*time.Second, 20*time.Millisecond, "/readyz fails while the database is down")
+	code, _ := get(base + "/healthz")
+	require.Equal(t, http.StatusOK, code, "the process lives")
+
+	cluster, err = pgcluster.Start(ctx, cfg)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		code, _ := get(base + "/readyz")
+		return code == http.StatusOK
+	}, 30*time.Second, 20*time.Millisecond, "/readyz recovers with the database")
+	code, _ = get(base + "/metrics")
+	require.Equal(t, http.StatusOK, code)
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer func() { _ = ln.Close() }()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// get returns the status code and body, or 0 when the request failed.
+func get(url string) (int, string) {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, ""
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func hasLine(body, line string) bool {
+	return strings.HasPrefix(body, line+"\n") || strings.Contains(body, "\n"+line+"\n")
+}
