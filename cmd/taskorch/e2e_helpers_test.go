@@ -13,6 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+
+	"github.com/taskorch/taskorch/internal/pgcluster"
 )
 
 var (
@@ -155,4 +157,17 @@ func waitFor(t *testing.T, pool *pgxpool.Pool, what, sql string, args ...any) {
 func waitStatus(t *testing.T, pool *pgxpool.Pool, id int64, status string) {
 	t.Helper()
 	waitFor(t, pool, "task status "+status, `select status::text = $2 from queues.task where task_id = $1`, id, status)
+}
+
+// privateClusterConfig describes a PostgreSQL of the test's own, in a temp dir, on a fixed free
+// port so that it can be stopped and started again at the same address (the shared test server
+// must not be restarted). As root PostgreSQL runs as the postgres user, so the temp dirs are
+// made enterable.
+func privateClusterConfig(t *testing.T) pgcluster.Config {
+	t.Helper()
+	dir := t.TempDir()
+	for d := dir; d != filepath.Clean(os.TempDir()) && d != "/"; d = filepath.Dir(d) {
+		require.NoError(t, os.Chmod(d, 0o755))
+	}
+	return pgcluster.Config{DataDir: filepath.Join(dir, "pg"), Port: freePort(t), Settings: pgcluster.TestSettings()}
 }

@@ -6,8 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,12 +21,7 @@ import (
 func TestE2EMetricsAndReadiness(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := t.TempDir()
-	// As root PostgreSQL runs as the postgres user, which must be able to enter the temp dirs.
-	for d := dir; d != filepath.Clean(os.TempDir()) && d != "/"; d = filepath.Dir(d) {
-		require.NoError(t, os.Chmod(d, 0o755))
-	}
-	cfg := pgcluster.Config{DataDir: filepath.Join(dir, "pg"), Port: freePort(t), Settings: pgcluster.TestSettings()}
+	cfg := privateClusterConfig(t)
 	cluster, err := pgcluster.Start(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cluster.Stop(context.Background()) })

@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -19,16 +16,7 @@ import (
 func TestE2EDatabaseRestart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := ln.Addr().(*net.TCPAddr).Port
-	require.NoError(t, ln.Close())
-	// As root PostgreSQL runs as the postgres user, which must be able to enter the temp dirs.
-	dir := t.TempDir()
-	for d := dir; d != filepath.Clean(os.TempDir()) && d != "/"; d = filepath.Dir(d) {
-		require.NoError(t, os.Chmod(d, 0o755))
-	}
-	cfg := pgcluster.Config{DataDir: filepath.Join(dir, "pg"), Port: port, Settings: pgcluster.TestSettings()}
+	cfg := privateClusterConfig(t)
 	cluster, err := pgcluster.Start(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cluster.Stop(context.Background()) })
