@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,7 +16,8 @@ import (
 // MigrateOpts selects what Migrate applies. The zero value applies the core schema only.
 type MigrateOpts struct {
 	// Processes are optional migration sets of shipped business processes to install as well,
-	// e.g. "comms", "files", "accounts". The core set is always applied first.
+	// of ProcessSets: "comms", "files", "accounts" (which brings "files"). The core set is
+	// always applied first.
 	Processes []string
 }
 
@@ -32,14 +32,52 @@ type MigrationStatus struct {
 	AppliedAt string `json:"applied_at,omitempty"`
 }
 
+// Processes are the shipped process sets, in the order they are applied, each with the sets it
+// needs (installed with it).
+var processSets = []struct {
+	name     string
+	requires []string
+}{
+	{"comms", nil},
+	{"files", nil},
+	{"accounts", []string{"files"}},
+}
+
+// ProcessSets lists the shipped business processes that MigrateOpts.Processes accepts.
+func ProcessSets() []string {
+	out := make([]string, len(processSets))
+	for i, p := range processSets {
+		out[i] = p.name
+	}
+	return out
+}
+
 func migrationSets(opts *MigrateOpts) ([]migrate.Migration, error) {
-	sets := []string{"core"}
+	want := map[string]bool{}
 	if opts != nil {
 		for _, p := range opts.Processes {
-			if p == "core" || slices.Contains(sets, p) {
+			if p == "core" {
 				continue
 			}
-			sets = append(sets, p)
+			known := false
+			for _, ps := range processSets {
+				if ps.name == p {
+					known = true
+					want[p] = true
+					for _, r := range ps.requires {
+						want[r] = true
+					}
+				}
+			}
+			if !known {
+				return nil, inputErrorf("unknown process set %q (want some of %v)", p, ProcessSets())
+			}
+		}
+	}
+	sets := []string{"core"}
+	for _, ps := range processSets {
+		if want[ps.name] {
+			sets = append(sets, ps.name)
 		}
 	}
 	ms, err := migrate.LoadSets(migrations.FS, sets...)

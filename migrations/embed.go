@@ -8,7 +8,7 @@ package migrations
 
 import "embed"
 
-// FS holds every migration set: <set>/<NNNN>_<name>.sql.
+// FS holds every migration set: <set>/<NNNN>_<name>.sql (core, comms, files, accounts).
 //
-//go:embed core/*.sql
+//go:embed */*.sql
 var FS embed.FS

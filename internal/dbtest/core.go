@@ -13,8 +13,12 @@ import (
 // whose tests need the queues schema:
 //
 //	func TestMain(m *testing.M) { dbtest.Main(m, dbtest.CoreOptions()) }
-func CoreOptions() Options {
-	ms, err := migrate.LoadSets(migrations.FS, "core")
+func CoreOptions() Options { return SetsOptions("core") }
+
+// SetsOptions makes the template database with the given migration sets applied in order
+// (e.g. "core", "comms", "files", "accounts"), for the packages that test processes.
+func SetsOptions(sets ...string) Options {
+	ms, err := migrate.LoadSets(migrations.FS, sets...)
 	if err != nil {
 		panic(err) // the embedded migrations are part of the binary
 	}
