@@ -122,6 +122,9 @@ func (w *Worker) runChannel(ctx context.Context, t *Task, log *slog.Logger) bool
 		}
 		var discard *DiscardError
 		retriable := !errors.As(err, &discard)
+		if !retriable && discard.Err != nil {
+			err = discard.Err // the provider's own words; "not retriable" is said by the outcome
+		}
 		return w.channelFailed(ctx, t, log, p, owned, fmt.Sprintf("%s provider: %v", t.Type, err), retriable,
 			map[string]any{"reason": "provider_error"})
 	}

@@ -17,7 +17,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	dbtest.Main(m, dbtest.SetsOptions("core", "comms"))
+	dbtest.Main(m, dbtest.SetsOptions("core", "comms", "files", "accounts"))
 }
 
 // startWorker runs a worker with the given channel providers until the test ends.
@@ -78,5 +78,10 @@ func quiet(t *testing.T, db taskorch.DBTX, key string, id int64) {
 // fastProcesses shortens the processes' backoff and check intervals for a test database.
 func fastProcesses(t *testing.T, db taskorch.DBTX, maxAttempts int) {
 	t.Helper()
-	mustExec(t, db, `update comms.process_config set max_attempts = $1, backoff_base = '50 ms', backoff_max = '200 ms', check_interval = '300 ms'`, maxAttempts)
+	for _, table := range []string{"comms.process_config", "files.process_config", "accounts.process_config"} {
+		mustExec(t, db, `update `+table+` set max_attempts = case when process = 'account_deletion' then 1 else $1 end,
+			backoff_base = '50 ms', backoff_max = '200 ms', check_interval = '300 ms'`, maxAttempts)
+	}
 }
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
