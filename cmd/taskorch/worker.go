@@ -30,6 +30,7 @@ import (
 // (docs/configuration.md), which is the flag's default.
 type workerFlags struct {
 	migrate       bool
+	processes     []string
 	concurrency   int
 	leaseDuration time.Duration
 	taskTimeout   time.Duration
@@ -90,6 +91,15 @@ func newWorkerCmd(g *globals) *cobra.Command {
 		}
 		return def
 	}
+	envList := func(name string) []string {
+		var out []string
+		for _, v := range strings.Split(os.Getenv(name), ",") {
+			if v = strings.TrimSpace(v); v != "" {
+				out = append(out, v)
+			}
+		}
+		return out
+	}
 
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -112,6 +122,7 @@ Every flag has an environment variable twin, listed in docs/configuration.md.`,
 	}
 	fl := cmd.Flags()
 	fl.BoolVar(&f.migrate, "migrate", envBool("TASKORCH_MIGRATE", true), "apply migrations at start (env TASKORCH_MIGRATE)")
+	fl.StringSliceVar(&f.processes, "processes", envList("TASKORCH_PROCESSES"), "shipped processes to install with the migrations and check for readiness, e.g. comms,files,accounts (env TASKORCH_PROCESSES)")
 	fl.IntVar(&f.concurrency, "concurrency", envInt("TASKORCH_CONCURRENCY", 10), "tasks run at once (env TASKORCH_CONCURRENCY)")
 	fl.DurationVar(&f.leaseDuration, "lease-duration", envDuration("TASKORCH_LEASE_DURATION", 5*time.Minute), "how long a claim holds a task; renewed while it runs (env TASKORCH_LEASE_DURATION)")
 	fl.DurationVar(&f.taskTimeout, "task-timeout", envDuration("TASKORCH_TASK_TIMEOUT", 0), "bound on one attempt, 0 for none (env TASKORCH_TASK_TIMEOUT)")
@@ -196,7 +207,7 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 		return err
 	}
 	if f.migrate {
-		applied, err := taskorch.Migrate(ctx, pool, nil)
+		applied, err := taskorch.Migrate(ctx, pool, &taskorch.MigrateOpts{Processes: f.processes})
 		if err != nil {
 			return fmt.Errorf("migrate (set TASKORCH_MIGRATE=false if this user may not): %w", err)
 		}
@@ -232,7 +243,7 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 		return err
 	}
 	if f.httpAddr != "" {
-		srv, err := serveHealth(f.httpAddr, pool, reg, log)
+		srv, err := serveHealth(f.httpAddr, pool, &taskorch.MigrateOpts{Processes: f.processes}, reg, log)
 		if err != nil {
 			return err
 		}
@@ -284,7 +295,7 @@ func waitForDatabase(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) 
 
 // serveHealth serves /healthz (the process lives), /readyz (the database answers and the
 // migrations are applied) and /metrics (reg, in the Prometheus text format) on addr.
-func serveHealth(addr string, pool *pgxpool.Pool, reg *prometheus.Registry, log *slog.Logger) (*http.Server, error) {
+func serveHealth(addr string, pool *pgxpool.Pool, migrations *taskorch.MigrateOpts, reg *prometheus.Registry, log *slog.Logger) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, usageErrorf("--http-addr %s: %v", addr, err)
@@ -296,7 +307,7 @@ func serveHealth(addr string, pool *pgxpool.Pool, reg *prometheus.Registry, log 
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
-		if err := taskorch.CheckMigrations(ctx, pool, nil); err != nil {
+		if err := taskorch.CheckMigrations(ctx, pool, migrations); err != nil {
 			http.Error(w, "not ready: "+redact(err).Error(), http.StatusServiceUnavailable)
 			return
 		}
