@@ -16,7 +16,7 @@ func TestProcessGrants(t *testing.T) {
 	pool := dbtest.NewDB(t)
 
 	granted := scalar[[]string](t, pool, `
-		select coalesce(array_agg(p.oid::regprocedure::text order by 1), '{}')
+		select coalesce(array_agg(p.oid::regprocedure::text order by p.oid::regprocedure::text), '{}')
 		from pg_proc p join pg_namespace n on n.oid = p.pronamespace
 		where n.nspname in ('comms', 'files', 'accounts', 'api')
 		  and has_function_privilege('worker_service_user', p.oid, 'execute')`)

@@ -50,6 +50,8 @@ Every command that talks to a database reads DATABASE_URL (or --database-url).`,
 		newWorkersCmd(g),
 		newSchedulesCmd(g),
 		newDevCmd(g),
+		newScaffoldCmd(g),
+		newQueuesCmd(g),
 		newVersionCmd(g),
 	)
 	return root

@@ -1,0 +1,91 @@
+// Package scaffold writes the SQL of a new supervisor-driven process: the seven steps of seed
+// 002's recipe ("Implementing a new supervisor-driven business process"), with TODOs only where
+// business logic goes. `taskorch scaffold process NAME` is its command.
+package scaffold
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"regexp"
+	"text/template"
+)
+
+//go:embed process.sql.tmpl
+var processTemplate string
+
+var tmpl = template.Must(template.New("process").Parse(processTemplate))
+
+// Process describes the process to write.
+type Process struct {
+	// Name of the process, e.g. "send_reminder": tables send_reminder_task, send_reminder_attempt,
+	// ...; functions kickoff_send_reminder, send_reminder_supervisor, ...
+	Name string
+	// Schema the process lives in, e.g. "billing". Defaults to "app".
+	Schema string
+	// Key is the id column of the domain row the process is about (one process per key), e.g.
+	// "invoice_id". Defaults to "subject_id".
+	Key string
+	// Channel is the task type of an attempt: "db_function" (pure SQL, the supervisor makes each
+	// attempt itself) or a channel task type ("email", "sms", "file_delete", or your own) whose
+	// provider call is wrapped in before/success/error handlers. Defaults to "db_function".
+	Channel string
+	// MaxAttempts before the process gives up. Defaults to 3.
+	MaxAttempts int
+}
+
+var (
+	identRE   = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	channelRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.:-]*$`)
+)
+
+// ErrInvalid is wrapped by every validation error of Render.
+var ErrInvalid = errors.New("invalid process")
+
+func (p *Process) defaults() error {
+	if p.Schema == "" {
+		p.Schema = "app"
+	}
+	if p.Key == "" {
+		p.Key = "subject_id"
+	}
+	if p.Channel == "" {
+		p.Channel = "db_function"
+	}
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = 3
+	}
+	for _, f := range []struct{ what, v string }{{"name", p.Name}, {"schema", p.Schema}, {"key", p.Key}} {
+		// Leave room for the longest derived name (<name>_attempt_succeeded_append_only) within
+		// PostgreSQL's 63-byte identifiers.
+		if !identRE.MatchString(f.v) || len(f.v) > 30 {
+			return fmt.Errorf("%w: %s %q must be 1 to 30 lower-case letters, digits and underscores, starting with a letter", ErrInvalid, f.what, f.v)
+		}
+	}
+	if p.Schema == "queues" || p.Schema == "internal" || p.Schema == "public" || p.Schema == "pg_catalog" || p.Schema == "information_schema" {
+		return fmt.Errorf("%w: schema %q is reserved; choose your domain's schema", ErrInvalid, p.Schema)
+	}
+	if !channelRE.MatchString(p.Channel) || len(p.Channel) > 128 {
+		return fmt.Errorf("%w: channel %q is not a task type", ErrInvalid, p.Channel)
+	}
+	if p.MaxAttempts < 1 || p.MaxAttempts > 1000 {
+		return fmt.Errorf("%w: max attempts %d must be between 1 and 1000", ErrInvalid, p.MaxAttempts)
+	}
+	return nil
+}
+
+// DBFunction reports whether attempts run inside the supervisor (pure SQL).
+func (p Process) DBFunction() bool { return p.Channel == "db_function" }
+
+// Render returns the process's SQL, a migration file that psql can apply.
+func Render(p Process) ([]byte, error) {
+	if err := p.defaults(); err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := tmpl.Execute(&buf, p); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,151 @@
+package scaffold_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/internal/dbtest"
+	"github.com/taskorch/taskorch/internal/scaffold"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m, dbtest.CoreOptions()) }
+
+func scalar[T any](t *testing.T, pool *pgxpool.Pool, sql string, args ...any) T {
+	t.Helper()
+	var v T
+	require.NoError(t, pool.QueryRow(context.Background(), sql, args...).Scan(&v))
+	return v
+}
+
+// apply renders p, applies it as psql would (one script) and speeds the process up for a test.
+func apply(t *testing.T, p scaffold.Process) *pgxpool.Pool {
+	t.Helper()
+	sql, err := scaffold.Render(p)
+	require.NoError(t, err)
+	pool := dbtest.NewDB(t)
+	_, err = pool.Exec(context.Background(), string(sql))
+	require.NoError(t, err, "the generated SQL applies")
+	_, err = pool.Exec(context.Background(), `update `+p.Schema+`.process_config set backoff_base = '20 ms', backoff_max = '50 ms', check_interval = '200 ms'`)
+	require.NoError(t, err)
+	return pool
+}
+
+func run(t *testing.T, pool *pgxpool.Pool, channels map[string]taskorch.ChannelProvider) {
+	t.Helper()
+	w, err := taskorch.NewWorker(pool, &taskorch.WorkerConfig{
+		Channels: channels, PollInterval: 20 * time.Millisecond, MaxPollInterval: 100 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func waitTrue(t *testing.T, pool *pgxpool.Pool, what, sql string, args ...any) {
+	t.Helper()
+	require.Eventually(t, func() bool { return scalar[bool](t, pool, sql, args...) }, 30*time.Second, 10*time.Millisecond, what)
+}
+
+// A generated pure-SQL process, applied as written (TODOs untouched), runs end to end.
+func TestGeneratedDBFunctionProcess(t *testing.T) {
+	t.Parallel()
+	p := scaffold.Process{Name: "rebuild_summary", Schema: "reports", Key: "account_id"}
+	pool := apply(t, p)
+	run(t, pool, nil)
+
+	id := scalar[int64](t, pool, `select rebuild_summary_task_id from reports.kickoff_rebuild_summary(7)`)
+	require.Equal(t, id, scalar[int64](t, pool, `select rebuild_summary_task_id from reports.kickoff_rebuild_summary(7)`), "idempotent")
+	require.Equal(t, "kickoff_rebuild_summary: account_id is required",
+		scalar[string](t, pool, `select validation_failure_message from reports.kickoff_rebuild_summary(null)`))
+	waitTrue(t, pool, "terminal success", `select exists (select 1 from reports.rebuild_summary_task_succeeded where rebuild_summary_task_id = $1)`, id)
+	require.Equal(t, 1, scalar[int](t, pool, `select reports.count_rebuild_summary_attempts($1)`, id))
+	require.Equal(t, `{"account_id": 7}`, scalar[string](t, pool, `select result::text from reports.rebuild_summary_attempt_succeeded`))
+
+	// Filling the TODO with work that fails: retried up to max attempts, then stuck and terminal.
+	_, err := pool.Exec(context.Background(), `create or replace function reports.rebuild_summary_attempt_work(_account_id bigint, _attempt_id bigint)
+		returns jsonb language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
+		begin raise exception 'summary source unavailable for %', _account_id; end $$`)
+	require.NoError(t, err)
+	id = scalar[int64](t, pool, `select rebuild_summary_task_id from reports.kickoff_rebuild_summary(8)`)
+	waitTrue(t, pool, "terminal failure", `select exists (select 1 from reports.rebuild_summary_task_failed where rebuild_summary_task_id = $1)`, id)
+	require.True(t, scalar[bool](t, pool, `select reports.is_rebuild_summary_stuck($1)`, id))
+	require.Equal(t, 3, scalar[int](t, pool, `select reports.count_rebuild_summary_failed_attempts($1)`, id))
+	require.Contains(t, scalar[string](t, pool, `select error_message from reports.rebuild_summary_task_failed`),
+		"rebuild_summary gave up after 3 failed attempts (max 3); last error: summary source unavailable for 8")
+}
+
+// A generated channel process runs through the before/success/error handlers: one failure at
+// the provider, then success.
+func TestGeneratedChannelProcess(t *testing.T) {
+	t.Parallel()
+	p := scaffold.Process{Name: "send_reminder", Schema: "crm", Key: "customer_id", Channel: taskorch.TypeEmail, MaxAttempts: 2}
+	pool := apply(t, p)
+	var calls atomic.Int32
+	var lastReq atomic.Value
+	run(t, pool, map[string]taskorch.ChannelProvider{taskorch.TypeEmail: taskorch.ChannelProviderFunc(
+		func(_ context.Context, c taskorch.ChannelCall) (json.RawMessage, error) {
+			lastReq.Store(string(c.Request))
+			if calls.Add(1) == 1 {
+				return nil, errors.New("provider down")
+			}
+			return json.RawMessage(`{"id":"m-1"}`), nil
+		})})
+
+	id := scalar[int64](t, pool, `select send_reminder_task_id from crm.kickoff_send_reminder(42)`)
+	waitTrue(t, pool, "terminal success", `select exists (select 1 from crm.send_reminder_task_succeeded where send_reminder_task_id = $1)`, id)
+	require.Equal(t, 2, scalar[int](t, pool, `select crm.count_send_reminder_attempts($1)`, id))
+	require.Equal(t, 1, scalar[int](t, pool, `select crm.count_send_reminder_failed_attempts($1)`, id))
+	require.EqualValues(t, 2, calls.Load())
+	require.Contains(t, lastReq.Load().(string), `"customer_id": 42`)
+	require.Equal(t, `{"id": "m-1"}`, scalar[string](t, pool, `select result::text from crm.send_reminder_attempt_succeeded`))
+}
+
+// What the generated SQL grants: nothing to PUBLIC, the supervisor and handlers to the worker.
+func TestGeneratedGrants(t *testing.T) {
+	t.Parallel()
+	for _, p := range []scaffold.Process{
+		{Name: "purge_data", Schema: "gdpr"},
+		{Name: "send_invoice", Schema: "billing", Channel: taskorch.TypeEmail},
+	} {
+		pool := apply(t, p)
+		require.Empty(t, scalar[[]string](t, pool, `
+			select coalesce(array_agg(p.oid::regprocedure::text), '{}') from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+			where n.nspname = $1 and (p.proacl is null or exists (select 1 from aclexplode(p.proacl) a where a.grantee = 0))`, p.Schema))
+		granted := scalar[[]string](t, pool, `
+			select coalesce(array_agg(p.proname::text order by p.proname), '{}') from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+			where n.nspname = $1 and has_function_privilege('worker_service_user', p.oid, 'execute')`, p.Schema)
+		if p.Channel == "" {
+			require.Equal(t, []string{"purge_data_supervisor"}, granted)
+		} else {
+			require.Equal(t, []string{"get_send_invoice_payload", "record_send_invoice_failure", "record_send_invoice_success", "send_invoice_supervisor"}, granted)
+		}
+	}
+}
+
+func TestRenderRefusesBadNames(t *testing.T) {
+	t.Parallel()
+	for _, p := range []scaffold.Process{
+		{Name: ""},
+		{Name: "Robert'); drop table students;--"},
+		{Name: "ok", Schema: "queues"},
+		{Name: "ok", Schema: "a-b"},
+		{Name: "ok", Key: "id; drop"},
+		{Name: "ok", Channel: "email'"},
+		{Name: "a_name_that_is_far_too_long_for_postgres"},
+		{Name: "ok", MaxAttempts: -1},
+	} {
+		_, err := scaffold.Render(p)
+		require.ErrorIs(t, err, scaffold.ErrInvalid, "%+v", p)
+	}
+}
