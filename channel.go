@@ -160,6 +160,9 @@ func (w *Worker) channelFailed(ctx context.Context, t *Task, log *slog.Logger, p
 // handler raises, everything rolls back and the attempt fails (the task runs again: the provider
 // may be called twice, see docs/guarantees.md).
 func (w *Worker) finishWithHandler(ctx context.Context, t *Task, log *slog.Logger, handler string, body []byte, failure string) bool {
+	if failure != "" {
+		spanFailed(ctx, failure, false)
+	}
 	octx, cancel := outcomeContext(ctx)
 	defer cancel()
 	errCtx := map[string]any{"handler": handler}

@@ -21,6 +21,12 @@ type ClientConfig struct {
 	// MaxPayloadBytes bounds the JSON size of one task's payload; Enqueue refuses a larger one
 	// with ErrInvalidInput before sending it. Defaults to 1 MiB. Negative means no bound.
 	MaxPayloadBytes int
+
+	// PropagateTraceContext, when true, adds the W3C "traceparent" (and "tracestate") of the
+	// OpenTelemetry span in the enqueuing context to each payload that does not carry one, so a
+	// worker's task span links back to the trace that enqueued it. Off by default: it adds two
+	// keys to payloads.
+	PropagateTraceContext bool
 }
 
 const defaultMaxPayloadBytes = 1 << 20

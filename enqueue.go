@@ -183,6 +183,9 @@ func (c *Client) enqueue(ctx context.Context, db DBTX, args TaskArgs, opts *Enqu
 	if err != nil {
 		return nil, err
 	}
+	if c.cfg.PropagateTraceContext {
+		row.payload = injectTraceParent(ctx, row.payload)
+	}
 	var res EnqueueResult
 	err = db.QueryRow(ctx, enqueueSQL, row.taskType, row.payload, row.scheduledAt, row.priority, row.key, row.maxAttempts).
 		Scan(&res.TaskID, &res.Duplicate)
@@ -224,6 +227,9 @@ func (c *Client) enqueueMany(ctx context.Context, db DBTX, params []EnqueueParam
 			return nil, fmt.Errorf("task %d of %d: %w", i+1, n, err)
 		}
 		validType = row.taskType
+		if c.cfg.PropagateTraceContext {
+			row.payload = injectTraceParent(ctx, row.payload)
+		}
 		types[i], payloads[i] = row.taskType, row.payload
 		// Optional columns are sent only when some task sets them.
 		if row.scheduledAt != nil && scheduled == nil {

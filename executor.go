@@ -55,6 +55,8 @@ func (w *Worker) execute(ctx context.Context, t *Task) bool {
 		ctx, cancel = context.WithTimeoutCause(ctx, w.cfg.TaskTimeout, errTimeout)
 		defer cancel()
 	}
+	ctx, endSpan := w.startTaskSpan(ctx, t)
+	defer endSpan()
 	start := time.Now()
 	log.Debug("task started")
 	var recorded bool
@@ -142,6 +144,7 @@ func outcomeContext(ctx context.Context) (context.Context, context.CancelFunc) {
 // failed for good.
 func (w *Worker) fail(ctx context.Context, t *Task, log *slog.Logger, msg string, retriable bool, errCtx map[string]any) bool {
 	msg = truncate(msg, maxErrorBytes)
+	spanFailed(ctx, msg, retriable)
 	octx, cancel := outcomeContext(ctx)
 	defer cancel()
 	var status *string

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/taskorch/taskorch/internal/maintenance"
 )
@@ -41,6 +42,7 @@ type Worker struct {
 	maint      *maintenance.Maintainer // registry, heartbeats, leadership and the leader's duties
 	registered chan struct{}           // closed once the worker is in queues.worker
 	metrics    *metrics                // nil without WorkerConfig.Registerer
+	tracer     trace.Tracer            // nil without WorkerConfig.TracerProvider
 }
 
 type runningTask struct {
@@ -99,6 +101,7 @@ func NewWorker(pool *pgxpool.Pool, cfg *WorkerConfig) (*Worker, error) {
 		maint:      maint,
 		registered: registered,
 		metrics:    m,
+		tracer:     newTracer(c.TracerProvider),
 		pool:       pool,
 		cfg:        c,
 		log:        c.Logger.With("worker_id", c.ID),

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // WorkerConfig configures a Worker. The zero value is valid; each field's comment gives its
@@ -96,6 +97,13 @@ type WorkerConfig struct {
 	// for each worker with prometheus.WrapRegistererWith and a distinct label value. Defaults to
 	// nil: no metrics.
 	Registerer prometheus.Registerer
+
+	// TracerProvider, when set, traces every task run: a consumer span "taskorch.task <type>"
+	// carrying the task's id, type, attempt, lease and worker, marked as an error when the
+	// attempt fails, and linked to the enqueuing trace when the payload carries a W3C
+	// "traceparent" (see ClientConfig.PropagateTraceContext). Nil (the default) turns tracing off
+	// at no cost.
+	TracerProvider trace.TracerProvider
 
 	// QueueStatsInterval is how often the leader samples queue depth and the oldest pending age
 	// per task type (taskorch_queue_depth, taskorch_oldest_pending_age_seconds) with one

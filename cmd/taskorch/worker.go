@@ -31,6 +31,7 @@ import (
 type workerFlags struct {
 	migrate       bool
 	processes     []string
+	tracing       string
 	concurrency   int
 	leaseDuration time.Duration
 	taskTimeout   time.Duration
@@ -130,6 +131,7 @@ Every flag has an environment variable twin, listed in docs/configuration.md.`,
 	fl.BoolVar(&f.pollOnly, "poll-only", envBool("TASKORCH_POLL_ONLY", false), "no LISTEN/NOTIFY: for transaction-pooling proxies (env TASKORCH_POLL_ONLY)")
 	fl.StringVar(&f.httpAddr, "http-addr", envString("TASKORCH_HTTP_ADDR", ""), "serve /healthz, /readyz and /metrics here, e.g. 127.0.0.1:9090 (env TASKORCH_HTTP_ADDR)")
 	fl.StringVar(&f.transport, "transport", envString("TASKORCH_TRANSPORT", "postgres"), "how workers are woken: postgres (env TASKORCH_TRANSPORT)")
+	fl.StringVar(&f.tracing, "tracing", envString("TASKORCH_TRACING", "off"), "OpenTelemetry tracing of task runs: off or otlp (OTLP/HTTP, set by the standard OTEL_EXPORTER_OTLP_* variables) (env TASKORCH_TRACING)")
 	fl.StringVar(&f.workerID, "worker-id", envString("TASKORCH_WORKER_ID", ""), "this worker's id (default hostname-pid-random) (env TASKORCH_WORKER_ID)")
 	fl.StringVar(&f.logFormat, "log-format", envString("TASKORCH_LOG_FORMAT", "text"), "text or json (env TASKORCH_LOG_FORMAT)")
 	fl.StringVar(&f.logLevel, "log-level", envString("TASKORCH_LOG_LEVEL", "info"), "debug, info, warn or error (env TASKORCH_LOG_LEVEL)")
@@ -221,16 +223,26 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 	// The worker's metrics, with the Go runtime's and the process's, served on /metrics.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	tp, stopTracing, err := newTracerProvider(ctx, f.tracing, f.workerID, version)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = stopTracing(sctx)
+	}()
 	w, err := taskorch.NewWorker(pool, &taskorch.WorkerConfig{
-		ID:            f.workerID,
-		Concurrency:   f.concurrency,
-		LeaseDuration: f.leaseDuration,
-		TaskTimeout:   f.taskTimeout,
-		ShutdownGrace: f.shutdownGrace,
-		PollOnly:      f.pollOnly,
-		Handlers:      hs,
-		Logger:        log,
-		Version:       version,
+		TracerProvider: tp,
+		ID:             f.workerID,
+		Concurrency:    f.concurrency,
+		LeaseDuration:  f.leaseDuration,
+		TaskTimeout:    f.taskTimeout,
+		ShutdownGrace:  f.shutdownGrace,
+		PollOnly:       f.pollOnly,
+		Handlers:       hs,
+		Logger:         log,
+		Version:        version,
 
 		HeartbeatInterval: f.heartbeatInterval,
 		WorkerTimeout:     f.workerTimeout,
