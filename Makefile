@@ -34,6 +34,13 @@ test-race: deps ## Run every test with the race detector
 bench: deps ## Run the Go benchmarks on a PostgreSQL with default durability
 	$(WITHPG) -durable -- $(GO) test -run '^$$' -bench . -benchtime 200000x -count 3 .
 
+FUZZTIME ?= 10s
+FUZZERS  := ./internal/envelope:FuzzParse .:FuzzTypedPayload .:FuzzRunFunctionName ./cmd/taskorch:FuzzParsePayload
+
+.PHONY: fuzz
+fuzz: deps ## Run each fuzzer for FUZZTIME (default 10s; CI's short run), e.g. make fuzz FUZZTIME=10m
+	$(WITHPG) -- sh -c 'for f in $(FUZZERS); do echo "== $$f"; $(GO) test -count=1 -run NONE -fuzz "$${f#*:}" -fuzztime $(FUZZTIME) "$${f%%:*}" || exit 1; done'
+
 .PHONY: lint
 lint: ## Run go vet and golangci-lint (installed on first use)
 	$(GO) vet $(PKGS)

@@ -264,3 +264,18 @@ func TestEnqueueBadInput(t *testing.T) {
 func mapErrForTest(err error) error {
 	return taskorch.MapPgError(err)
 }
+
+type nulArgs struct{ S string }
+
+func (nulArgs) TaskType() string { return "nul.args" }
+
+// A payload PostgreSQL cannot store (a NUL character in a string) is refused as bad input with
+// a message that says why, and nothing is written.
+func TestEnqueueNULIsInputError(t *testing.T) {
+	t.Parallel()
+	c, pool := newClient(t)
+	_, err := c.Enqueue(context.Background(), nulArgs{S: "a\x00b"}, nil)
+	require.ErrorIs(t, err, taskorch.ErrInvalidInput)
+	require.ErrorContains(t, err, "NUL characters")
+	require.Zero(t, scalar[int](t, pool, `select count(*)::int from queues.task`))
+}

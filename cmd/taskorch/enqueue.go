@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -72,6 +75,11 @@ func newEnqueueCmd(g *globals) *cobra.Command {
 
 // parsePayload checks that s is one JSON object and returns it compacted.
 func parsePayload(s string) (json.RawMessage, error) {
+	// PostgreSQL's jsonb holds valid UTF-8 without NUL characters: say so here rather than let
+	// the database refuse it with a less helpful message.
+	if !utf8.ValidString(s) {
+		return nil, usageErrorf("PAYLOAD is not valid UTF-8")
+	}
 	var v any
 	dec := json.NewDecoder(bytesReader(s))
 	dec.UseNumber()
@@ -84,7 +92,39 @@ func parsePayload(s string) (json.RawMessage, error) {
 	if _, ok := v.(map[string]any); !ok {
 		return nil, usageErrorf("PAYLOAD must be a JSON object such as '{\"id\": 1}', got %s", jsonKind(v))
 	}
-	return json.RawMessage(s), nil
+	if hasNUL(v) {
+		return nil, usageErrorf(`PAYLOAD holds \u0000 (a NUL character), which PostgreSQL cannot store in jsonb`)
+	}
+	// Re-encoded, so what is sent is JSON PostgreSQL accepts (a lone UTF-16 surrogate escape
+	// such as \ud800 becomes U+FFFD) with the numbers exactly as given.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, usageErrorf("PAYLOAD: %v", err)
+	}
+	return json.RawMessage(bytes.TrimRight(buf.Bytes(), "\n")), nil
+}
+
+// hasNUL reports whether a decoded JSON value holds a NUL character in a key or a string.
+func hasNUL(v any) bool {
+	switch v := v.(type) {
+	case string:
+		return strings.ContainsRune(v, 0)
+	case []any:
+		for _, e := range v {
+			if hasNUL(e) {
+				return true
+			}
+		}
+	case map[string]any:
+		for k, e := range v {
+			if strings.ContainsRune(k, 0) || hasNUL(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func jsonKind(v any) string {

@@ -147,6 +147,8 @@ func TestCommandErrors(t *testing.T) {
 		{[]string{"enqueue", "report", `{"a":`}, exitUsage, "PAYLOAD is not valid JSON"},
 		{[]string{"enqueue", "report", `[1]`}, exitUsage, "PAYLOAD must be a JSON object"},
 		{[]string{"enqueue", "report", `{} {}`}, exitUsage, "more than one JSON value"},
+		{[]string{"enqueue", "report", `{"s": "\u0000"}`}, exitUsage, "NUL character"},
+		{[]string{"enqueue", "report", "{\"s\": \"\xff\"}"}, exitUsage, "not valid UTF-8"},
 		{[]string{"enqueue", "bad type", `{}`}, exitUsage, "is malformed"},
 		{[]string{"enqueue", "report", `{}`, "--at", "tomorrow"}, exitUsage, "--at \"tomorrow\" is not an RFC 3339 timestamp"},
 		{[]string{"enqueue", "report", `{}`, "--max-attempts", "0"}, exitUsage, "--max-attempts must be at least 1"},
