@@ -61,6 +61,10 @@ func mapError(err error) error {
 		switch pgErr.Code {
 		case "22023", "22P02": // invalid_parameter_value, invalid_text_representation
 			return &InputError{Msg: pgErr.Message}
+		case "23514": // check_violation
+			if pgErr.ConstraintName == "task_payload_size" {
+				return &InputError{Msg: "the payload is over PostgreSQL's limit of 8 MiB per task (constraint task_payload_size)"}
+			}
 		case "22P05", "22021": // untranslatable_character (\u0000 in jsonb), character_not_in_repertoire
 			return &InputError{Msg: pgErr.Message + " (PostgreSQL stores neither NUL characters nor invalid UTF-8 in text and jsonb)"}
 		case "P0002": // no_data_found

@@ -2,9 +2,13 @@ package taskorch_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/internal/dbtest"
 )
 
 // worker_service_user can run the queue functions a worker needs and nothing else: no table
@@ -44,4 +48,63 @@ func TestWorkerRoleLeastPrivilege(t *testing.T) {
 		_, err = tx.Exec(ctx, "rollback to savepoint s")
 		require.NoError(t, err)
 	}
+}
+
+// A 100 MB payload is refused with a clear error, from SQL and from the Go client, and nothing
+// is written.
+func TestOversizedPayloadRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.NewDB(t)
+	_, err := pool.Exec(ctx, `select queues.enqueue('big', jsonb_build_object('blob', repeat('x', 100 * 1024 * 1024)))`)
+	require.Error(t, err)
+	require.ErrorContains(t, err, `violates check constraint "task_payload_size"`)
+	require.ErrorIs(t, taskorch.MapPgError(err), taskorch.ErrInvalidInput)
+	require.ErrorContains(t, taskorch.MapPgError(err), "over PostgreSQL's limit of 8 MiB")
+
+	c, err := taskorch.NewClient(pool, &taskorch.ClientConfig{MaxPayloadBytes: -1}) // no client-side bound: the database's holds
+	require.NoError(t, err)
+	_, err = c.Enqueue(ctx, taskorch.RawArgs{Type: "big", Payload: []byte(`{"blob":"` + strings.Repeat("y", 100<<20) + `"}`)}, nil)
+	require.ErrorIs(t, err, taskorch.ErrInvalidInput)
+	require.ErrorContains(t, err, "8 MiB")
+
+	def, err := taskorch.NewClient(pool, nil)
+	require.NoError(t, err)
+	_, err = def.Enqueue(ctx, taskorch.RawArgs{Type: "big", Payload: []byte(`{"blob":"` + strings.Repeat("z", 2<<20) + `"}`)}, nil)
+	require.ErrorIs(t, err, taskorch.ErrInvalidInput)
+	require.ErrorContains(t, err, "over the limit of 1048576")
+	require.Zero(t, scalar[int](t, pool, `select count(*)::int from queues.task`))
+}
+
+// SQL injection through every input an application or an attacker controls: task types,
+// idempotency keys and payload fields are data, never SQL.
+func TestInjectionThroughInputs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, pool := newClient(t)
+	const evil = `x'); drop table queues.task; select ('`
+
+	_, err := c.Enqueue(ctx, raw(evil, `{}`), nil)
+	require.ErrorIs(t, err, taskorch.ErrInvalidInput, "a task type is checked against its grammar")
+	_, err = pool.Exec(ctx, `select queues.enqueue($1, '{}')`, evil)
+	require.ErrorContains(t, err, "is malformed")
+
+	res, err := c.Enqueue(ctx, raw("report", `{"name": "`+strings.ReplaceAll(evil, `"`, `\"`)+`", "$$": "$$; drop table queues.task; $$"}`),
+		&taskorch.EnqueueOpts{IdempotencyKey: evil})
+	require.NoError(t, err)
+	again, err := c.Enqueue(ctx, raw("report", `{}`), &taskorch.EnqueueOpts{IdempotencyKey: evil})
+	require.NoError(t, err)
+	require.True(t, again.Duplicate, "the key is compared as a value")
+	require.Equal(t, res.TaskID, again.TaskID)
+	require.Equal(t, evil, scalar[string](t, pool, `select idempotency_key from queues.task where task_id = $1`, res.TaskID))
+	require.Equal(t, evil, scalar[string](t, pool, `select payload->>'name' from queues.task where task_id = $1`, res.TaskID))
+
+	_, err = pool.Exec(ctx, `select queues.enqueue_many(array['ok', $1], array['{}'::jsonb, '{}'::jsonb])`, evil)
+	require.ErrorContains(t, err, "task 2 of 2")
+	_, err = pool.Exec(ctx, `select queues.pause_queue($1)`, evil)
+	require.NoError(t, err, "a paused type is a value too")
+	_, err = pool.Exec(ctx, `select queues.add_schedule($1, '* * * * *', 'report', '{}')`, evil)
+	require.ErrorContains(t, err, "is malformed", "a schedule name is checked against its grammar")
+	require.True(t, scalar[bool](t, pool, `select to_regclass('queues.task') is not null`), "the table survived")
+	require.Equal(t, 1, scalar[int](t, pool, `select count(*)::int from queues.task`))
 }
