@@ -13,10 +13,10 @@ import (
 )
 
 type fuzzArgs struct {
-	ID     int64             `json:"id"`
-	Email  string            `json:"email"`
-	Tags   []string          `json:"tags"`
-	Meta   map[string]any    `json:"meta"`
+	ID     int64              `json:"id"`
+	Email  string             `json:"email"`
+	Tags   []string           `json:"tags"`
+	Meta   map[string]any     `json:"meta"`
 	Nested *struct{ N uint8 } `json:"nested"`
 }
 

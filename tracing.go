@@ -53,7 +53,7 @@ func (w *Worker) startTaskSpan(ctx context.Context, t *Task) (context.Context, f
 		if tf.TraceState != "" {
 			carrier["tracestate"] = tf.TraceState
 		}
-		if sc := trace.SpanContextFromContext(traceContext.Extract(context.Background(), carrier)); sc.IsValid() {
+		if sc := trace.SpanContextFromContext(traceContext.Extract(trace.ContextWithSpanContext(ctx, trace.SpanContext{}), carrier)); sc.IsValid() {
 			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{
 				attribute.String("taskorch.link", "enqueued_by"),
 			}}))

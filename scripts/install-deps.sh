@@ -7,9 +7,25 @@ have_pg() {
   command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1
 }
 
+# The S3 tests (internal/s3test, providers) start versitygw, an S3-compatible gateway that checks
+# signatures. Installed with go into $(go env GOPATH)/bin when it is on neither PATH nor there.
+VERSITYGW_VERSION=v1.8.0
+if ! command -v versitygw >/dev/null 2>&1; then
+  if ! command -v go >/dev/null 2>&1; then
+    echo "taskorch's tests need versitygw: go install github.com/versity/versitygw/cmd/versitygw@${VERSITYGW_VERSION}" >&2
+  elif ! [ -x "$(go env GOPATH)/bin/versitygw" ]; then
+    echo "installing versitygw ${VERSITYGW_VERSION} (go install)" >&2
+    go install "github.com/versity/versitygw/cmd/versitygw@${VERSITYGW_VERSION}"
+  fi
+fi
+
 missing=()
 have_pg || missing+=(postgresql)
 command -v psql >/dev/null 2>&1 || missing+=(postgresql-client)
+# The Redis transport's tests (internal/redistest) start Debian's redis-server on a free port.
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+# The dashboard's browser tests (dashboard/browser_test.go) drive Debian's headless chromium.
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

@@ -60,7 +60,7 @@ after taskorch migrate up. --out - prints it instead.`,
 			if force {
 				flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
 			}
-			f, err := os.OpenFile(path, flags, 0o644)
+			f, err := os.OpenFile(path, flags, 0o644) //nolint:gosec // a source file in the user's repository, read by their tools
 			if errors.Is(err, os.ErrExist) {
 				return usageErrorf("%s exists; pass --force to overwrite it", path)
 			}
@@ -94,7 +94,7 @@ var migrationFileRE = regexp.MustCompile(`^(\d+)_.*\.sql$`)
 // nextMigrationPath is dir/NNNN_name.sql with NNNN one more than the highest numbered .sql file
 // in dir (0001 in an empty or new directory, which it creates).
 func nextMigrationPath(dir, name string) (string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil { //nolint:gosec // a source directory in the user's repository
 		return "", err
 	}
 	entries, err := os.ReadDir(dir)

@@ -48,6 +48,8 @@ type workerFlags struct {
 	leaderTTL         time.Duration
 	retention         time.Duration
 	failedRetention   time.Duration
+
+	providers *providerFlags // channel providers: worker_providers.go
 }
 
 func newWorkerCmd(g *globals) *cobra.Command {
@@ -140,6 +142,7 @@ Every flag has an environment variable twin, listed in docs/configuration.md.`,
 	fl.DurationVar(&f.leaderTTL, "leader-ttl", envDuration("TASKORCH_LEADER_TTL", 15*time.Second), "the leader's lease (env TASKORCH_LEADER_TTL)")
 	fl.DurationVar(&f.retention, "retention", envDuration("TASKORCH_RETENTION", 7*24*time.Hour), "keep completed/cancelled tasks this long; negative keeps forever (env TASKORCH_RETENTION)")
 	fl.DurationVar(&f.failedRetention, "failed-retention", envDuration("TASKORCH_FAILED_RETENTION", 30*24*time.Hour), "keep failed/dead tasks this long; negative keeps forever (env TASKORCH_FAILED_RETENTION)")
+	f.providers = addProviderFlags(fl)
 	return cmd
 }
 
@@ -205,6 +208,10 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 		return fmt.Errorf("connect: %w", redact(err))
 	}
 	defer pool.Close()
+	channels, err := f.providers.channels(pool, log)
+	if err != nil {
+		return err
+	}
 	if err := waitForDatabase(ctx, pool, log); err != nil {
 		return err
 	}
@@ -241,6 +248,7 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 		ShutdownGrace:  f.shutdownGrace,
 		PollOnly:       f.pollOnly,
 		Handlers:       hs,
+		Channels:       channels,
 		Logger:         log,
 		Version:        version,
 
