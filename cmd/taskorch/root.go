@@ -52,6 +52,7 @@ Every command that talks to a database reads DATABASE_URL (or --database-url).`,
 		newDevCmd(g),
 		newScaffoldCmd(g),
 		newQueuesCmd(g),
+		newDashboardCmd(g),
 		newVersionCmd(g),
 	)
 	return root

@@ -1,0 +1,141 @@
+package dashboard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/taskorch/taskorch"
+)
+
+// Handler is the dashboard: an http.Handler serving every page, action and asset under
+// Config.Prefix. It is safe for concurrent use.
+type Handler struct {
+	pool   *pgxpool.Pool
+	client *taskorch.Client
+	cfg    Config
+	mux    *http.ServeMux
+	tpl    *templates
+	dbName string // user@host:port/database, never the password
+
+	procMu    sync.Mutex
+	procAt    time.Time
+	procCache []process
+
+	typesMu    sync.Mutex
+	typesAt    time.Time
+	typesCache []string
+}
+
+// New returns the dashboard over pool. The database must be migrated (taskorch.Migrate). The
+// pool's role needs SELECT on the queues tables it shows and EXECUTE on queues.retry_task,
+// queues.cancel_task, queues.pause_queue and queues.resume_queue for the actions; the owner of
+// the schema has all of these.
+func New(pool *pgxpool.Pool, cfg Config) (*Handler, error) {
+	if pool == nil {
+		return nil, errors.New("dashboard: New needs a *pgxpool.Pool")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	client, err := taskorch.NewClient(pool, nil)
+	if err != nil {
+		return nil, err
+	}
+	tpl, err := loadTemplates()
+	if err != nil {
+		return nil, err
+	}
+	cc := pool.Config().ConnConfig
+	h := &Handler{
+		pool:   pool,
+		client: client,
+		cfg:    cfg,
+		tpl:    tpl,
+		dbName: fmt.Sprintf("%s@%s:%d/%s", cc.User, cc.Host, cc.Port, cc.Database),
+	}
+	h.routes()
+	return h, nil
+}
+
+func (h *Handler) routes() {
+	m := http.NewServeMux()
+	m.HandleFunc("GET /{$}", h.view(h.overviewPage))
+	m.HandleFunc("GET /tasks", h.view(h.tasksPage))
+	m.HandleFunc("GET /tasks/{id}", h.view(h.taskPage))
+	m.HandleFunc("GET /dead", h.view(h.deadPage))
+	m.HandleFunc("GET /queues", h.view(h.queuesPage))
+	m.HandleFunc("GET /processes", h.view(h.processesPage))
+	m.HandleFunc("GET /processes/{process}", h.view(h.processPage))
+	m.HandleFunc("GET /processes/{process}/{id}", h.view(h.processInstancePage))
+	m.HandleFunc("GET /workers", h.view(h.workersPage))
+	m.HandleFunc("GET /schedules", h.view(h.schedulesPage))
+	m.HandleFunc("GET /outbox", h.view(h.outboxPage))
+
+	m.HandleFunc("POST /tasks/{id}/retry", h.action(h.retryTask))
+	m.HandleFunc("POST /tasks/{id}/cancel", h.action(h.cancelTask))
+	m.HandleFunc("POST /tasks/retry", h.action(h.retryTasks))
+	m.HandleFunc("POST /tasks/cancel", h.action(h.cancelTasks))
+	m.HandleFunc("POST /queues/{type}/pause", h.action(h.pauseQueue))
+	m.HandleFunc("POST /queues/{type}/resume", h.action(h.resumeQueue))
+
+	m.HandleFunc("GET /login", h.loginPage)
+	m.HandleFunc("POST /login", h.login)
+	m.HandleFunc("POST /logout", h.logout)
+	m.HandleFunc("GET /static/{file}", h.static)
+	m.HandleFunc("/", h.notFound)
+	h.mux = m
+}
+
+// ServeHTTP serves the dashboard. Paths outside Config.Prefix are not found.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	setSecurityHeaders(w.Header())
+	if p := h.cfg.Prefix; p != "" {
+		switch {
+		case r.URL.Path == p:
+			http.Redirect(w, r, p+"/", http.StatusMovedPermanently)
+			return
+		case strings.HasPrefix(r.URL.Path, p+"/"):
+			r2 := new(http.Request)
+			*r2 = *r
+			u := *r.URL
+			u.Path = strings.TrimPrefix(r.URL.Path, p)
+			u.RawPath = ""
+			r2.URL = &u
+			r = r2
+		default:
+			http.NotFound(w, r)
+			return
+		}
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// path returns the URL path of a dashboard page: Prefix + p.
+func (h *Handler) path(p string) string { return h.cfg.Prefix + p }
+
+// readTx runs fn in a read-only, repeatable-read transaction (one snapshot for the whole
+// page) bounded by QueryTimeout. Plans are made for each query's actual values: the
+// dashboard's filters decide which partial index applies, which a generic plan cannot see.
+func (h *Handler) readTx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.QueryTimeout)
+	defer cancel()
+	tx, err := h.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, fmt.Sprintf(`set local plan_cache_mode = force_custom_plan; set local statement_timeout = %d`,
+		h.cfg.QueryTimeout.Milliseconds())); err != nil {
+		return err
+	}
+	return fn(ctx, tx)
+}
