@@ -92,7 +92,7 @@ func TestEveryPageRenders(t *testing.T) {
 		{"/processes/" + url.PathEscape(`demo.weird"name`) + "/1", []string{"gave up"}},
 		{"/workers", []string{`data-worker="seed-worker"`, "leader", "seed-host", `href="/tasks/` + itoa(s.running) + `"`}},
 		{"/schedules", []string{`data-schedule="nightly-report"`, "0 3 * * *"}},
-		{"/outbox", []string{"ann@example.com", "&#43;15550100", "outbox: delivery refused", "Welcome &lt;b&gt;Ann"}},
+		{"/outbox", []string{"ann@example.com", "&#43;15550100", "delivery refused by a rule", "Welcome &lt;b&gt;Ann"}},
 	} {
 		code, body, _ := get(t, c, srv.URL+tc.path, bearer()...)
 		require.Equal(t, http.StatusOK, code, "%s: %s", tc.path, body)

@@ -68,7 +68,7 @@ func TestEmailProcessEndToEnd(t *testing.T) {
 	require.Equal(t, 2, eval[int](b, `document.querySelectorAll('tr[data-attempt]').length`))
 	require.Equal(t, 1, eval[int](b, `document.querySelectorAll('tr.outcome-failed').length`))
 	require.Equal(t, 1, eval[int](b, `document.querySelectorAll('tr.outcome-succeeded').length`))
-	require.Contains(t, b.text(`tr.outcome-failed`), "outbox: delivery refused")
+	require.Contains(t, b.text(`tr.outcome-failed`), "delivery refused by a rule")
 	// The supervisor's runs and both email tasks are linked.
 	tasks := eval[[]string](b, `Array.from(document.querySelectorAll('a[href*="/tasks/"]')).map(a => a.closest('tr').innerText)`)
 	var supervisor, email int

@@ -7,18 +7,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/internal/builtinhandlers"
 	"github.com/taskorch/taskorch/internal/migrate"
 	"github.com/taskorch/taskorch/internal/pgcluster"
+	"github.com/taskorch/taskorch/providers"
 )
 
 func newDevCmd(g *globals) *cobra.Command {
@@ -26,71 +28,159 @@ func newDevCmd(g *globals) *cobra.Command {
 		dataDir string
 		fresh   bool
 		once    bool
+		addr    string
+		token   string
 	)
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Run taskorch locally on a private PostgreSQL, with a demo",
-		Long: `Starts a private PostgreSQL from this machine's own binaries (unless DATABASE_URL is set),
-applies the migrations, runs a small demo (enqueues tasks, claims them, completes some, fails one
-so that it is retried with backoff) and prints what happened. It then keeps PostgreSQL running
-and prints its URL, so you can look around with psql or the other taskorch commands, until
-Ctrl-C, which stops everything it started.
+		Short: "Run taskorch locally on a private PostgreSQL: worker, dashboard, processes and a demo",
+		Long: `Starts everything a newcomer needs on this machine, and stops it all at Ctrl-C:
 
-Data persists across runs in --data-dir; --fresh starts over.`,
+  - a private PostgreSQL from this machine's own binaries (unless DATABASE_URL is set), in
+    --data-dir, on a free loopback port; data persists across runs, --fresh starts over;
+  - the migrations and the shipped processes (comms, files, accounts);
+  - a worker with the outbox providers: emails, SMS and file deletions are recorded in
+    queues.outbox_message instead of being sent;
+  - the dashboard, on a free loopback port, with a generated sign-in token;
+  - on the first run, a demo that moves: emails and SMS (one fails once and is retried, one
+    never gets through), a scheduled email, a file deletion, an account deletion, Go-handler
+    tasks (one ends dead) and a schedule ticking every minute.
+
+It prints the dashboard URL and a PostgreSQL URL, each on a line of its own. --once waits until
+the demo's processes have finished, prints what happened, and exits.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			out := cmd.OutOrStdout()
-			dbURL := g.databaseURL
-			if dbURL == "" {
-				if dataDir == "" {
-					dataDir = defaultDevDir()
-				}
-				cluster, err := startDevCluster(ctx, cmd.ErrOrStderr(), dataDir, fresh)
-				if err != nil {
-					return err
-				}
-				defer func() {
-					stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-					defer cancel()
-					fmt.Fprintln(cmd.ErrOrStderr(), "stopping PostgreSQL")
-					if err := cluster.Stop(stopCtx); err != nil {
-						fmt.Fprintln(cmd.ErrOrStderr(), "taskorch: stop PostgreSQL:", err)
-					}
-				}()
-				dbURL = cluster.URL("postgres")
-			}
-			pool, err := pgxpool.New(ctx, dbURL)
-			if err != nil {
-				return fmt.Errorf("connect: %w", redact(err))
-			}
-			defer pool.Close()
-			applied, err := taskorch.Migrate(ctx, pool, nil)
-			if errors.Is(err, migrate.ErrChecksumMismatch) && g.databaseURL == "" {
-				return fmt.Errorf("%w\nthe private database in %s was made by another version of taskorch: run `taskorch dev --fresh` to start over", err, dataDir)
-			}
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "migrations: %d applied\n", len(applied))
-			if err := runDemo(ctx, out, pool); err != nil {
-				return err
-			}
-			fmt.Fprintln(out, "\nPostgreSQL:")
-			fmt.Fprintln(out, dbURL)
-			fmt.Fprintf(out, "\nTry:\n  DATABASE_URL='%s' taskorch tasks list\n  psql '%s' -c 'select * from queues.task_event'\n", dbURL, dbURL)
-			if once {
-				return nil
-			}
-			fmt.Fprintln(out, "\nPress Ctrl-C to stop.")
-			<-ctx.Done()
-			return nil
+			return runDev(cmd, g, devOptions{dataDir: dataDir, fresh: fresh, once: once, addr: addr, token: token})
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "where the private PostgreSQL keeps its data (default: the user's data dir)")
 	cmd.Flags().BoolVar(&fresh, "fresh", false, "delete the private PostgreSQL's data and start over")
-	cmd.Flags().BoolVar(&once, "once", false, "run the demo and exit instead of waiting for Ctrl-C")
+	cmd.Flags().BoolVar(&once, "once", false, "wait for the demo's processes to finish, print them and exit")
+	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:0", "the dashboard's address (port 0 picks a free one)")
+	cmd.Flags().StringVar(&token, "token", "", "the dashboard's sign-in token (env "+envDashboardToken+"; generated when neither is set)")
 	return cmd
+}
+
+type devOptions struct {
+	dataDir, addr, token string
+	fresh, once          bool
+}
+
+// devProcesses are the shipped processes taskorch dev installs and demonstrates.
+var devProcesses = []string{"comms", "files", "accounts"}
+
+func runDev(cmd *cobra.Command, g *globals, o devOptions) error {
+	ctx := cmd.Context()
+	out, logw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	dbURL := g.databaseURL
+	private := dbURL == ""
+	if private {
+		if o.dataDir == "" {
+			o.dataDir = defaultDevDir()
+		}
+		cluster, err := startDevCluster(ctx, logw, o.dataDir, o.fresh)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			fmt.Fprintln(logw, "stopping PostgreSQL")
+			if err := cluster.Stop(stopCtx); err != nil {
+				fmt.Fprintln(logw, "taskorch: stop PostgreSQL:", err)
+			}
+		}()
+		dbURL = cluster.URL("postgres")
+	}
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return usageErrorf("DATABASE_URL is not a valid PostgreSQL URL: %v", redact(err))
+	}
+	cfg.MaxConns = 24
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("connect: %w", redact(err))
+	}
+	defer pool.Close()
+	applied, err := taskorch.Migrate(ctx, pool, &taskorch.MigrateOpts{Processes: devProcesses})
+	if errors.Is(err, migrate.ErrChecksumMismatch) && private {
+		return fmt.Errorf("%w\nthe private database in %s was made by another version of taskorch: run `taskorch dev --fresh` to start over", err, o.dataDir)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(logw, "migrations: %d applied (core and the processes %s)\n", len(applied), strings.Join(devProcesses, ", "))
+
+	// The worker: built-in and demo Go handlers, and the outbox for every channel.
+	channels, err := providers.Config{EmailProvider: "outbox", SMSProvider: "outbox", FilesSigner: "outbox"}.Channels(pool)
+	if err != nil {
+		return err
+	}
+	hs := taskorch.NewHandlers()
+	builtinhandlers.Register(hs)
+	taskorch.AddHandler(hs, func(context.Context, *taskorch.TaskFor[demoArgs]) error { return nil })
+	w, err := taskorch.NewWorker(pool, &taskorch.WorkerConfig{
+		ID:          "dev-worker",
+		Concurrency: 10,
+		Handlers:    hs,
+		Channels:    channels,
+		Logger:      slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Version:     version,
+	})
+	if err != nil {
+		return err
+	}
+	workerCtx, stopWorker := context.WithCancel(context.WithoutCancel(ctx))
+	workerDone := make(chan error, 1)
+	go func() { workerDone <- w.Run(workerCtx) }()
+	defer func() {
+		stopWorker()
+		if err := <-workerDone; err != nil && !errors.Is(err, context.Canceled) {
+			fmt.Fprintln(logw, "taskorch: worker:", err)
+		}
+	}()
+
+	if o.token == "" {
+		o.token = os.Getenv(envDashboardToken)
+	}
+	d, err := startDashboard(ctx, pool, dashboardOptions{Addr: o.addr, Token: o.token, Log: logw})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = d.Stop(stopCtx)
+	}()
+
+	seeded, err := seedDemo(ctx, pool)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	if seeded {
+		// A database the demo is seeded in is the demo's: its processes retry within seconds.
+		if err := fastDevProcesses(ctx, pool); err != nil {
+			return err
+		}
+		fmt.Fprintln(logw, "demo: seeded (emails, SMS, a file deletion, an account deletion, Go tasks, a schedule)")
+	} else {
+		fmt.Fprintln(logw, "demo: already seeded in this database; run with --fresh to see it again")
+	}
+
+	printDashboard(out, d)
+	fmt.Fprintln(out, "PostgreSQL:")
+	fmt.Fprintln(out, dbURL)
+	if o.once {
+		if err := waitDemo(ctx, pool, 90*time.Second); err != nil {
+			return err
+		}
+		return printDemo(ctx, out, pool)
+	}
+	fmt.Fprintf(out, "\nTry:\n  DATABASE_URL='%s' taskorch tasks list\n  psql '%s' -c 'select * from queues.outbox_message'\n", dbURL, dbURL)
+	fmt.Fprintln(out, "\nPress Ctrl-C to stop.")
+	<-ctx.Done()
+	fmt.Fprintln(logw, "stopping the worker and the dashboard")
+	return nil
 }
 
 // defaultDevDir is $XDG_DATA_HOME/taskorch/dev (~/.local/share/taskorch/dev). As root it is
@@ -149,107 +239,10 @@ func startDevCluster(ctx context.Context, logw io.Writer, dir string, fresh bool
 	})
 }
 
-// demoArgs is the payload of the demo's tasks.
+// demoArgs is the payload of the demo's Go-handler tasks.
 type demoArgs struct {
 	Step string `json:"step"`
 }
 
+// TaskType is the demo's Go task type.
 func (demoArgs) TaskType() string { return "demo.hello" }
-
-// runDemo enqueues a few tasks, claims them as a worker would, completes all but one, fails
-// that one (it is retried with backoff) and prints the tasks and their events.
-func runDemo(ctx context.Context, out io.Writer, pool *pgxpool.Pool) error {
-	c, err := taskorch.NewClient(pool, nil)
-	if err != nil {
-		return err
-	}
-	runKey := time.Now().UTC().Format("20060102T150405.000")
-	ids, err := c.EnqueueMany(ctx, []taskorch.EnqueueParams{
-		{Args: demoArgs{Step: "low priority"}},
-		{Args: demoArgs{Step: "high priority"}, Opts: &taskorch.EnqueueOpts{Priority: 10}},
-		{Args: demoArgs{Step: "will fail once"}, Opts: &taskorch.EnqueueOpts{Priority: 5, MaxAttempts: 3}},
-		{Args: demoArgs{Step: "idempotent"}, Opts: &taskorch.EnqueueOpts{IdempotencyKey: "demo-" + runKey}},
-		{Args: demoArgs{Step: "idempotent again"}, Opts: &taskorch.EnqueueOpts{IdempotencyKey: "demo-" + runKey}},
-		{Args: demoArgs{Step: "tomorrow"}, Opts: &taskorch.EnqueueOpts{ScheduledAt: time.Now().Add(24 * time.Hour)}},
-	})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "enqueued tasks %v (the two idempotent ones share an id)\n", ids)
-
-	// Claim as a worker would: one statement, priority first; the future task stays pending.
-	rows, err := pool.Query(ctx, `select task_id, lease_id, payload->>'step' from queues.claim_tasks('demo-worker', 10)
-		where task_id = any($1)`, ids)
-	if err != nil {
-		return err
-	}
-	type claimed struct {
-		id, lease int64
-		step      string
-	}
-	var got []claimed
-	for rows.Next() {
-		var c claimed
-		if err := rows.Scan(&c.id, &c.lease, &c.step); err != nil {
-			return err
-		}
-		got = append(got, c)
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	fmt.Fprintln(out, "claimed, in order:")
-	for _, t := range got {
-		fmt.Fprintf(out, "  task %d (%s) under lease %d\n", t.id, t.step, t.lease)
-		if t.step == "will fail once" {
-			var status string
-			if err := pool.QueryRow(ctx, `select queues.fail_task($1, 'demo: the provider timed out', $2)::text`, t.id, t.lease).Scan(&status); err != nil {
-				return err
-			}
-			fmt.Fprintf(out, "    failed: now %s, retried after a backoff\n", status)
-			continue
-		}
-		var ok bool
-		if err := pool.QueryRow(ctx, `select queues.complete_task($1, $2)`, t.id, t.lease).Scan(&ok); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "    completed: %v\n", ok)
-	}
-	if len(got) > 0 {
-		var refused bool
-		if err := pool.QueryRow(ctx, `select not queues.complete_task($1, $2 + 1000000)`, got[0].id, got[0].lease).Scan(&refused); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "a completion of task %d under a stale lease: refused=%v (recorded in queues.error)\n", got[0].id, refused)
-	}
-
-	list, err := c.List(ctx, &taskorch.ListParams{Limit: 10})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(out, "\nnewest tasks:")
-	if err := printTaskTable(out, list); err != nil {
-		return err
-	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(out, "\ntheir events (queues.task_event):")
-	erows, err := pool.Query(ctx, `select task_id, event, coalesce(from_status::text, '-'), coalesce(to_status::text, '-'), coalesce(lease_id::text, '-')
-		from queues.task_event where task_id = any($1) order by task_event_id`, ids)
-	if err != nil {
-		return err
-	}
-	defer erows.Close()
-	fmt.Fprintln(tw, "  TASK\tEVENT\tFROM\tTO\tLEASE")
-	for erows.Next() {
-		var id int64
-		var ev, from, to, lease string
-		if err := erows.Scan(&id, &ev, &from, &to, &lease); err != nil {
-			return err
-		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", id, ev, from, to, lease)
-	}
-	if err := erows.Err(); err != nil {
-		return err
-	}
-	return tw.Flush()
-}

@@ -203,12 +203,27 @@ func TestStateErrorExitCode(t *testing.T) {
 // taskorch dev against a given database runs the demo and exits with --once.
 func TestDevOnceWithDatabaseURL(t *testing.T) {
 	t.Parallel()
-	r := run(t, "dev", "--once", "--database-url", dbtest.NewEmptyDBURL(t))
+	url := dbtest.NewEmptyDBURL(t)
+	r := run(t, "dev", "--once", "--database-url", url)
 	require.Equal(t, 0, r.code, r.err)
-	require.Contains(t, r.out, "the two idempotent ones share an id")
-	require.Contains(t, r.out, "failed: now pending, retried after a backoff")
-	require.Contains(t, r.out, "refused=true")
-	require.Regexp(t, `(?m)^postgres://\S+$`, r.out, "the PostgreSQL URL on a line of its own")
+	require.Regexp(t, `(?m)^Dashboard:\nhttp://127\.0\.0\.1:\d+/$`, r.out, "the dashboard URL on a line of its own")
+	require.Regexp(t, `(?m)^PostgreSQL:\npostgres://\S+$`, r.out, "the PostgreSQL URL on a line of its own")
+	require.Regexp(t, `(?m)^Sign in with this token .*\n[A-Za-z0-9_-]{20,}$`, r.out)
+	for _, want := range []string{
+		`(?m)^  send_email +\d+ +ann@example\.com +1 +0 +succeeded$`,
+		`(?m)^  send_email +\d+ +flaky@example\.com +2 +1 +succeeded$`,
+		`(?m)^  send_email +\d+ +bounce@example\.com +3 +3 +failed: email not sent after 3 failed attempts \(max 3\); last error: email provider: outbox: 550 no such user`,
+		`(?m)^  send_sms +\d+ +\+15550000002 +2 +1 +succeeded$`,
+		`(?m)^  file_deletion +\d+ +demo-uploads/reports/2026-q3\.pdf +1 +0 +succeeded$`,
+		`(?m)^  account_deletion +\d+ +account \d+ +- +- +succeeded$`,
+	} {
+		require.Regexp(t, want, r.out)
+	}
+
+	// A second run finds the demo seeded and seeds nothing.
+	r = run(t, "dev", "--once", "--database-url", url)
+	require.Equal(t, 0, r.code, r.err)
+	require.Contains(t, r.err, "demo: already seeded")
 }
 
 func TestVersion(t *testing.T) {

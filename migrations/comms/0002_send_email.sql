@@ -255,7 +255,11 @@ begin
         update comms.send_email_attempt set task_id = _channel_id where send_email_attempt_id = _attempt_id;
         _next_check := now() + _cfg.check_interval;
     elsif _attempts = _failures then
-        _next_check := _next_try;   -- backing off
+        -- Backing off: look again the moment the backoff ends (once per failure count).
+        _next_check := _next_try;
+        perform queues.enqueue('db_function',
+            jsonb_build_object('db_function', 'comms.send_email_supervisor', 'send_email_task_id', _id, 'wake', true),
+            _next_try, 0, format('comms.send_email:%s:retry:%s', _id, _failures));
     else
         _next_check := now() + _cfg.check_interval;   -- an attempt is outstanding
     end if;

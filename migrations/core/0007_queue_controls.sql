@@ -126,7 +126,7 @@ create table queues.outbox_rule (
     channel       text not null check (channel in ('email', 'sms', 'file_delete')),
     recipient     text not null,
     fail          text not null check (fail in ('always', 'once')),
-    error_message text not null default 'outbox: delivery refused by a rule (dev provider)',
+    error_message text not null default 'delivery refused by a rule (dev provider)',
     primary key (channel, recipient)
 );
 

@@ -216,7 +216,11 @@ begin
         update files.file_deletion_attempt set task_id = _channel_id where file_deletion_attempt_id = _attempt_id;
         _next_check := now() + _cfg.check_interval;
     elsif _attempts = _failures then
-        _next_check := _next_try;   -- backing off
+        -- Backing off: look again the moment the backoff ends (once per failure count).
+        _next_check := _next_try;
+        perform queues.enqueue('db_function',
+            jsonb_build_object('db_function', 'files.file_deletion_supervisor', 'file_deletion_task_id', _id, 'wake', true),
+            _next_try, 0, format('files.file_deletion:%s:retry:%s', _id, _failures));
     else
         _next_check := now() + _cfg.check_interval;   -- an attempt is outstanding
     end if;
