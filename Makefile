@@ -11,8 +11,8 @@ help: ## List the targets
 	@grep -hE '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 .PHONY: demo
-demo: deps build ## Run taskorch on a private PostgreSQL with a demo (Ctrl-C stops it)
-	$(BIN) dev
+demo: deps build ## Run taskorch on a private PostgreSQL: worker, dashboard and a demo (Ctrl-C stops it)
+	$(BIN) dev $(DEMO_FLAGS)
 
 .PHONY: build
 build: ## Build bin/taskorch
@@ -48,5 +48,9 @@ lint: ## Run go vet and golangci-lint (installed on first use)
 	golangci-lint run
 
 .PHONY: demo-check
-demo-check: deps build ## Run the demo once in a throwaway data dir and exit (what CI runs)
+demo-check: deps build ## Run the demo once in a throwaway data dir, wait for its processes, exit
 	@dir=$$(mktemp -d); chmod 755 $$dir; $(BIN) dev --once --fresh --data-dir $$dir/dev; rc=$$?; rm -rf $$dir; exit $$rc
+
+.PHONY: demo-smoke
+demo-smoke: ## What CI runs: make demo in the background, dashboard up, processes done, Ctrl-C stops all
+	scripts/demo-smoke.sh
