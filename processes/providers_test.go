@@ -1,0 +1,189 @@
+package processes_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/internal/dbtest"
+	"github.com/taskorch/taskorch/internal/s3test"
+	"github.com/taskorch/taskorch/providers"
+)
+
+// The file-deletion process against a real S3-compatible gateway that checks signatures, with
+// the worker presigning the DELETE itself (TASKORCH_FILES_SIGNER=s3): the object is gone and the
+// file marked deleted.
+func TestFileDeletionS3Gateway(t *testing.T) {
+	t.Parallel()
+	gw := s3test.Start(t)
+	gw.CreateBucket(t, "uploads")
+	gw.PutObject(t, "uploads", "rec/1.wav", "RIFF....")
+	pool := dbtest.NewDB(t)
+	fastProcesses(t, pool, 3)
+	signer, err := providers.NewS3Signer(providers.S3SignerConfig{Endpoint: gw.Endpoint, Region: s3test.Region,
+		AccessKeyID: s3test.AccessKeyID, SecretAccessKey: s3test.SecretAccessKey})
+	require.NoError(t, err)
+	startWorker(t, pool, map[string]taskorch.ChannelProvider{taskorch.TypeFileDelete: signer})
+
+	file := scalar[int64](t, pool, `insert into files.file (bucket, object_key) values ('uploads', 'rec/1.wav') returning file_id`)
+	id := scalar[int64](t, pool, `select file_deletion_task_id from files.kickoff_file_deletion($1)`, file)
+	waitTrue(t, pool, "deleted", `select exists (select 1 from files.file_deletion_task_succeeded where file_deletion_task_id = $1)`, id)
+	require.False(t, gw.ObjectExists(t, "uploads", "rec/1.wav"), "the object is gone from the store")
+	require.True(t, scalar[bool](t, pool, `select (metadata->>'deleted')::boolean from files.file where file_id = $1`, file))
+	require.Equal(t, 1, scalar[int](t, pool, `select files.count_file_deletion_attempts($1)`, id))
+	require.Equal(t, `"s3"`, scalar[string](t, pool, `select (s.provider_response->'provider')::text from files.file_deletion_attempt a
+		join files.file_deletion_attempt_succeeded s using (file_deletion_attempt_id) where a.file_deletion_task_id = $1`, id))
+}
+
+// The files service (TASKORCH_FILES_SIGNER=http) hands out a tampered URL: the gateway refuses
+// it (403, the signature does not match), every attempt is recorded as failed with that reason,
+// the object stays, and after max attempts the process is stuck and terminal.
+func TestFileDeletionTamperedURLRefused(t *testing.T) {
+	t.Parallel()
+	gw := s3test.Start(t)
+	gw.CreateBucket(t, "uploads")
+	gw.PutObject(t, "uploads", "keep/me.txt", "precious")
+	gw.PutObject(t, "uploads", "other.txt", "not this one")
+	signer, err := providers.NewS3Signer(providers.S3SignerConfig{Endpoint: gw.Endpoint, Region: s3test.Region,
+		AccessKeyID: s3test.AccessKeyID, SecretAccessKey: s3test.SecretAccessKey})
+	require.NoError(t, err)
+	// A files service that signs a DELETE of the file, then swaps the key for another object's:
+	// the signature no longer matches the request.
+	var signed sync.Map
+	files := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req providers.SignRequest
+		body, _ := io.ReadAll(r.Body)
+		if json.Unmarshal(body, &req) != nil {
+			http.Error(w, `{"error":"bad request"}`, http.StatusBadRequest)
+			return
+		}
+		u, headers, err := signer.Presign(r.Context(), req.Bucket, req.ObjectKey)
+		if err != nil {
+			http.Error(w, `{"error":"sign"}`, http.StatusInternalServerError)
+			return
+		}
+		signed.Store(req.ObjectKey, true)
+		_ = json.NewEncoder(w).Encode(providers.SignResponse{URL: strings.Replace(u, "/keep/me.txt", "/other.txt", 1), Headers: headers})
+	}))
+	t.Cleanup(files.Close)
+	httpSigner, err := providers.NewHTTPSigner(providers.HTTPSignerConfig{URL: files.URL})
+	require.NoError(t, err)
+
+	pool := dbtest.NewDB(t)
+	fastProcesses(t, pool, 2)
+	startWorker(t, pool, map[string]taskorch.ChannelProvider{taskorch.TypeFileDelete: httpSigner})
+	file := scalar[int64](t, pool, `insert into files.file (bucket, object_key) values ('uploads', 'keep/me.txt') returning file_id`)
+	id := scalar[int64](t, pool, `select file_deletion_task_id from files.kickoff_file_deletion($1)`, file)
+	waitTrue(t, pool, "stuck", `select exists (select 1 from files.file_deletion_task_failed where file_deletion_task_id = $1)`, id)
+	quiet(t, pool, "file_deletion_task_id", id)
+
+	_, ok := signed.Load("keep/me.txt")
+	require.True(t, ok, "the files service was asked to sign the file's key")
+	require.True(t, gw.ObjectExists(t, "uploads", "keep/me.txt"))
+	require.True(t, gw.ObjectExists(t, "uploads", "other.txt"), "the tampered URL deleted nothing")
+	require.True(t, scalar[bool](t, pool, `select files.is_file_deletion_stuck($1)`, file))
+	require.False(t, scalar[bool](t, pool, `select metadata ? 'deleted' from files.file where file_id = $1`, file))
+	failures := scalar[[]string](t, pool, `select array_agg(f.error_message order by f.file_deletion_attempt_id) from files.file_deletion_attempt a
+		join files.file_deletion_attempt_failed f using (file_deletion_attempt_id) where a.file_deletion_task_id = $1`, id)
+	require.Len(t, failures, 2)
+	for _, msg := range failures {
+		require.Contains(t, msg, "403")
+		require.Contains(t, msg, "SignatureDoesNotMatch")
+		require.NotContains(t, msg, "X-Amz-Signature=", "the signed URL's secret parts are not recorded")
+	}
+}
+
+// resendStub answers the Resend API's POST /emails with the scripted responses in order (then
+// 200), keeping each request's Idempotency-Key.
+type resendStub struct {
+	mu        sync.Mutex
+	responses []stubResponse
+	keys      []string
+}
+
+type stubResponse struct {
+	status int
+	body   string
+}
+
+func (s *resendStub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	n := len(s.keys)
+	s.keys = append(s.keys, r.Header.Get("Idempotency-Key"))
+	resp := stubResponse{200, `{"id":"4ef9a417-02e9-4d39-ad75-9611e0fcc33c"}`}
+	if n < len(s.responses) {
+		resp = s.responses[n]
+	}
+	s.mu.Unlock()
+	if r.Method != http.MethodPost || r.URL.Path != "/emails" || r.Header.Get("Authorization") != "Bearer re_test_key" {
+		http.Error(w, `{"statusCode":401,"name":"missing_api_key","message":"Missing API key in the authorization header."}`, http.StatusUnauthorized)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(resp.status)
+	_, _ = io.WriteString(w, resp.body)
+}
+
+// Bad answers from the provider, each recorded clearly against its attempt: a 4xx, a 5xx and a
+// 200 whose body cannot be parsed. The process retries after each and ends with one success.
+func TestSendEmailProviderErrorsRecorded(t *testing.T) {
+	t.Parallel()
+	stub := &resendStub{responses: []stubResponse{
+		{422, `{"statusCode":422,"name":"validation_error","message":"Invalid ` + "`to`" + ` field."}`},
+		{500, `{"statusCode":500,"name":"internal_server_error","message":"An unexpected error occurred."}`},
+		{200, `<html>gateway timeout</html>`},
+	}}
+	srv := httptest.NewServer(stub)
+	t.Cleanup(srv.Close)
+	resend, err := providers.NewResend(providers.ResendConfig{APIKey: "re_test_key", BaseURL: srv.URL, From: "noreply@example.com"})
+	require.NoError(t, err)
+	pool := dbtest.NewDB(t)
+	fastProcesses(t, pool, 4)
+	startWorker(t, pool, map[string]taskorch.ChannelProvider{taskorch.TypeEmail: resend})
+
+	id := scalar[int64](t, pool, `select comms.send_email('ann@example.com', 'Hi', 'text')`)
+	waitTrue(t, pool, "sent", `select exists (select 1 from comms.send_email_task_succeeded where send_email_task_id = $1)`, id)
+	failures := scalar[[]string](t, pool, `select array_agg(f.error_message order by f.send_email_attempt_id) from comms.send_email_attempt a
+		join comms.send_email_attempt_failed f using (send_email_attempt_id) where a.send_email_task_id = $1`, id)
+	require.Len(t, failures, 3)
+	require.Contains(t, failures[0], "resend: 422 validation_error: Invalid `to` field.")
+	require.Contains(t, failures[1], "resend: 500 internal_server_error")
+	require.Contains(t, failures[2], "could not parse the provider's response")
+	for _, f := range failures {
+		require.NotContains(t, f, "re_test_key")
+	}
+	require.Equal(t, 4, scalar[int](t, pool, `select comms.count_send_email_attempts($1)`, id))
+	// Each attempt carried its own idempotency key, derived from the attempt.
+	require.Len(t, stub.keys, 4)
+	require.Regexp(t, `^comms-send-email-attempt-\d+$`, stub.keys[0])
+	require.NotEqual(t, stub.keys[0], stub.keys[1])
+}
+
+// A before handler that answers success: false fails each attempt with its message; the process
+// still ends, with a terminal failure that quotes it.
+func TestSendEmailBeforeHandlerRefuses(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewDB(t)
+	fastProcesses(t, pool, 2)
+	mustExec(t, pool, `create or replace function comms.get_email_payload(_payload jsonb) returns jsonb
+		language sql stable security definer set search_path = pg_catalog, pg_temp as $$
+		select jsonb_build_object('success', false, 'validation_failure_message', 'the template welcome_v2 is missing') $$`)
+	email := &scripted{}
+	startWorker(t, pool, map[string]taskorch.ChannelProvider{taskorch.TypeEmail: email})
+
+	id := scalar[int64](t, pool, `select comms.send_email('ann@example.com', 'Hi', 'text')`)
+	waitTrue(t, pool, "given up", `select exists (select 1 from comms.send_email_task_failed where send_email_task_id = $1)`, id)
+	quiet(t, pool, "send_email_task_id", id)
+	require.Empty(t, email.Calls(), "the provider is never called")
+	require.Contains(t, scalar[string](t, pool, `select error_message from comms.send_email_task_failed where send_email_task_id = $1`, id),
+		"before handler comms.get_email_payload: validation failure: the template welcome_v2 is missing")
+	require.Equal(t, 2, scalar[int](t, pool, `select count(*)::int from queues.error e join queues.task t using (task_id)
+		where t.task_type = 'email' and e.error_message like '%template welcome_v2 is missing%'`))
+}
