@@ -19,6 +19,10 @@ type MigrateOpts struct {
 	// of ProcessSets: "comms", "files", "accounts" (which brings "files"). The core set is
 	// always applied first.
 	Processes []string
+
+	// BeforeApply, when set, is called with a migration's id ("core/0001_queues_schema") just
+	// before Migrate applies it: for progress reports.
+	BeforeApply func(id string)
 }
 
 // MigrationStatus is one migration's state in a database.
@@ -100,7 +104,11 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, opts *MigrateOpts) ([]stri
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
 	defer conn.Release()
-	done, err := migrate.Up(ctx, conn.Conn(), ms)
+	var before func(migrate.Migration)
+	if opts != nil && opts.BeforeApply != nil {
+		before = func(m migrate.Migration) { opts.BeforeApply(m.ID()) }
+	}
+	done, err := migrate.UpNotify(ctx, conn.Conn(), ms, before)
 	ids := make([]string, len(done))
 	for i, m := range done {
 		ids[i] = m.ID()

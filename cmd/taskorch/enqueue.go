@@ -19,18 +19,30 @@ func newEnqueueCmd(g *globals) *cobra.Command {
 		at          string
 		key         string
 		maxAttempts int
+		file        string
 	)
 	cmd := &cobra.Command{
-		Use:   "enqueue TYPE PAYLOAD",
-		Short: "Enqueue one task (PAYLOAD is a JSON object)",
+		Use:   "enqueue TYPE PAYLOAD | enqueue TYPE --file FILE",
+		Short: "Enqueue one task (PAYLOAD is a JSON object), or one per line of a file",
+		Long: `Enqueues one task of TYPE with PAYLOAD, a JSON object, and prints its id.
+
+With --file, enqueues one task per line of FILE (- for standard input), each line a JSON object,
+in one transaction: a bad line (reported with its number) enqueues nothing. Progress is shown on
+a terminal; scripts get the count (or, with --json, the count and the first and last ids).`,
 		Example: `  taskorch enqueue db_function '{"db_function":"comms.send_email_supervisor","send_email_task_id":1}'
-  taskorch enqueue report '{"account_id":7}' --priority 5 --at 2030-01-02T15:04:05Z --key report-7`,
-		Args: exactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			payload, err := parsePayload(args[1])
-			if err != nil {
-				return err
+  taskorch enqueue report '{"account_id":7}' --priority 5 --at 2030-01-02T15:04:05Z --key report-7
+  taskorch enqueue report --file reports.jsonl`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			want := 2
+			if file != "" {
+				want = 1
 			}
+			if len(args) != want {
+				return usageErrorf("enqueue takes TYPE and PAYLOAD, or TYPE and --file FILE; got %d argument(s)", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := taskorch.ValidateTaskType(args[0]); err != nil {
 				return err
 			}
@@ -44,6 +56,16 @@ func newEnqueueCmd(g *globals) *cobra.Command {
 			}
 			if cmd.Flags().Changed("max-attempts") && maxAttempts < 1 {
 				return usageErrorf("--max-attempts must be at least 1, got %d", maxAttempts)
+			}
+			if file != "" {
+				if key != "" {
+					return usageErrorf("--key names one task; it cannot go with --file")
+				}
+				return enqueueFile(cmd, g, args[0], file, opts)
+			}
+			payload, err := parsePayload(args[1])
+			if err != nil {
+				return err
 			}
 			c, closeFn, err := g.client(cmd.Context())
 			if err != nil {
@@ -69,6 +91,7 @@ func newEnqueueCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&at, "at", "", "run no earlier than this RFC 3339 time (default now)")
 	cmd.Flags().StringVar(&key, "key", "", "idempotency key: one task per (TYPE, key)")
 	cmd.Flags().IntVar(&maxAttempts, "max-attempts", 0, "attempts before the task is dead (default 25)")
+	cmd.Flags().StringVar(&file, "file", "", "enqueue one task per line of this file of JSON objects (- for standard input)")
 	addJSONFlag(cmd, g)
 	return cmd
 }

@@ -152,7 +152,7 @@ func TestCommandErrors(t *testing.T) {
 		{[]string{"enqueue", "bad type", `{}`}, exitUsage, "is malformed"},
 		{[]string{"enqueue", "report", `{}`, "--at", "tomorrow"}, exitUsage, "--at \"tomorrow\" is not an RFC 3339 timestamp"},
 		{[]string{"enqueue", "report", `{}`, "--max-attempts", "0"}, exitUsage, "--max-attempts must be at least 1"},
-		{[]string{"enqueue", "report"}, exitUsage, "accepts 2 arg(s)"},
+		{[]string{"enqueue", "report"}, exitUsage, "enqueue takes TYPE and PAYLOAD, or TYPE and --file FILE"},
 		{[]string{"tasks", "show", "999999"}, exitNotFound, "task not found"},
 		{[]string{"tasks", "retry", "999999"}, exitNotFound, "task 999999 does not exist"},
 		{[]string{"tasks", "cancel", "abc"}, exitUsage, "task id must be a positive integer"},

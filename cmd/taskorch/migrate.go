@@ -31,7 +31,11 @@ func newMigrateCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer pool.Close()
-			applied, err := taskorch.Migrate(cmd.Context(), pool, opts())
+			mo := opts()
+			if isTTY(cmd.ErrOrStderr()) {
+				mo.BeforeApply = func(id string) { fmt.Fprintf(cmd.ErrOrStderr(), "applying %s ...\n", id) }
+			}
+			applied, err := taskorch.Migrate(cmd.Context(), pool, mo)
 			if g.jsonOut {
 				if applied == nil {
 					applied = []string{}

@@ -120,6 +120,11 @@ var ErrChecksumMismatch = errors.New("migration changed after it was applied")
 // transaction together with its bookkeeping row. It holds the advisory lock for the whole run,
 // so concurrent callers apply each migration once. It returns the migrations it applied.
 func Up(ctx context.Context, conn *pgx.Conn, ms []Migration) ([]Migration, error) {
+	return UpNotify(ctx, conn, ms, nil)
+}
+
+// UpNotify is Up that calls before(m), when not nil, just before applying each migration m.
+func UpNotify(ctx context.Context, conn *pgx.Conn, ms []Migration, before func(Migration)) ([]Migration, error) {
 	if _, err := conn.Exec(ctx, "select pg_advisory_lock($1)", LockKey); err != nil {
 		return nil, fmt.Errorf("migrate: take advisory lock: %w", err)
 	}
@@ -146,6 +151,9 @@ func Up(ctx context.Context, conn *pgx.Conn, ms []Migration) ([]Migration, error
 					ErrChecksumMismatch, m.ID(), a.AppliedAt.Format(time.RFC3339), a.Checksum, m.Checksum)
 			}
 			continue
+		}
+		if before != nil {
+			before(m)
 		}
 		if err := applyOne(ctx, conn, m); err != nil {
 			return done, err
