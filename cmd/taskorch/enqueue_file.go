@@ -19,13 +19,13 @@ const enqueueBatch = 1000
 // enqueueFile enqueues one task of taskType per line of path (- for standard input), in one
 // transaction, a statement per enqueueBatch lines. Progress goes to a terminal only.
 func enqueueFile(cmd *cobra.Command, g *globals, taskType, path string, opts *taskorch.EnqueueOpts) error {
-	var in io.Reader = cmd.InOrStdin()
+	in := cmd.InOrStdin()
 	if path != "-" {
 		f, err := os.Open(path) //nolint:gosec // the operator names the file to read
 		if err != nil {
 			return usageErrorf("--file: %v", err)
 		}
-		defer f.Close()
+		defer func() { _ = f.Close() }()
 		in = f
 	}
 	c, closeFn, err := g.client(cmd.Context())
