@@ -66,3 +66,40 @@ func TestGoldenTables(t *testing.T) {
 	golden(t, "queues_list", strings.ReplaceAll(cmd("queues", "list"), conn.Config().User, "<user>"))
 	golden(t, "workers_list_empty", cmd("workers", "list"))
 }
+
+// The --json of the listings not covered elsewhere, parsed; and their bad input.
+func TestJSONListings(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDBURL(t)
+	db := []string{"--database-url", url}
+	pool := openPool(t, url)
+	_, err := pool.Exec(context.Background(), `select queues.register_worker('w-json', 'host-a', 42, 8, 'v1', 'postgres')`)
+	require.NoError(t, err)
+	r := run(t, append([]string{"schedules", "add", "nightly", "0 3 * * *", "report.build", `{"all": true}`}, db...)...)
+	require.Equal(t, 0, r.code, r.err)
+
+	ws := runJSON[[]map[string]any](t, append([]string{"workers", "list"}, db...)...)
+	require.Len(t, ws, 1)
+	require.Equal(t, "w-json", ws[0]["worker_id"])
+	require.Equal(t, "host-a", ws[0]["hostname"])
+	require.EqualValues(t, 8, ws[0]["pool_size"])
+	require.EqualValues(t, 0, ws[0]["running_tasks"])
+
+	ss := runJSON[[]map[string]any](t, append([]string{"schedules", "list"}, db...)...)
+	require.Len(t, ss, 1)
+	require.Equal(t, "nightly", ss[0]["name"])
+	require.Equal(t, "0 3 * * *", ss[0]["cron"])
+	require.Equal(t, map[string]any{"all": true}, ss[0]["payload"])
+	require.Equal(t, true, ss[0]["enabled"])
+
+	require.Equal(t, map[string]string{"version": "dev"}, runJSON[map[string]string](t, "version"))
+
+	r = run(t, append([]string{"schedules", "add", "bad", "every tuesday", "report.build"}, db...)...)
+	require.Equal(t, exitUsage, r.code)
+	require.NotEmpty(t, r.err)
+	r = run(t, append([]string{"schedules", "remove", "nosuch"}, db...)...)
+	require.Equal(t, exitNotFound, r.code, r.err)
+	r = run(t, append([]string{"schedules", "remove", "nightly"}, db...)...)
+	require.Equal(t, 0, r.code, r.err)
+	require.Empty(t, runJSON[[]map[string]any](t, append([]string{"schedules", "list"}, db...)...))
+}
