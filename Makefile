@@ -34,6 +34,10 @@ test-race: deps ## Run every test with the race detector
 bench: deps ## Run the Go benchmarks on a PostgreSQL with default durability
 	$(WITHPG) -durable -- $(GO) test -run '^$$' -bench . -benchtime 200000x -count 3 .
 
+.PHONY: bench-all
+bench-all: deps build ## taskorch bench: every mode, on a private PostgreSQL with default durability
+	$(WITHPG) -durable -- sh -c 'export DATABASE_URL=$$TASKORCH_TEST_DATABASE_URL; for m in throughput latency backlog processes memory; do $(BIN) bench $$m || exit 1; done'
+
 FUZZTIME ?= 10s
 FUZZERS  := ./internal/envelope:FuzzParse .:FuzzTypedPayload .:FuzzRunFunctionName ./cmd/taskorch:FuzzParsePayload
 

@@ -53,6 +53,7 @@ Every command that talks to a database reads DATABASE_URL (or --database-url).`,
 		newScaffoldCmd(g),
 		newQueuesCmd(g),
 		newDashboardCmd(g),
+		newBenchCmd(g),
 		newVersionCmd(g),
 	)
 	return root

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/taskorch/taskorch/internal/bench"
+)
+
+// benchFlags are the settings every bench mode shares.
+type benchFlags struct {
+	inPlace    bool
+	keep       bool
+	cpuProfile string
+	timeout    time.Duration
+}
+
+func newBenchCmd(g *globals) *cobra.Command {
+	f := &benchFlags{}
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure throughput, latency, backlog, processes and memory on a database",
+		Long: `Measures taskorch on the database it is given (DATABASE_URL or --database-url), like river bench.
+
+It creates a database of its own on the same server (taskorch_bench_<random>), migrates it, runs,
+and drops it. A user who may not create databases (or --in-place) benchmarks in the given
+database instead, refuses if tasks are pending or running there, and deletes its rows at the end.
+
+Each mode prints a table, or one JSON object with --json. Progress goes to stderr when it is a
+terminal. The method and the figures: docs/benchmarks.md.
+
+  taskorch bench throughput --tasks 100000 --concurrency 200
+  taskorch bench throughput --steady --duration 30s
+  taskorch bench latency --rate 1000 --duration 10s
+  taskorch bench backlog --backlog 5000000
+  taskorch bench processes --count 10000
+  taskorch bench memory --tasks 100`,
+	}
+	pf := cmd.PersistentFlags()
+	pf.BoolVar(&g.jsonOut, "json", false, "print one JSON object instead of a table")
+	pf.BoolVar(&f.inPlace, "in-place", false, "work in the given database instead of creating one (its rows are deleted afterwards)")
+	pf.BoolVar(&f.keep, "keep", false, "keep the benchmark's database (or rows) afterwards, for a look")
+	pf.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (pprof) to this file")
+	pf.DurationVar(&f.timeout, "timeout", 30*time.Minute, "give up after this long")
+
+	cmd.AddCommand(newBenchThroughputCmd(g, f), newBenchLatencyCmd(g, f), newBenchBacklogCmd(g, f),
+		newBenchProcessesCmd(g, f), newBenchMemoryCmd(g, f))
+	return cmd
+}
+
+func addWorkerFlags(cmd *cobra.Command, o *bench.WorkerOptions, concurrency int) {
+	fl := cmd.Flags()
+	fl.IntVar(&o.Workers, "workers", 1, "in-process workers (each with its own claim loop and completer)")
+	fl.IntVar(&o.Concurrency, "concurrency", concurrency, "task slots per worker")
+	fl.IntVar(&o.FetchBatch, "fetch-batch", 0, "most tasks one claim takes (default min(concurrency, 500))")
+	fl.BoolVar(&o.Metrics, "metrics", false, "give each worker a Prometheus registry, as taskorch worker has")
+}
+
+func newBenchThroughputCmd(g *globals, f *benchFlags) *cobra.Command {
+	c := bench.ThroughputConfig{}
+	cmd := &cobra.Command{
+		Use:   "throughput",
+		Short: "No-op tasks bulk-enqueued, then worked (or --steady: enqueued while worked); tasks/s",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return f.run(cmd, g, nil, func(ctx context.Context, e *bench.Env) (bench.Result, error) {
+				return bench.Throughput(ctx, e, c)
+			})
+		},
+	}
+	addWorkerFlags(cmd, &c.WorkerOptions, 200)
+	addThroughputFlags(cmd, &c)
+	cmd.Flags().BoolVar(&c.Steady, "steady", false, "enqueue while working and measure for --duration")
+	cmd.Flags().DurationVar(&c.Duration, "duration", 10*time.Second, "steady: how long to measure")
+	cmd.Flags().DurationVar(&c.Warmup, "warmup", time.Second, "steady: how long to run before measuring")
+	return cmd
+}
+
+func addThroughputFlags(cmd *cobra.Command, c *bench.ThroughputConfig) {
+	cmd.Flags().IntVar(&c.Tasks, "tasks", 100_000, "no-op tasks to enqueue and work")
+	cmd.Flags().StringVar(&c.Enqueue, "enqueue", "many", "bulk enqueue: many (EnqueueMany, 5,000 a statement) or copy (COPY)")
+}
+
+func newBenchLatencyCmd(g *globals, f *benchFlags) *cobra.Command {
+	c := bench.LatencyConfig{}
+	cmd := &cobra.Command{
+		Use:   "latency",
+		Short: "Tasks enqueued one by one at a fixed rate; enqueue→start and enqueue→complete percentiles",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return f.run(cmd, g, nil, func(ctx context.Context, e *bench.Env) (bench.Result, error) {
+				return bench.Latency(ctx, e, c)
+			})
+		},
+	}
+	addWorkerFlags(cmd, &c.WorkerOptions, 100)
+	cmd.Flags().IntVar(&c.Rate, "rate", 1000, "tasks enqueued per second")
+	cmd.Flags().DurationVar(&c.Duration, "duration", 10*time.Second, "how long tasks arrive (measured)")
+	cmd.Flags().DurationVar(&c.Warmup, "warmup", time.Second, "how long tasks arrive before the measured ones")
+	cmd.Flags().IntVar(&c.Enqueuers, "enqueuers", 64, "connections enqueuing in parallel")
+	return cmd
+}
+
+func newBenchBacklogCmd(g *globals, f *benchFlags) *cobra.Command {
+	c := bench.BacklogConfig{}
+	baseline := true
+	cmd := &cobra.Command{
+		Use:   "backlog",
+		Short: "Throughput with --backlog finished tasks in history, and its ratio to the empty tables",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c.NoBaseline = !baseline
+			return f.run(cmd, g, nil, func(ctx context.Context, e *bench.Env) (bench.Result, error) {
+				return bench.Backlog(ctx, e, c)
+			})
+		},
+	}
+	addWorkerFlags(cmd, &c.Throughput.WorkerOptions, 200)
+	addThroughputFlags(cmd, &c.Throughput)
+	cmd.Flags().IntVar(&c.History, "backlog", 1_000_000, "finished tasks (with their leases and events) to put in the tables")
+	cmd.Flags().BoolVar(&baseline, "baseline", true, "measure empty tables too, in the same run, and print the ratio")
+	cmd.Flags().IntVar(&c.Rounds, "rounds", 3, "runs a side (baseline and history alternate); the medians are reported")
+	return cmd
+}
+
+func newBenchProcessesCmd(g *globals, f *benchFlags) *cobra.Command {
+	c := bench.ProcessesConfig{}
+	cmd := &cobra.Command{
+		Use:   "processes",
+		Short: "Supervised email sends (comms.send_email) with the outbox provider; processes/s end to end",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return f.run(cmd, g, []string{"comms"}, func(ctx context.Context, e *bench.Env) (bench.Result, error) {
+				return bench.Processes(ctx, e, c)
+			})
+		},
+	}
+	addWorkerFlags(cmd, &c.WorkerOptions, 32)
+	cmd.Flags().IntVar(&c.Count, "count", 10_000, "email sends to start")
+	cmd.Flags().DurationVar(&c.CheckInterval, "check-interval", time.Second, "comms.process_config check_interval for the run")
+	return cmd
+}
+
+func newBenchMemoryCmd(g *globals, f *benchFlags) *cobra.Command {
+	c := bench.MemoryConfig{}
+	cmd := &cobra.Command{
+		Use:   "memory",
+		Short: "RSS of a separate taskorch worker process running --tasks sleeping tasks at once",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if c.WorkerBinary == "" {
+				self, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("find this binary to run as the worker (pass --worker-bin): %w", err)
+				}
+				c.WorkerBinary = self
+			}
+			return f.run(cmd, g, nil, func(ctx context.Context, e *bench.Env) (bench.Result, error) {
+				return bench.Memory(ctx, e, c)
+			})
+		},
+	}
+	cmd.Flags().IntVar(&c.Tasks, "tasks", 100, "sleeping tasks at once (the worker's concurrency)")
+	cmd.Flags().DurationVar(&c.Sample, "sample", 2*time.Second, "how long to sample the RSS while they run")
+	cmd.Flags().StringVar(&c.WorkerBinary, "worker-bin", "", "the taskorch binary to run as the worker (default: this one)")
+	return cmd
+}
+
+// run opens the benchmark database, runs mode in it, prints the result and cleans up.
+func (f *benchFlags) run(cmd *cobra.Command, g *globals, processes []string, mode func(context.Context, *bench.Env) (bench.Result, error)) (err error) {
+	if g.databaseURL == "" {
+		return usageErrorf("no database: set DATABASE_URL or pass --database-url (taskorch dev prints one)")
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+	defer cancel()
+	var progress io.Writer
+	if isTTY(cmd.ErrOrStderr()) {
+		progress = cmd.ErrOrStderr()
+	}
+	env, err := bench.Open(ctx, bench.Options{DatabaseURL: g.databaseURL, InPlace: f.inPlace, Keep: f.keep,
+		Processes: processes, Progress: progress, Log: cmd.ErrOrStderr()})
+	if err != nil {
+		return redact(err)
+	}
+	defer func() { err = errors.Join(err, redact(env.Close(ctx))) }()
+	if f.keep && !g.jsonOut {
+		fmt.Fprintf(cmd.ErrOrStderr(), "keeping the benchmark database: %s\n", env.Info.Database)
+	}
+
+	if f.cpuProfile != "" {
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return usageErrorf("--cpuprofile: %v", err)
+		}
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			_ = pf.Close()
+			return err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			err = errors.Join(err, pf.Close())
+		}()
+	}
+	res, err := mode(ctx, env)
+	if err != nil {
+		return err
+	}
+	if g.jsonOut {
+		return writeJSON(cmd.OutOrStdout(), res)
+	}
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	for _, r := range res.Table() {
+		fmt.Fprintf(tw, "%s\t%s\n", r.Name, r.Value)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskorch/taskorch/internal/dbtest"
+)
+
+// `taskorch bench` prints one JSON object per run with --json, and a table without.
+func TestBenchCommand(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDBURL(t)
+
+	res := runJSON[map[string]any](t, "bench", "throughput", "--tasks", "500", "--concurrency", "20", "--database-url", url)
+	require.Equal(t, "throughput", res["mode"])
+	require.EqualValues(t, 500, res["tasks"])
+	require.Positive(t, res["tasks_per_second"])
+	require.Equal(t, true, res["database_created"])
+
+	r := run(t, "bench", "latency", "--rate", "100", "--duration", "500ms", "--warmup", "100ms", "--database-url", url)
+	require.Equal(t, 0, r.code, r.err)
+	require.Regexp(t, `(?m)^enqueue→start +p50 [0-9.]+ ms, p90 [0-9.]+ ms, p99 [0-9.]+ ms, max [0-9.]+ ms$`, r.out)
+	require.Empty(t, r.err, "no progress when stderr is not a terminal")
+
+	r = run(t, "bench", "throughput")
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.err, "no database")
+}
+
+// The memory mode measures a separate `taskorch worker` process.
+func TestBenchMemory(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDBURL(t)
+	res := runJSON[map[string]any](t, "bench", "memory", "--tasks", "20", "--sample", "300ms",
+		"--worker-bin", taskorchBinary(t), "--database-url", url)
+	require.Equal(t, "memory", res["mode"])
+	require.EqualValues(t, 20, res["tasks"])
+	require.Greater(t, res["rss_mb"], 5.0)
+	require.GreaterOrEqual(t, res["peak_rss_mb"], res["rss_mb"])
+	require.Positive(t, res["idle_rss_mb"])
+}
