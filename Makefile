@@ -45,6 +45,14 @@ FUZZERS  := ./internal/envelope:FuzzParse .:FuzzTypedPayload .:FuzzRunFunctionNa
 fuzz: deps ## Run each fuzzer for FUZZTIME (default 10s; CI's short run), e.g. make fuzz FUZZTIME=10m
 	$(WITHPG) -- sh -c 'for f in $(FUZZERS); do echo "== $$f"; $(GO) test -count=1 -run NONE -fuzz "$${f#*:}" -fuzztime $(FUZZTIME) "$${f%%:*}" || exit 1; done'
 
+.PHONY: chaos
+chaos: deps build ## Chaos harness: 100,000 tasks under every fault, lost = duplicates = 0 (root; docs/testing.md)
+	$(GO) run ./internal/cmd/chaos -bin $(BIN) -tasks 100000 -duration 12m $(CHAOS_FLAGS)
+
+.PHONY: chaos-short
+chaos-short: deps build ## The chaos harness's short form, what CI runs: 10,000 tasks, every fault, ~3½ minutes
+	$(GO) run ./internal/cmd/chaos -bin $(BIN) -tasks 10000 -duration 180s $(CHAOS_FLAGS)
+
 .PHONY: lint
 lint: ## Run go vet and golangci-lint (installed on first use)
 	$(GO) vet $(PKGS)

@@ -50,6 +50,7 @@ func (w *Worker) flushCompletions(ctx context.Context, ids, leases []int64, type
 		done, err = collectInt64s(rows)
 		return err
 	})
+	w.dl.completionsFlushed(ids, err == nil) // a transport's messages are acknowledged once written
 	if err != nil {
 		w.log.Error("could not record completions; their leases will expire and the tasks run again",
 			"tasks", len(ids), "error", err)

@@ -32,6 +32,7 @@ func (w *Worker) start(inner context.Context, t *Task) {
 		defer func() { <-w.slots }()
 		defer cancel(nil)
 		recorded := w.execute(ctx, t)
+		w.dl.taskEnded(t.ID, recorded) // a transport's messages are acknowledged after the outcome
 		w.mu.Lock()
 		delete(w.running, t.ID)
 		if !recorded && context.Cause(ctx) == ErrShutdown {
@@ -85,6 +86,7 @@ func (w *Worker) runHandler(ctx context.Context, t *Task, h Handler, log *slog.L
 	err := safeWork(ctx, h, t)
 	if err == nil {
 		// Done, even if the worker is stopping: a completion under a lost lease is refused.
+		w.dl.toCompleter(t.ID)
 		w.completed <- completion{taskID: t.ID, leaseID: *t.LeaseID, taskType: t.Type}
 		return true
 	}

@@ -9,9 +9,10 @@ import (
 
 const claimSQL = `select ` + taskColumns + ` from queues.claim_tasks($1, $2, $3::interval, $4)`
 
-// runFetcher claims tasks while there are free slots, until ctx is done. Tasks run on inner, which
-// outlives ctx by the shutdown.
-func (w *Worker) runFetcher(ctx, inner context.Context) {
+// runFetcher claims tasks while there are free slots, until ctx is done or until is closed (nil:
+// never; with a transport, when it is back after an outage). Tasks run on inner, which outlives
+// ctx by the shutdown.
+func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}) {
 	var types []string
 	if w.cfg.OnlyKnownTypes {
 		types = knownTypes(w.cfg)
@@ -22,6 +23,8 @@ func (w *Worker) runFetcher(ctx, inner context.Context) {
 		// One free slot at least, then as many more as are free now, up to a batch.
 		select {
 		case <-ctx.Done():
+			return
+		case <-until:
 			return
 		case w.slots <- struct{}{}:
 		}
@@ -55,6 +58,9 @@ func (w *Worker) runFetcher(ctx, inner context.Context) {
 		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-until:
 			timer.Stop()
 			return
 		case <-w.wake:
@@ -121,6 +127,9 @@ func (w *Worker) signalWake() {
 	select {
 	case w.wake <- struct{}{}:
 	default:
+	}
+	if w.dl != nil {
+		w.dl.disp.Wake() // with a transport, new tasks are the dispatcher's to send
 	}
 }
 

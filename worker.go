@@ -42,6 +42,7 @@ type Worker struct {
 	maint      *maintenance.Maintainer // registry, heartbeats, leadership and the leader's duties
 	registered chan struct{}           // closed once the worker is in queues.worker
 	metrics    *metrics                // nil without WorkerConfig.Registerer
+	dl         *delivery               // the transport's side (delivery.go); nil with TransportPostgres
 	tracer     trace.Tracer            // nil without WorkerConfig.TracerProvider
 }
 
@@ -85,7 +86,7 @@ func NewWorker(pool *pgxpool.Pool, cfg *WorkerConfig) (*Worker, error) {
 		WorkerID:          c.ID,
 		PoolSize:          c.Concurrency,
 		Version:           c.Version,
-		Transport:         "postgres",
+		Transport:         c.Transport,
 		TaskTypes:         types,
 		HeartbeatInterval: c.HeartbeatInterval,
 		WorkerTimeout:     c.WorkerTimeout,
@@ -97,7 +98,13 @@ func NewWorker(pool *pgxpool.Pool, cfg *WorkerConfig) (*Worker, error) {
 	if err != nil {
 		return nil, &InputError{Msg: err.Error()}
 	}
-	return &Worker{
+	var tm *transportMetrics
+	if c.Transport != TransportPostgres {
+		if tm, err = newTransportMetrics(c.Registerer, c.Transport); err != nil {
+			return nil, err
+		}
+	}
+	w := &Worker{
 		maint:      maint,
 		registered: registered,
 		metrics:    m,
@@ -110,7 +117,11 @@ func NewWorker(pool *pgxpool.Pool, cfg *WorkerConfig) (*Worker, error) {
 		completed:  make(chan completion, c.Concurrency*2),
 		hardStop:   make(chan struct{}),
 		running:    map[int64]*runningTask{},
-	}, nil
+	}
+	if c.Transport != TransportPostgres {
+		w.dl = newDelivery(w, tm)
+	}
+	return w, nil
 }
 
 // ID returns the worker's id.
@@ -137,6 +148,11 @@ func (w *Worker) AddBackground(fn func(ctx context.Context)) {
 // lets running tasks finish for up to ShutdownGrace, cancels the rest and gives them back to
 // pending (their attempt not spent), and returns. HardStop cuts the grace period short.
 func (w *Worker) Run(ctx context.Context) error {
+	if w.dl != nil {
+		if err := w.dl.open(ctx); err != nil {
+			return err
+		}
+	}
 	// The worker's own machinery outlives ctx by the shutdown; it stops when Run returns.
 	inner, stopInner := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopInner()
@@ -174,14 +190,22 @@ func (w *Worker) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "lease_duration", w.cfg.LeaseDuration,
-		"poll_only", w.cfg.PollOnly, "handlers", len(w.cfg.Handlers.Types()), "channels", len(w.cfg.Channels))
-	w.runFetcher(ctx, inner)
+		"poll_only", w.cfg.PollOnly, "transport", w.cfg.Transport, "handlers", len(w.cfg.Handlers.Types()), "channels", len(w.cfg.Channels))
+	if w.dl != nil {
+		w.dl.start(ctx)
+		w.runTransportFetcher(ctx, inner)
+	} else {
+		w.runFetcher(ctx, inner, nil)
+	}
 
 	stopListen()
 	<-listenDone
 	w.shutdown(inner)
 	close(w.completed)
 	<-completerDone
+	if w.dl != nil {
+		w.dl.stop() // after the completer: its acknowledgements are queued
+	}
 	stopRenew()
 	<-renewDone
 	stopBG()

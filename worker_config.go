@@ -10,6 +10,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/taskorch/taskorch/internal/transport"
+	"github.com/taskorch/taskorch/internal/transport/redisstream"
+	"github.com/taskorch/taskorch/internal/transport/sqs"
 )
 
 // WorkerConfig configures a Worker. The zero value is valid; each field's comment gives its
@@ -110,7 +114,49 @@ type WorkerConfig struct {
 	// queues.queue_stats() call, which counts pending and running tasks only. Only used with a
 	// Registerer. Defaults to 5s.
 	QueueStatsInterval time.Duration
+
+	// Transport is how task ids reach the worker (docs/transports.md): TransportPostgres (the
+	// default) claims from PostgreSQL, woken by LISTEN/NOTIFY and polling; TransportRedis
+	// (Redis Streams at RedisURL) and TransportSQS (the queue at SQSQueueURL) deliver the ids
+	// of due tasks, which every worker on the transport also dispatches. PostgreSQL stays the
+	// only truth: a received id is claimed in the database before anything runs, and while the
+	// transport is unreachable the worker claims from PostgreSQL, until it is back. Defaults to
+	// TransportPostgres.
+	Transport string
+
+	// RedisURL is Redis's URL for TransportRedis: redis://[user:password@]host:port[/db], or
+	// rediss:// for TLS. The stream is "taskorch:tasks" with the consumer group "taskorch":
+	// give each fleet of workers that runs different task types (OnlyKnownTypes) its own
+	// database.
+	RedisURL string
+
+	// SQSQueueURL is the queue's URL for TransportSQS. Region and credentials come from the AWS
+	// SDK's default configuration (AWS_REGION, AWS_ACCESS_KEY_ID, shared files, roles); the
+	// region defaults to the queue URL's.
+	SQSQueueURL string
+
+	// SQSEndpoint overrides the SQS endpoint (a local server, LocalStack, a VPC endpoint).
+	// Defaults to AWS's endpoint for the region.
+	SQSEndpoint string
+
+	// RedispatchAfter is how long a task may stay dispatched to the transport without being
+	// claimed before it is dispatched again (its message was lost). Only used with a transport.
+	// Defaults to 30s.
+	RedispatchAfter time.Duration
+
+	// testTransport, set by the tests, replaces the transport the worker would make.
+	testTransport transport.Transport
 }
+
+// The transports, values of WorkerConfig.Transport and TASKORCH_TRANSPORT.
+const (
+	// TransportPostgres claims from PostgreSQL, woken by LISTEN/NOTIFY and polling.
+	TransportPostgres = transport.Postgres
+	// TransportRedis receives task ids from a Redis stream.
+	TransportRedis = transport.Redis
+	// TransportSQS receives task ids from an SQS queue.
+	TransportSQS = transport.SQS
+)
 
 func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 	if c.ID == "" {
@@ -152,6 +198,18 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 	if c.QueueStatsInterval == 0 {
 		c.QueueStatsInterval = 5 * time.Second
 	}
+	if c.testTransport != nil {
+		c.Transport = c.testTransport.Name()
+	}
+	if c.Transport == "" {
+		c.Transport = TransportPostgres
+	}
+	if c.RedispatchAfter == 0 {
+		c.RedispatchAfter = transport.DefaultRedispatchAfter
+	}
+	if err := c.validateTransport(); err != nil {
+		return c, err
+	}
 	switch {
 	case c.Concurrency < 1 || c.Concurrency > 10000:
 		return c, inputErrorf("worker concurrency must be between 1 and 10000, got %d", c.Concurrency)
@@ -174,4 +232,35 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 		}
 	}
 	return c, nil
+}
+
+// validateTransport checks the transport settings (without connecting).
+func (c WorkerConfig) validateTransport() error {
+	if c.RedispatchAfter < 10*time.Millisecond {
+		return inputErrorf("redispatch-after must be at least 10ms, got %s", c.RedispatchAfter)
+	}
+	if c.testTransport != nil {
+		return nil
+	}
+	switch c.Transport {
+	case TransportPostgres:
+		return nil
+	case TransportRedis:
+		if c.RedisURL == "" {
+			return inputErrorf("the redis transport needs a Redis URL (TASKORCH_REDIS_URL)")
+		}
+		if _, err := redisstream.ParseURL(c.RedisURL); err != nil {
+			return inputErrorf("%v", err)
+		}
+	case TransportSQS:
+		if c.SQSQueueURL == "" {
+			return inputErrorf("the sqs transport needs a queue URL (TASKORCH_SQS_QUEUE_URL)")
+		}
+		if _, _, err := sqs.ParseQueueURL(c.SQSQueueURL); err != nil {
+			return inputErrorf("%v", err)
+		}
+	default:
+		return inputErrorf("transport %q: want %s, %s or %s", c.Transport, TransportPostgres, TransportRedis, TransportSQS)
+	}
+	return nil
 }

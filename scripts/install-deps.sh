@@ -19,11 +19,30 @@ if ! command -v versitygw >/dev/null 2>&1; then
   fi
 fi
 
+# The chaos harness (make chaos, internal/chaos) puts toxiproxy between the workers and
+# PostgreSQL. The module names its command "server": installed as toxiproxy-server in
+# $(go env GOPATH)/bin when it is on neither PATH nor there.
+TOXIPROXY_VERSION=v2.5.0
+if ! command -v toxiproxy-server >/dev/null 2>&1; then
+  if ! command -v go >/dev/null 2>&1; then
+    echo "taskorch's chaos harness needs toxiproxy: go install github.com/Shopify/toxiproxy/v2/cmd/server@${TOXIPROXY_VERSION}, renamed toxiproxy-server" >&2
+  elif ! [ -x "$(go env GOPATH)/bin/toxiproxy-server" ]; then
+    echo "installing toxiproxy-server ${TOXIPROXY_VERSION} (go install)" >&2
+    toxi_tmp=$(mktemp -d)
+    mkdir -p "$(go env GOPATH)/bin"
+    GOBIN="$toxi_tmp" go install "github.com/Shopify/toxiproxy/v2/cmd/server@${TOXIPROXY_VERSION}"
+    mv "$toxi_tmp/server" "$(go env GOPATH)/bin/toxiproxy-server"
+    rmdir "$toxi_tmp"
+  fi
+fi
+
 missing=()
 have_pg || missing+=(postgresql)
 command -v psql >/dev/null 2>&1 || missing+=(postgresql-client)
 # The Redis transport's tests (internal/redistest) start Debian's redis-server on a free port.
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+# The chaos harness's network namespace scenario runs `ip netns` and `ip link` (as root).
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 # The dashboard's browser tests (dashboard/browser_test.go) drive Debian's headless chromium.
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 

@@ -50,6 +50,8 @@ type workerFlags struct {
 	failedRetention   time.Duration
 
 	providers *providerFlags // channel providers: worker_providers.go
+
+	transports *transportFlags // redis, sqs: worker_transport.go
 }
 
 func newWorkerCmd(g *globals) *cobra.Command {
@@ -132,7 +134,7 @@ Every flag has an environment variable twin, listed in docs/configuration.md.`,
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", envDuration("TASKORCH_SHUTDOWN_GRACE", 30*time.Second), "how long running tasks may finish at shutdown (env TASKORCH_SHUTDOWN_GRACE)")
 	fl.BoolVar(&f.pollOnly, "poll-only", envBool("TASKORCH_POLL_ONLY", false), "no LISTEN/NOTIFY: for transaction-pooling proxies (env TASKORCH_POLL_ONLY)")
 	fl.StringVar(&f.httpAddr, "http-addr", envString("TASKORCH_HTTP_ADDR", ""), "serve /healthz, /readyz and /metrics here, e.g. 127.0.0.1:9090 (env TASKORCH_HTTP_ADDR)")
-	fl.StringVar(&f.transport, "transport", envString("TASKORCH_TRANSPORT", "postgres"), "how workers are woken: postgres (env TASKORCH_TRANSPORT)")
+	fl.StringVar(&f.transport, "transport", envString("TASKORCH_TRANSPORT", "postgres"), "how task ids reach the worker: postgres, redis or sqs (env TASKORCH_TRANSPORT)")
 	fl.StringVar(&f.tracing, "tracing", envString("TASKORCH_TRACING", "off"), "OpenTelemetry tracing of task runs: off or otlp (OTLP/HTTP, set by the standard OTEL_EXPORTER_OTLP_* variables) (env TASKORCH_TRACING)")
 	fl.StringVar(&f.workerID, "worker-id", envString("TASKORCH_WORKER_ID", ""), "this worker's id (default hostname-pid-random) (env TASKORCH_WORKER_ID)")
 	fl.StringVar(&f.logFormat, "log-format", envString("TASKORCH_LOG_FORMAT", "text"), "text or json (env TASKORCH_LOG_FORMAT)")
@@ -143,6 +145,7 @@ Every flag has an environment variable twin, listed in docs/configuration.md.`,
 	fl.DurationVar(&f.retention, "retention", envDuration("TASKORCH_RETENTION", 7*24*time.Hour), "keep completed/cancelled tasks this long; negative keeps forever (env TASKORCH_RETENTION)")
 	fl.DurationVar(&f.failedRetention, "failed-retention", envDuration("TASKORCH_FAILED_RETENTION", 30*24*time.Hour), "keep failed/dead tasks this long; negative keeps forever (env TASKORCH_FAILED_RETENTION)")
 	f.providers = addProviderFlags(fl)
+	f.transports = addTransportFlags(fl)
 	return cmd
 }
 
@@ -166,8 +169,8 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 	if err != nil {
 		return err
 	}
-	if f.transport != "postgres" {
-		return usageErrorf("transport %q is not available in this version (want postgres)", f.transport)
+	if err := f.transports.check(f.transport); err != nil {
+		return err
 	}
 	if f.concurrency < 1 {
 		return usageErrorf("concurrency must be at least 1, got %d", f.concurrency)
@@ -258,6 +261,12 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 		Retention:         f.retention,
 		FailedRetention:   f.failedRetention,
 		Registerer:        reg,
+
+		Transport:       f.transport,
+		RedisURL:        f.transports.redisURL,
+		SQSQueueURL:     f.transports.sqsQueueURL,
+		SQSEndpoint:     f.transports.sqsEndpoint,
+		RedispatchAfter: f.transports.redispatchAfter,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/taskorch/taskorch"
+)
+
+// transportFlags are the settings of the worker's transport (docs/transports.md); --transport
+// itself (TASKORCH_TRANSPORT) is in worker.go. Each flag's default is its variable's value.
+type transportFlags struct {
+	redisURL        string
+	sqsQueueURL     string
+	sqsEndpoint     string
+	redispatchAfter time.Duration
+
+	envErr error // a variable that does not parse, reported when the worker starts
+}
+
+func addTransportFlags(fs *pflag.FlagSet) *transportFlags {
+	t := &transportFlags{}
+	redispatch := 30 * time.Second
+	if v := os.Getenv("TASKORCH_REDISPATCH_AFTER"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.envErr = fmt.Errorf("TASKORCH_REDISPATCH_AFTER=%q is not a Go duration such as 30s or 1m", v)
+		}
+		redispatch = d
+	}
+	// The Redis URL may carry a password: the flag's default (shown by --help) is not the
+	// variable's value; an unset flag falls back to it in check.
+	fs.StringVar(&t.redisURL, "redis-url", "", "Redis URL for --transport redis: redis://[user:password@]host:port[/db] (env TASKORCH_REDIS_URL)")
+	fs.StringVar(&t.sqsQueueURL, "sqs-queue-url", os.Getenv("TASKORCH_SQS_QUEUE_URL"), "SQS queue URL for --transport sqs (env TASKORCH_SQS_QUEUE_URL)")
+	fs.StringVar(&t.sqsEndpoint, "sqs-endpoint", os.Getenv("TASKORCH_SQS_ENDPOINT"), "SQS endpoint override: a local server, LocalStack, a VPC endpoint; default AWS's (env TASKORCH_SQS_ENDPOINT)")
+	fs.DurationVar(&t.redispatchAfter, "redispatch-after", redispatch, "with redis or sqs: send a task's id again when it was dispatched and not claimed within this long (env TASKORCH_REDISPATCH_AFTER)")
+	return t
+}
+
+// check validates the transport settings for transport (a usage error, exit 2, when wrong).
+func (t *transportFlags) check(transport string) error {
+	if t.envErr != nil {
+		return &usageError{err: t.envErr}
+	}
+	if t.redisURL == "" {
+		t.redisURL = os.Getenv("TASKORCH_REDIS_URL")
+	}
+	switch transport {
+	case taskorch.TransportPostgres:
+	case taskorch.TransportRedis:
+		if t.redisURL == "" {
+			return usageErrorf("--transport redis needs --redis-url or TASKORCH_REDIS_URL")
+		}
+	case taskorch.TransportSQS:
+		if t.sqsQueueURL == "" {
+			return usageErrorf("--transport sqs needs --sqs-queue-url or TASKORCH_SQS_QUEUE_URL")
+		}
+	default:
+		return usageErrorf("transport %q: want postgres, redis or sqs", transport)
+	}
+	return nil
+}

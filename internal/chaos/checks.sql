@@ -1,0 +1,157 @@
+-- The checker's queries (checker.go). Each check starts with a line
+--   -- check: NAME KIND
+-- (KIND: lost, duplicate, unexplained or info), then one comment line saying what it finds,
+-- then a query returning one column: the ids (task, key or process) it found. The checker
+-- counts them and shows a few.
+
+-- check: not_terminal lost
+-- Tasks still pending or running after the drain: every task must end completed, failed, dead or cancelled.
+select task_id from queues.task where status in ('pending', 'running');
+
+-- check: completed_twice duplicate
+-- Tasks with more than one 'completed' event: completed under two leases.
+select task_id from queues.task_event where event = 'completed' group by task_id having count(*) > 1;
+
+-- check: completed_under_stale_lease duplicate
+-- A 'completed' event whose lease is not the task's current lease: an outcome applied under a lease that was taken over.
+select e.task_id
+from queues.task_event e
+join queues.task t on t.task_id = e.task_id
+where e.event = 'completed' and e.lease_id is distinct from t.lease_id;
+
+-- check: completion_overwritten duplicate
+-- A task with a 'completed' event that is no longer completed: a later outcome overwrote it.
+select e.task_id
+from queues.task_event e
+join queues.task t on t.task_id = e.task_id
+where e.event = 'completed' and t.status <> 'completed';
+
+-- check: completed_without_event lost
+-- A completed task without its 'completed' event: history lost.
+select t.task_id
+from queues.task t
+where t.status = 'completed'
+  and not exists (select from queues.task_event e where e.task_id = t.task_id and e.event = 'completed');
+
+-- check: effect_twice duplicate
+-- A db_function effect recorded more than once (its key).
+select key from chaos.effect group by key having count(*) > 1;
+
+-- check: effect_missing lost
+-- A completed chaos.apply_effect task whose effect is not recorded.
+select t.task_id
+from queues.task t
+where t.task_type = 'db_function' and t.payload ->> 'db_function' = 'chaos.apply_effect' and t.status = 'completed'
+  and not exists (select from chaos.effect e where e.key = t.payload ->> 'key');
+
+-- check: effect_without_completion duplicate
+-- An effect whose task is not completed: the function's writes outlived a rolled-back attempt, so a re-run would apply it again.
+select e.key
+from chaos.effect e
+join queues.task t on t.task_type = 'db_function' and t.idempotency_key = 'chaos-' || e.key
+where t.status <> 'completed';
+
+-- check: child_twice duplicate
+-- A db_function task whose child task was enqueued more than once (the parent's key).
+select payload ->> 'parent' from queues.task
+where task_type = 'taskorch.noop' and payload ? 'parent'
+group by 1 having count(*) > 1;
+
+-- check: child_missing lost
+-- A completed db_function task that should have enqueued a child and has none.
+select t.task_id
+from queues.task t
+where t.task_type = 'db_function' and t.payload ->> 'db_function' = 'chaos.apply_effect' and t.status = 'completed'
+  and coalesce((t.payload ->> 'child')::boolean, false)
+  and not exists (select from queues.task c where c.task_type = 'taskorch.noop' and c.payload ->> 'parent' = t.payload ->> 'key');
+
+-- check: email_not_terminal lost
+-- An email process with no terminal fact (neither send_email_task_succeeded nor _failed).
+select r.send_email_task_id
+from chaos.email_request r
+where not exists (select from comms.send_email_task_succeeded s where s.send_email_task_id = r.send_email_task_id)
+  and not exists (select from comms.send_email_task_failed f where f.send_email_task_id = r.send_email_task_id);
+
+-- check: email_two_terminal_facts duplicate
+-- An email process that both succeeded and failed.
+select s.send_email_task_id
+from comms.send_email_task_succeeded s
+join comms.send_email_task_failed f using (send_email_task_id);
+
+-- check: email_sent_twice duplicate
+-- An email process with more than one succeeded attempt.
+select a.send_email_task_id
+from comms.send_email_attempt a
+join comms.send_email_attempt_succeeded s using (send_email_attempt_id)
+group by a.send_email_task_id having count(*) > 1;
+
+-- check: email_success_unrecorded lost
+-- An email process recorded as sent without a succeeded attempt.
+select s.send_email_task_id
+from comms.send_email_task_succeeded s
+where not exists (select from comms.send_email_attempt a
+                  join comms.send_email_attempt_succeeded x using (send_email_attempt_id)
+                  where a.send_email_task_id = s.send_email_task_id);
+
+-- check: email_failed_after_success duplicate
+-- An email process that gave up although one of its attempts succeeded.
+select f.send_email_task_id
+from comms.send_email_task_failed f
+where exists (select from comms.send_email_attempt a
+              join comms.send_email_attempt_succeeded x using (send_email_attempt_id)
+              where a.send_email_task_id = f.send_email_task_id);
+
+-- check: email_attempt_two_facts duplicate
+-- An email attempt recorded both as succeeded and as failed.
+select s.send_email_attempt_id
+from comms.send_email_attempt_succeeded s
+join comms.send_email_attempt_failed f using (send_email_attempt_id);
+
+-- check: unexplained_failure unexplained
+-- A failed or dead task without any row in queues.error.
+select t.task_id
+from queues.task t
+where t.status in ('failed', 'dead')
+  and not exists (select from queues.error e where e.task_id = t.task_id);
+
+-- check: unexplained_process_failure unexplained
+-- An email process that gave up without saying why.
+select send_email_task_id from comms.send_email_task_failed where btrim(error_message) = '';
+
+-- check: email_unexpected_outcome info
+-- An email process whose outcome is not the one its recipient was set up for (e.g. a normal recipient given up on after repeated crashes).
+select r.send_email_task_id
+from chaos.email_request r
+where (r.expect = 'sent' and not exists (select from comms.send_email_task_succeeded s where s.send_email_task_id = r.send_email_task_id))
+   or (r.expect = 'gave_up' and not exists (select from comms.send_email_task_failed f where f.send_email_task_id = r.send_email_task_id));
+
+-- check: provider_called_twice info
+-- An email process whose provider (the outbox) delivered more than once: allowed, the provider call is outside any transaction (docs/guarantees.md).
+select a.send_email_task_id
+from comms.send_email_attempt a
+join queues.outbox_message m on m.task_id = a.task_id and m.status = 'sent'
+group by a.send_email_task_id having count(*) > 1;
+
+-- check: refused_completions info
+-- Completions the database refused because the lease was stale (recorded in queues.error).
+select task_id from queues.error where error_message like 'completion refused%';
+
+-- check: refused_failures info
+-- Failures the database refused because the lease was stale (recorded in queues.error).
+select task_id from queues.error where error_message like 'failure refused%';
+
+-- check: lease_expirations info
+-- Leases that expired and were rescued by a claim (their worker was killed, paused or cut off).
+select task_id from queues.task_event where event = 'lease_expired';
+
+-- check: reaped_recoveries info
+-- Tasks recovered by the leader from a worker it reaped for not heartbeating.
+select task_id from queues.task_event where event = 'recovered';
+
+-- check: claims_redis_transport info
+-- Claims by the workers of the Redis transport phase (worker ids redis*): the transport carried work.
+select task_id from queues.task_lease where worker_id like 'redis%';
+
+-- check: claims_netns info
+-- Claims by the workers in network namespaces (worker ids ns*): they did work over their veth.
+select task_id from queues.task_lease where worker_id like 'ns%';

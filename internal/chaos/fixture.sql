@@ -1,0 +1,80 @@
+-- The chaos harness's business schema: a db_function that records an effect, and an
+-- idempotent producer of email processes. Applied once by the harness (as the superuser).
+
+create schema chaos;
+
+-- One row per application of a db_function task's effect. No unique constraint on purpose: a
+-- second application must be recorded (and counted by the checker), not raise.
+create table chaos.effect (
+    effect_id   bigint generated always as identity primary key,
+    key         text        not null,               -- the task's workload key (unique per task)
+    txid        bigint      not null default txid_current(),
+    backend_pid integer     not null default pg_backend_pid(),
+    recorded_at timestamptz not null default clock_timestamp()
+);
+create index effect_key_idx on chaos.effect (key);
+
+-- The email processes the producer started, by workload key: a retried producer batch finds
+-- the key and does not start a second process.
+create table chaos.email_request (
+    key                text primary key,
+    send_email_task_id bigint not null,
+    recipient          text   not null,
+    expect             text   not null check (expect in ('sent', 'gave_up'))
+);
+
+-- db_function: records the effect, optionally sleeps (so faults find it in flight) and
+-- enqueues a child task (without an idempotency key: a second run would make a second child,
+-- which the checker would see).
+create function chaos.apply_effect(_p jsonb) returns jsonb
+language plpgsql volatile security definer set search_path = pg_catalog, pg_temp as $$
+begin
+    if _p ->> 'key' is null then
+        return jsonb_build_object('success', false, 'validation_failure_message', 'chaos.apply_effect: no key');
+    end if;
+    insert into chaos.effect (key) values (_p ->> 'key');
+    if coalesce((_p ->> 'sleep_ms')::integer, 0) > 0 then
+        perform pg_sleep((_p ->> 'sleep_ms')::integer / 1000.0);
+    end if;
+    if coalesce((_p ->> 'child')::boolean, false) then
+        perform queues.enqueue('taskorch.noop', jsonb_build_object('parent', _p ->> 'key'));
+    end if;
+    return jsonb_build_object('status', 'succeeded');
+end $$;
+
+-- Starts one email process per key not seen before; returns how many it started.
+create function chaos.send_emails(_keys text[], _tos text[], _expects text[]) returns integer
+language plpgsql volatile set search_path = pg_catalog, pg_temp as $$
+declare
+    _n  integer := 0;
+    _r  record;
+    _id bigint;
+begin
+    for _r in select * from unnest(_keys, _tos, _expects) as u(key, recipient, expect) loop
+        if not exists (select from chaos.email_request where key = _r.key) then
+            if _r.recipient like 'once-%' then
+                -- The outbox fails this recipient's first delivery: the process retries.
+                insert into queues.outbox_rule (channel, recipient, fail, error_message)
+                values ('email', _r.recipient, 'once', 'chaos: first delivery refused')
+                on conflict do nothing;
+            end if;
+            _id := comms.send_email(_r.recipient, 'chaos ' || _r.key, 'chaos message ' || _r.key);
+            insert into chaos.email_request (key, send_email_task_id, recipient, expect)
+            values (_r.key, _id, _r.recipient, _r.expect);
+            _n := _n + 1;
+        end if;
+    end loop;
+    return _n;
+end $$;
+
+-- Email processes retry fast under chaos; one recipient always fails (the process gives up).
+update comms.process_config
+set max_attempts = 5, backoff_base = interval '200 milliseconds', backoff_max = interval '2 seconds',
+    check_interval = interval '2 seconds'
+where process = 'send_email';
+insert into queues.outbox_rule (channel, recipient, fail, error_message)
+values ('email', 'always@fail.chaos.test', 'always', 'chaos: this recipient always fails');
+
+revoke all on all functions in schema chaos from public;
+grant usage on schema chaos to worker_service_user;
+grant execute on function chaos.apply_effect(jsonb) to worker_service_user;

@@ -1,0 +1,186 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Kinds of workload item.
+const (
+	itemGo         = iota // a Go task: taskorch.noop, or taskorch.sleep
+	itemDBFunction        // chaos.apply_effect: an effect row, maybe a child task
+	itemEmail             // an email process (comms.send_email) delivered by the outbox
+)
+
+// item is one unit of workload.
+type item struct {
+	kind    int
+	key     string // unique: g123, d124, e125
+	typ     string // task type (Go and db_function items)
+	payload []byte // task payload (Go and db_function items)
+	to      string // recipient (email items)
+	expect  string // email items: "sent" or "gave_up"
+}
+
+// makeWorkload returns n items: 70% Go tasks (15% of them sleeping 100-1000 ms, so faults
+// find them running), 20% db_function tasks (a fifth sleeping 50-500 ms in the database, 30%
+// enqueueing a child), 10% email processes (a tenth to a recipient whose first delivery fails,
+// 3% to one that always fails, so the process gives up).
+func makeWorkload(n int, rng *rand.Rand) []item {
+	items := make([]item, n)
+	for i := range items {
+		it := &items[i]
+		switch r := rng.Float64(); {
+		case r < 0.70:
+			it.kind, it.key = itemGo, fmt.Sprintf("g%d", i)
+			if rng.Float64() < 0.15 {
+				it.typ = "taskorch.sleep"
+				it.payload, _ = json.Marshal(map[string]any{"key": it.key, "ms": 100 + rng.IntN(901)})
+			} else {
+				it.typ = "taskorch.noop"
+				it.payload, _ = json.Marshal(map[string]any{"key": it.key})
+			}
+		case r < 0.90:
+			it.kind, it.key, it.typ = itemDBFunction, fmt.Sprintf("d%d", i), "db_function"
+			p := map[string]any{"db_function": "chaos.apply_effect", "key": it.key}
+			if rng.Float64() < 0.20 {
+				p["sleep_ms"] = 50 + rng.IntN(451)
+			}
+			if rng.Float64() < 0.30 {
+				p["child"] = true
+			}
+			it.payload, _ = json.Marshal(p)
+		default:
+			it.kind, it.key, it.expect = itemEmail, fmt.Sprintf("e%d", i), "sent"
+			switch r := rng.Float64(); {
+			case r < 0.10:
+				it.to = fmt.Sprintf("once-%s@fail.chaos.test", it.key)
+			case r < 0.13:
+				it.to, it.expect = "always@fail.chaos.test", "gave_up"
+			default:
+				it.to = fmt.Sprintf("user-%s@chaos.test", it.key)
+			}
+		}
+	}
+	return items
+}
+
+// producer enqueues the workload at a steady rate, straight into PostgreSQL (not through the
+// proxy: the faults are aimed at the workers). A batch is one transaction and every item
+// carries a key, so a batch whose commit was lost in a restart is simply sent again.
+type producer struct {
+	pool  *pgxpool.Pool
+	items []item
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	sent    int      // items committed
+	done    Expected // committed, by kind
+	retries int      // batches sent again after an error
+}
+
+// run enqueues items[:n*elapsed/over] as time passes, until all are sent or ctx is done.
+func (p *producer) run(ctx context.Context, over time.Duration) error {
+	start := time.Now()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		frac := float64(time.Since(start)) / float64(over)
+		target := min(len(p.items), int(frac*float64(len(p.items)))+1)
+		for p.progress() < target {
+			from := p.progress()
+			to := min(target, from+1000)
+			if err := p.send(ctx, p.items[from:to]); err != nil {
+				return err
+			}
+		}
+		if p.progress() == len(p.items) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+func (p *producer) progress() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sent
+}
+
+// Progress returns what is committed so far.
+func (p *producer) committed() (Expected, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done, p.retries
+}
+
+// send commits one batch, retrying (the same batch: idempotent) until it commits.
+func (p *producer) send(ctx context.Context, batch []item) error {
+	var types, payloads, keys, ekeys, tos, expects []string
+	var exp Expected
+	for _, it := range batch {
+		switch it.kind {
+		case itemEmail:
+			ekeys, tos, expects = append(ekeys, it.key), append(tos, it.to), append(expects, it.expect)
+			exp.EmailProcesses++
+		default:
+			types, payloads, keys = append(types, it.typ), append(payloads, string(it.payload)), append(keys, "chaos-"+it.key)
+			if it.kind == itemGo {
+				exp.GoTasks++
+			} else {
+				exp.DBFunctionTasks++
+			}
+		}
+	}
+	backoff := 100 * time.Millisecond
+	for {
+		err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+			if len(types) > 0 {
+				if _, err := tx.Exec(ctx, `select queues.enqueue_many($1::text[], $2::text[]::jsonb[], _idempotency_keys => $3::text[])`,
+					types, payloads, keys); err != nil {
+					return err
+				}
+			}
+			if len(ekeys) > 0 {
+				if _, err := tx.Exec(ctx, `select chaos.send_emails($1, $2, $3)`, ekeys, tos, expects); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err == nil {
+			p.mu.Lock()
+			p.sent += len(batch)
+			p.done.GoTasks += exp.GoTasks
+			p.done.DBFunctionTasks += exp.DBFunctionTasks
+			p.done.EmailProcesses += exp.EmailProcesses
+			p.mu.Unlock()
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		p.mu.Lock()
+		p.retries++
+		p.mu.Unlock()
+		p.log.Debug("producer: batch not committed; sending it again", "error", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}

@@ -1,0 +1,85 @@
+package taskorch
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// transportMetrics instruments a worker's transport (redis, sqs): taskorch_transport_*, with a
+// transport label. A nil *transportMetrics records nothing.
+type transportMetrics struct {
+	sent, received, acked, refused, redispatched, sendFailed prometheus.Counter
+	fallback                                                 prometheus.Gauge
+}
+
+func newTransportMetrics(reg prometheus.Registerer, name string) (*transportMetrics, error) {
+	if reg == nil {
+		return nil, nil
+	}
+	labels := prometheus.Labels{"transport": name}
+	counter := func(n, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "taskorch", Subsystem: "transport", Name: n, Help: help, ConstLabels: labels})
+	}
+	m := &transportMetrics{
+		sent:         counter("messages_sent_total", "Task ids this worker's dispatcher sent to the transport (redispatches included)."),
+		received:     counter("messages_received_total", "Messages this worker received from the transport."),
+		acked:        counter("messages_acked_total", "Messages this worker acknowledged (after the task's outcome was committed, or after its claim was refused)."),
+		refused:      counter("duplicates_refused_total", "Received messages whose task could not be claimed (claimed by another worker, finished, not due or paused): acknowledged and dropped."),
+		redispatched: counter("redispatched_total", "Task ids sent again because they were dispatched but not claimed in time (a lost message), or after an outage."),
+		sendFailed:   counter("send_failures_total", "Task ids the dispatcher could not send; their tasks stayed eligible."),
+		fallback: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "taskorch", Subsystem: "transport", Name: "fallback",
+			Help: "1 while the transport is unreachable and the worker claims from PostgreSQL by polling, else 0.", ConstLabels: labels}),
+	}
+	for _, c := range []prometheus.Collector{m.sent, m.received, m.acked, m.refused, m.redispatched, m.sendFailed, m.fallback} {
+		if err := reg.Register(c); err != nil {
+			return nil, inputErrorf("registering transport metrics: %v (give each worker its own registry)", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *transportMetrics) sentN(n int) {
+	if m != nil {
+		m.sent.Add(float64(n))
+	}
+}
+
+func (m *transportMetrics) receivedN(n int) {
+	if m != nil {
+		m.received.Add(float64(n))
+	}
+}
+
+func (m *transportMetrics) ackedN(n int) {
+	if m != nil {
+		m.acked.Add(float64(n))
+	}
+}
+
+func (m *transportMetrics) refusedN(n int) {
+	if m != nil {
+		m.refused.Add(float64(n))
+	}
+}
+
+func (m *transportMetrics) redispatchedN(n int) {
+	if m != nil {
+		m.redispatched.Add(float64(n))
+	}
+}
+
+func (m *transportMetrics) sendFailedN(n int) {
+	if m != nil {
+		m.sendFailed.Add(float64(n))
+	}
+}
+
+func (m *transportMetrics) setFallback(on bool) {
+	if m == nil {
+		return
+	}
+	if on {
+		m.fallback.Set(1)
+	} else {
+		m.fallback.Set(0)
+	}
+}
