@@ -42,9 +42,12 @@ func (w *Worker) start(inner context.Context, t *Task) {
 	}()
 }
 
-// taskLogger returns the logger for lines about t.
+// taskLogger returns the logger for lines about t. Its attributes are formatted only when a
+// line is written (taskLogHandler).
 func (w *Worker) taskLogger(t *Task) *slog.Logger {
-	return w.log.With("task_id", t.ID, "task_type", t.Type, "lease_id", *t.LeaseID, "attempt", t.Attempt)
+	return slog.New(&taskLogHandler{inner: w.log.Handler(), attrs: []slog.Attr{
+		slog.Int64("task_id", t.ID), slog.String("task_type", t.Type), slog.Int64("lease_id", *t.LeaseID), slog.Int("attempt", t.Attempt),
+	}})
 }
 
 // execute dispatches t by type and records its outcome. It reports whether an outcome was
