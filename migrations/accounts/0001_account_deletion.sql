@@ -80,7 +80,7 @@ create table accounts.account_anonymization_attempt (
     account_anonymization_task_id    bigint not null references accounts.account_anonymization_task,
     created_at                       timestamptz not null default now()
 );
-create index account_anonymization_attempt_task_idx on accounts.account_anonymization_attempt (account_anonymization_task_id);
+create index account_anonymization_attempt_task_idx on accounts.account_anonymization_attempt (account_anonymization_task_id, account_anonymization_attempt_id);
 
 create table accounts.account_anonymization_attempt_succeeded (
     account_anonymization_attempt_id bigint primary key references accounts.account_anonymization_attempt,

@@ -23,7 +23,8 @@ create table comms.send_email_attempt (
     task_id               bigint,                             -- the email channel task (queues.task)
     created_at            timestamptz not null default now()
 );
-create index send_email_attempt_task_idx on comms.send_email_attempt (send_email_task_id);
+-- (task, attempt): "the newest open attempt of a task" is an index range, not a scan of every attempt.
+create index send_email_attempt_task_idx on comms.send_email_attempt (send_email_task_id, send_email_attempt_id);
 
 create table comms.send_email_attempt_succeeded (
     send_email_attempt_id bigint primary key references comms.send_email_attempt,

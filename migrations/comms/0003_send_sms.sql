@@ -24,7 +24,7 @@ create table comms.send_sms_attempt (
     task_id               bigint,                             -- the sms channel task (queues.task)
     created_at            timestamptz not null default now()
 );
-create index send_sms_attempt_task_idx on comms.send_sms_attempt (send_sms_task_id);
+create index send_sms_attempt_task_idx on comms.send_sms_attempt (send_sms_task_id, send_sms_attempt_id);
 
 create table comms.send_sms_attempt_succeeded (
     send_sms_attempt_id bigint primary key references comms.send_sms_attempt,

@@ -19,7 +19,7 @@ create table files.file_deletion_attempt (
     task_id               bigint,                             -- the file_delete channel task (queues.task)
     created_at            timestamptz not null default now()
 );
-create index file_deletion_attempt_task_idx on files.file_deletion_attempt (file_deletion_task_id);
+create index file_deletion_attempt_task_idx on files.file_deletion_attempt (file_deletion_task_id, file_deletion_attempt_id);
 
 create table files.file_deletion_attempt_succeeded (
     file_deletion_attempt_id bigint primary key references files.file_deletion_attempt,
