@@ -51,8 +51,8 @@ if [ ${#missing[@]} -eq 0 ]; then
 fi
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   echo "taskorch needs: ${missing[*]}" >&2
-  echo "  Debian/Ubuntu: sudo apt-get install -y postgresql postgresql-client" >&2
-  echo "  macOS:         brew install postgresql@15" >&2
+  echo "  Debian/Ubuntu: sudo apt-get install -y ${missing[*]}" >&2
+  echo "  macOS:         brew install postgresql@15 redis (and Chromium for the dashboard's browser tests)" >&2
   exit 1
 fi
 echo "installing ${missing[*]} (apt)" >&2
