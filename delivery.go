@@ -161,20 +161,9 @@ func (w *Worker) runTransportFetcher(ctx, inner context.Context) {
 			w.runFetcher(ctx, inner, d.health.Up())
 			continue
 		}
-		select {
-		case <-ctx.Done():
+		n := w.takeSlots(ctx, nil)
+		if n == 0 {
 			return
-		case w.slots <- struct{}{}:
-		}
-		n := 1
-	more:
-		for n < w.cfg.FetchBatch {
-			select {
-			case w.slots <- struct{}{}:
-				n++
-			default:
-				break more
-			}
 		}
 		started, err := w.receiveAndClaim(ctx, inner, n, lease, types)
 		for range n - started {

@@ -20,25 +20,10 @@ func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}) {
 	lease := w.cfg.LeaseDuration.String()
 	wait := w.cfg.PollInterval
 	for {
-		// One free slot at least, then as many more as are free now, up to a batch.
-		select {
-		case <-ctx.Done():
+		n := w.takeSlots(ctx, until)
+		if n == 0 {
 			return
-		case <-until:
-			return
-		case w.slots <- struct{}{}:
 		}
-		n := 1
-	more:
-		for n < w.cfg.FetchBatch {
-			select {
-			case w.slots <- struct{}{}:
-				n++
-			default:
-				break more
-			}
-		}
-
 		tasks, err := w.claim(ctx, n, lease, types)
 		for range n - len(tasks) {
 			<-w.slots
@@ -72,6 +57,29 @@ func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}) {
 			}
 		}
 	}
+}
+
+// takeSlots waits for one free task slot, then takes as many more as are free now, up to a
+// fetch batch, and returns how many it took: 0 when ctx is done or until is closed first (nil:
+// never). The caller gives back the slots it does not fill.
+func (w *Worker) takeSlots(ctx context.Context, until <-chan struct{}) int {
+	select {
+	case <-ctx.Done():
+		return 0
+	case <-until:
+		return 0
+	case w.slots <- struct{}{}:
+	}
+	n := 1
+	for n < w.cfg.FetchBatch {
+		select {
+		case w.slots <- struct{}{}:
+			n++
+		default:
+			return n
+		}
+	}
+	return n
 }
 
 func (w *Worker) claim(ctx context.Context, n int, lease string, types []string) ([]*Task, error) {

@@ -7,9 +7,10 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/taskorch/taskorch/internal/humanize"
 )
 
 // templateFuncs are the helpers the templates use. None returns template.HTML: everything they
@@ -136,20 +137,7 @@ func formatInt(v any) string {
 	default:
 		return fmt.Sprint(v)
 	}
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
+	return humanize.Thousands(n)
 }
 
 // percent is part/whole in percent with one decimal, or a dash when whole is 0.

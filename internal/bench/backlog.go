@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/taskorch/taskorch/internal/humanize"
 )
 
 // BacklogConfig configures Backlog.
@@ -56,13 +58,13 @@ func (r *BacklogResult) Table() []Row {
 		how = "runs alternating with the baseline's, which has a database of its own"
 	}
 	rows := append(r.headerRows(),
-		Row{"history", fmt.Sprintf("%s finished tasks (with leases and events), inserted in %.1f s", thousands(r.History), r.FillSeconds)},
+		Row{"history", fmt.Sprintf("%s finished tasks (with leases and events), inserted in %.1f s", humanize.Thousands(r.History), r.FillSeconds)},
 		Row{"rounds", fmt.Sprintf("%d a side, %s; medians", r.Rounds, how)})
 	if r.Baseline != nil {
-		rows = append(rows, Row{"empty tables", fmt.Sprintf("%s tasks/s (runs %s), CPU %s", thousands(int64(r.BaselineTasksPerSecond)),
+		rows = append(rows, Row{"empty tables", fmt.Sprintf("%s tasks/s (runs %s), CPU %s", humanize.Thousands(int64(r.BaselineTasksPerSecond)),
 			runList(r.BaselineRuns), r.Baseline.CPU)})
 	}
-	rows = append(rows, Row{"with history", fmt.Sprintf("%s tasks/s (runs %s), CPU %s", thousands(int64(r.TasksPerSecond)),
+	rows = append(rows, Row{"with history", fmt.Sprintf("%s tasks/s (runs %s), CPU %s", humanize.Thousands(int64(r.TasksPerSecond)),
 		runList(r.BacklogRuns), r.Backlog.CPU)})
 	if r.Baseline != nil {
 		rows = append(rows, Row{"ratio", fmt.Sprintf("%.1f%% of the empty-table figure (by CPU per task: %.1f%%)", 100*r.Ratio, 100*r.CPURatio)})
@@ -73,7 +75,7 @@ func (r *BacklogResult) Table() []Row {
 func runList(rs []float64) string {
 	s := make([]string, len(rs))
 	for i, v := range rs {
-		s[i] = thousands(int64(v))
+		s[i] = humanize.Thousands(int64(v))
 	}
 	return strings.Join(s, " / ")
 }
@@ -226,8 +228,8 @@ from g`
 	t0 := time.Now()
 	for done := 0; done < n; done += historyChunk {
 		k := min(historyChunk, n-done)
-		e.progress.phase("history: %s of %s finished tasks (%s/s)", thousands(int64(done)), thousands(int64(n)),
-			thousands(int64(rate(int64(done), time.Since(t0)))))
+		e.progress.phase("history: %s of %s finished tasks (%s/s)", humanize.Thousands(int64(done)), humanize.Thousands(int64(n)),
+			humanize.Thousands(int64(rate(int64(done), time.Since(t0)))))
 		if _, err := e.admin.Exec(ctx, fill, k, now); err != nil {
 			return fmt.Errorf("bench: fill the history: %w", err)
 		}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/taskorch/taskorch/internal/humanize"
 )
 
 // CPU time is the figure that survives a busy machine: wall-clock throughput drops when other
@@ -125,7 +127,7 @@ func (c CPUCost) String() string {
 		return fmt.Sprintf("%.1f µs client", c.Client)
 	}
 	return fmt.Sprintf("%.1f µs client + %.1f µs server = %.1f µs (the cores could do %s/s)",
-		c.Client, c.Server, c.Client+c.Server, thousands(int64(c.IdleMachineRate)))
+		c.Client, c.Server, c.Client+c.Server, humanize.Thousands(int64(c.IdleMachineRate)))
 }
 
 // cost is the CPU used between a and b, per unit of n units.

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/taskorch/taskorch/internal/humanize"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/taskorch/taskorch"
@@ -81,7 +83,7 @@ type LatencyResult struct {
 func (r *LatencyResult) Table() []Row {
 	return append(r.headerRows(),
 		Row{"arrivals", fmt.Sprintf("%d/s for %.0f s: %s tasks, achieved %s/s, %d late", r.Rate, r.DurationSeconds,
-			thousands(int64(r.Tasks)), thousands(int64(r.AchievedRate)), r.Late)},
+			humanize.Thousands(int64(r.Tasks)), humanize.Thousands(int64(r.AchievedRate)), r.Late)},
 		Row{"workers", fmt.Sprintf("%d in-process, concurrency %d each", r.Workers, r.Concurrency)},
 		Row{"enqueue→start", r.Start.String()},
 		Row{"enqueue→complete", r.Complete.String()},
@@ -251,7 +253,7 @@ schedule:
 			wg.Wait()
 			return nil, fmt.Errorf("bench: enqueue: %w", err)
 		case <-tick.C:
-			e.progress.phase("latency: %s of %s enqueued, %s started", thousands(int64(s)), thousands(int64(total)), thousands(count.n.Load()))
+			e.progress.phase("latency: %s of %s enqueued, %s started", humanize.Thousands(int64(s)), humanize.Thousands(int64(total)), humanize.Thousands(count.n.Load()))
 		default:
 		}
 		seqs <- s

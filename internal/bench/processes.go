@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/taskorch/taskorch/internal/humanize"
+
 	"github.com/taskorch/taskorch"
 	"github.com/taskorch/taskorch/providers"
 )
@@ -60,12 +62,12 @@ type ProcessesResult struct {
 // Table implements Result.
 func (r *ProcessesResult) Table() []Row {
 	return append(r.headerRows(),
-		Row{"processes", fmt.Sprintf("%s comms.send_email, started in %.2f s (check_interval %s)", thousands(int64(r.Processes)), r.KickoffSeconds, r.CheckInterval)},
+		Row{"processes", fmt.Sprintf("%s comms.send_email, started in %.2f s (check_interval %s)", humanize.Thousands(int64(r.Processes)), r.KickoffSeconds, r.CheckInterval)},
 		Row{"workers", fmt.Sprintf("%d in-process, concurrency %d each, email provider %s", r.Workers, r.Concurrency, r.EmailProviderSource)},
-		Row{"to terminal facts", fmt.Sprintf("%.3f s: %s succeeded, %s failed", r.Seconds, thousands(r.Succeeded), thousands(r.Failed))},
-		Row{"throughput", thousands(int64(r.ProcessesPerSecond)) + " processes/s"},
+		Row{"to terminal facts", fmt.Sprintf("%.3f s: %s succeeded, %s failed", r.Seconds, humanize.Thousands(r.Succeeded), humanize.Thousands(r.Failed))},
+		Row{"throughput", humanize.Thousands(int64(r.ProcessesPerSecond)) + " processes/s"},
 		Row{"tasks run", fmt.Sprintf("%s supervisor runs, %s email tasks, %s outbox messages (%s tasks/s)",
-			thousands(r.SupervisorRuns), thousands(r.EmailTasks), thousands(r.OutboxMessages), thousands(int64(r.TasksPerSecond)))},
+			humanize.Thousands(r.SupervisorRuns), humanize.Thousands(r.EmailTasks), humanize.Thousands(r.OutboxMessages), humanize.Thousands(int64(r.TasksPerSecond)))},
 		Row{"CPU per process", r.CPU.String()},
 	)
 }
@@ -105,7 +107,7 @@ func Processes(ctx context.Context, e *Env, cfg ProcessesConfig) (*ProcessesResu
 	t0 := time.Now()
 	const batch = 1000
 	for done := 0; done < cfg.Count; done += batch {
-		e.progress.phase("processes: starting %s of %s", thousands(int64(done)), thousands(int64(cfg.Count)))
+		e.progress.phase("processes: starting %s of %s", humanize.Thousands(int64(done)), humanize.Thousands(int64(cfg.Count)))
 		if _, err := e.admin.Exec(ctx, `select count(comms.send_email('bench-' || i || '@example.com', 'Benchmark ' || i,
 			'Hello from taskorch bench', null)) from generate_series($1::int, $2::int) i`, done+1, min(done+batch, cfg.Count)); err != nil {
 			return nil, fmt.Errorf("bench: comms.send_email: %w", err)
@@ -152,7 +154,7 @@ func Processes(ctx context.Context, e *Env, cfg ProcessesConfig) (*ProcessesResu
 		} else if now.Sub(lastMoved) > time.Minute {
 			return nil, fmt.Errorf("bench: stalled at %d of %d processes for a minute (see the workers' log)", n, cfg.Count)
 		}
-		e.progress.phase("processes: %s of %s done (%s/s)", thousands(n), thousands(int64(cfg.Count)), thousands(int64(rate(n, now.Sub(start)))))
+		e.progress.phase("processes: %s of %s done (%s/s)", humanize.Thousands(n), humanize.Thousands(int64(cfg.Count)), humanize.Thousands(int64(rate(n, now.Sub(start)))))
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()

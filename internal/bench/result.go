@@ -120,24 +120,6 @@ func fmtMS(f float64) string {
 	return strconv.FormatFloat(f, 'f', 2, 64)
 }
 
-// thousands formats n with thousands separators: 1234567 -> "1,234,567".
-func thousands(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
-
 func rate(n int64, d time.Duration) float64 {
 	if d <= 0 {
 		return 0

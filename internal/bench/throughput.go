@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/taskorch/taskorch/internal/humanize"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/taskorch/taskorch"
@@ -89,17 +91,17 @@ func (r *ThroughputRun) runRows() []Row {
 		how = "steady: enqueued while worked"
 	}
 	rows := []Row{
-		{"tasks", fmt.Sprintf("%s no-op (%s)", thousands(r.Tasks), how)},
+		{"tasks", fmt.Sprintf("%s no-op (%s)", humanize.Thousands(r.Tasks), how)},
 		{"workers", fmt.Sprintf("%d in-process, concurrency %d each, fetch batch %d, metrics %v", r.Workers, r.Concurrency, r.FetchBatch, r.Metrics)},
 	}
 	if r.Steady {
-		rows = append(rows, Row{"enqueued", fmt.Sprintf("%s tasks/s (%s)", thousands(int64(r.EnqueueTasksPerSecond)), r.Enqueue)})
+		rows = append(rows, Row{"enqueued", fmt.Sprintf("%s tasks/s (%s)", humanize.Thousands(int64(r.EnqueueTasksPerSecond)), r.Enqueue)})
 	} else {
-		rows = append(rows, Row{"enqueue", fmt.Sprintf("%.3f s, %s tasks/s (%s)", r.EnqueueSeconds, thousands(int64(r.EnqueueTasksPerSecond)), r.Enqueue)})
+		rows = append(rows, Row{"enqueue", fmt.Sprintf("%.3f s, %s tasks/s (%s)", r.EnqueueSeconds, humanize.Thousands(int64(r.EnqueueTasksPerSecond)), r.Enqueue)})
 	}
 	return append(rows,
 		Row{"worked in", fmt.Sprintf("%.3f s", r.Seconds)},
-		Row{"throughput", thousands(int64(r.TasksPerSecond)) + " tasks/s"},
+		Row{"throughput", humanize.Thousands(int64(r.TasksPerSecond)) + " tasks/s"},
 		Row{"CPU per task", r.CPU.String()},
 	)
 }
@@ -170,7 +172,7 @@ func (e *Env) enqueueNoops(ctx context.Context, n int, method string) error {
 		if _, err := c.EnqueueMany(ctx, params[:min(batch, n-done)]); err != nil {
 			return err
 		}
-		e.progress.phase("enqueueing: %s of %s", thousands(int64(min(done+batch, n))), thousands(int64(n)))
+		e.progress.phase("enqueueing: %s of %s", humanize.Thousands(int64(min(done+batch, n))), humanize.Thousands(int64(n)))
 	}
 	return nil
 }
@@ -185,7 +187,7 @@ func (e *Env) runBulk(ctx context.Context, cfg ThroughputConfig) (ThroughputRun,
 	if err != nil {
 		return run, err
 	}
-	e.progress.phase("enqueueing %s tasks", thousands(run.Tasks))
+	e.progress.phase("enqueueing %s tasks", humanize.Thousands(run.Tasks))
 	t0 := time.Now()
 	if err := e.enqueueNoops(ctx, cfg.Tasks, cfg.Enqueue); err != nil {
 		return run, fmt.Errorf("bench: enqueue: %w", err)
@@ -245,7 +247,7 @@ func (e *Env) waitCount(ctx context.Context, c *counter, start time.Time, what s
 			return nil
 		case now := <-tick.C:
 			n := c.n.Load()
-			e.progress.phase("%s: %s of %s (%s/s)", what, thousands(n), thousands(c.target), thousands(int64(rate(n, now.Sub(start)))))
+			e.progress.phase("%s: %s of %s (%s/s)", what, humanize.Thousands(n), humanize.Thousands(c.target), humanize.Thousands(int64(rate(n, now.Sub(start)))))
 			if n != last {
 				last, lastMoved = n, now
 			} else if now.Sub(lastMoved) > time.Minute {
@@ -336,7 +338,7 @@ func (e *Env) runSteady(ctx context.Context, cfg ThroughputConfig) (ThroughputRu
 			case err := <-enqErr:
 				return fmt.Errorf("bench: enqueue: %w", err)
 			case <-tick.C:
-				e.progress.phase("%s: %s handled, %s left", what, thousands(count.n.Load()), time.Until(end).Round(time.Second))
+				e.progress.phase("%s: %s handled, %s left", what, humanize.Thousands(count.n.Load()), time.Until(end).Round(time.Second))
 			}
 		}
 		return nil

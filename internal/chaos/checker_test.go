@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskorch/taskorch/internal/humanize"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -154,6 +156,6 @@ func TestCheck(t *testing.T) {
 func TestThousands(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 100000: "100,000", -1234567: "-1,234,567"} {
-		require.Equal(t, want, thousands(in))
+		require.Equal(t, want, humanize.Thousands(in))
 	}
 }

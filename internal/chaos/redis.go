@@ -1,15 +1,14 @@
 package chaos
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/taskorch/taskorch/internal/redistest"
 )
 
 // redisServer is a redis-server run by the harness on 127.0.0.1 without persistence, so that a
@@ -48,7 +47,7 @@ func (r *redisServer) start(ctx context.Context) error {
 	}
 	r.proc = p
 	deadline := time.Now().Add(15 * time.Second)
-	for !redisPing(r.addr()) {
+	for !redistest.Ping(r.addr()) {
 		if time.Now().After(deadline) || p.exited() {
 			p.kill()
 			return fmt.Errorf("redis-server on %s did not answer (log: %s)", r.addr(), r.logPath)
@@ -85,18 +84,4 @@ func (r *redisServer) stop() {
 	if r.proc != nil {
 		r.proc.kill()
 	}
-}
-
-func redisPing(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return false
-	}
-	defer func() { _ = c.Close() }()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return false
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	return err == nil && strings.HasPrefix(line, "+PONG")
 }

@@ -4,10 +4,11 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/taskorch/taskorch/internal/humanize"
 )
 
 // PhaseReport is one phase of a run.
@@ -85,7 +86,7 @@ func (r *Report) Print(w io.Writer) {
 		ns = fmt.Sprintf(" (+%d in network namespaces)", r.NetnsWorkers)
 	}
 	fmt.Fprintf(w, "\ntaskorch chaos: %s workload items, %d workers per phase%s, seed %d\n\n",
-		thousands(int64(r.Tasks)), r.Workers, ns, r.Seed)
+		humanize.Thousands(int64(r.Tasks)), r.Workers, ns, r.Seed)
 
 	fmt.Fprintf(tw, "fault\tinjected\t\n")
 	var total int
@@ -105,26 +106,26 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "phases: %s\n\n", strings.Join(phases, ", "))
 
 	fmt.Fprintf(tw, "outcome\tcount\t\n")
-	line("workload items enqueued", thousands(int64(res.Expected.Total())))
-	line("  Go tasks (noop, sleep)", thousands(int64(res.Expected.GoTasks)))
-	line("  db_function tasks (effects)", thousands(int64(res.Expected.DBFunctionTasks)))
-	line("  email processes (outbox)", thousands(int64(res.Expected.EmailProcesses)))
-	line("tasks (all of queues.task)", thousands(res.Tasks))
-	line("completed", thousands(res.ByStatus["completed"]))
-	line("failed or dead, each explained", thousands(res.ByStatus["failed"]+res.ByStatus["dead"]))
-	line("emails sent / processes given up", fmt.Sprintf("%s / %s", thousands(res.EmailsSent), thousands(res.EmailsGaveUp)))
+	line("workload items enqueued", humanize.Thousands(int64(res.Expected.Total())))
+	line("  Go tasks (noop, sleep)", humanize.Thousands(int64(res.Expected.GoTasks)))
+	line("  db_function tasks (effects)", humanize.Thousands(int64(res.Expected.DBFunctionTasks)))
+	line("  email processes (outbox)", humanize.Thousands(int64(res.Expected.EmailProcesses)))
+	line("tasks (all of queues.task)", humanize.Thousands(res.Tasks))
+	line("completed", humanize.Thousands(res.ByStatus["completed"]))
+	line("failed or dead, each explained", humanize.Thousands(res.ByStatus["failed"]+res.ByStatus["dead"]))
+	line("emails sent / processes given up", fmt.Sprintf("%s / %s", humanize.Thousands(res.EmailsSent), humanize.Thousands(res.EmailsGaveUp)))
 	line("LOST", res.Lost())
 	line("DUPLICATES", res.Duplicates())
 	line("UNEXPLAINED FAILURES", res.Unexplained())
-	line("refused stale completions (database)", thousands(res.count("refused_completions")))
-	line("refused stale failures (database)", thousands(res.count("refused_failures")))
-	line("refused outcomes (worker logs)", thousands(int64(r.Logs.Refused)))
-	line("tasks cancelled on lease loss (worker logs)", thousands(int64(r.Logs.LeaseLost)))
-	line("leases expired and rescued", thousands(res.count("lease_expirations")))
-	line("tasks recovered from reaped workers", thousands(res.count("reaped_recoveries")))
-	line("provider called twice (allowed)", thousands(res.count("provider_called_twice")))
-	line("claims by Redis-transport workers", thousands(res.count("claims_redis_transport")))
-	line("claims by workers in network namespaces", thousands(res.count("claims_netns")))
+	line("refused stale completions (database)", humanize.Thousands(res.count("refused_completions")))
+	line("refused stale failures (database)", humanize.Thousands(res.count("refused_failures")))
+	line("refused outcomes (worker logs)", humanize.Thousands(int64(r.Logs.Refused)))
+	line("tasks cancelled on lease loss (worker logs)", humanize.Thousands(int64(r.Logs.LeaseLost)))
+	line("leases expired and rescued", humanize.Thousands(res.count("lease_expirations")))
+	line("tasks recovered from reaped workers", humanize.Thousands(res.count("reaped_recoveries")))
+	line("provider called twice (allowed)", humanize.Thousands(res.count("provider_called_twice")))
+	line("claims by Redis-transport workers", humanize.Thousands(res.count("claims_redis_transport")))
+	line("claims by workers in network namespaces", humanize.Thousands(res.count("claims_netns")))
 	line("worker processes started", r.WorkersStarted)
 	line("workers that exited by themselves", r.UnexpectedExits)
 	line("producer batches retried", r.ProducerRetries)
@@ -159,22 +160,4 @@ func (r *Report) Print(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "\nFAIL (logs and the database are kept in %s)\n", r.Dir)
 	}
-}
-
-// thousands formats n with comma separators.
-func thousands(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }

@@ -67,7 +67,7 @@ func (s *Server) StartAgain() {
 		s.t.Fatalf("redistest: starting redis-server: %v", err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for !ping(s.Addr()) {
+	for !Ping(s.Addr()) {
 		if time.Now().After(deadline) {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
@@ -90,8 +90,9 @@ func (s *Server) Stop() {
 	s.cmd = nil
 }
 
-// ping sends PING and expects +PONG.
-func ping(addr string) bool {
+// Ping sends PING to the Redis server at addr and reports whether it answered +PONG within a
+// second.
+func Ping(addr string) bool {
 	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 	if err != nil {
 		return false
