@@ -85,7 +85,8 @@ func TestEmailProcessEndToEnd(t *testing.T) {
 	b.screenshot("process_email")
 
 	// An email task's page links back to the process.
-	b.do(chromedp.Click(chromedp.CSS(`tr.outcome-failed a[href*="/tasks/"]`)), chromedp.WaitVisible(chromedp.CSS(`pre.json`)))
+	// The instance page shows JSON too, so wait for the task page's heading.
+	b.do(chromedp.Click(chromedp.CSS(`tr.outcome-failed a[href*="/tasks/"]`)), chromedp.WaitVisible(chromedp.CSS(`h1 .type`)))
 	require.Contains(t, b.text("#content"), "comms.send_email "+itoa(id))
 
 	// The outbox shows the refused delivery and the sent one.
