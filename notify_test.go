@@ -28,25 +28,12 @@ func TestEnqueueNotifiesOncePerStatement(t *testing.T) {
 	conn, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
-	// 1,000 tasks in one statement, then one task alone, then a marker: notifications arrive in
-	// commit order, so everything before the marker is what the two enqueues sent.
+	// 1,000 tasks in one statement, then one task alone: two notifications.
 	_, err = conn.Exec(ctx, `select queues.enqueue_many(array_fill('n'::text, array[1000]), array_fill('{}'::jsonb, array[1000]))`)
 	require.NoError(t, err)
 	_, err = conn.Exec(ctx, `select queues.enqueue('n', '{}')`)
 	require.NoError(t, err)
-	_, err = conn.Exec(ctx, `select pg_notify('taskorch_task', 'marker')`)
-	require.NoError(t, err)
-
-	wakeups := 0
-	for {
-		n, err := listener.WaitForNotification(ctx)
-		require.NoError(t, err)
-		if n.Payload == "marker" {
-			break
-		}
-		wakeups++
-	}
-	require.Equal(t, 2, wakeups)
+	require.Equal(t, 2, wakeupsBeforeMarker(ctx, t, listener, conn))
 
 	// Go's EnqueueMany is one statement too.
 	pool, err := pgxpool.New(ctx, url)
@@ -60,16 +47,82 @@ func TestEnqueueNotifiesOncePerStatement(t *testing.T) {
 	}
 	_, err = c.EnqueueMany(ctx, params)
 	require.NoError(t, err)
-	_, err = conn.Exec(ctx, `select pg_notify('taskorch_task', 'marker')`)
+	require.Equal(t, 1, wakeupsBeforeMarker(ctx, t, listener, conn))
+}
+
+// With queues.notify_coalesce_ms() replaced, enqueues inside the window share one NOTIFY, and
+// the tasks whose enqueue skipped it are still claimed: the worker polls.
+func TestEnqueueNotifyCoalesced(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	url := dbtest.NewDBURL(t)
+	listener, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
-	wakeups = 0
+	defer listener.Close(context.Background())
+	_, err = listener.Exec(ctx, `listen taskorch_task`)
+	require.NoError(t, err)
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+
+	// An idle worker, woken by the first enqueue at most: it still runs all three, polling.
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	defer pool.Close()
+	ran := make(chan int64, 3)
+	hs := taskorch.NewHandlers()
+	hs.HandleFunc("n", func(_ context.Context, task *taskorch.Task) error {
+		ran <- task.ID
+		return nil
+	})
+	startWorker(t, pool, &taskorch.WorkerConfig{Handlers: hs})
+
+	// A window of a minute: three enqueues from two sessions, one notification.
+	_, err = conn.Exec(ctx, `create or replace function queues.notify_coalesce_ms() returns integer
+		language sql stable as $$ select 60000 $$`)
+	require.NoError(t, err)
+	var ids [3]int64
+	for i, db := range []*pgx.Conn{conn, listener, conn} {
+		require.NoError(t, db.QueryRow(ctx, `select queues.enqueue('n', '{}')`).Scan(&ids[i]))
+	}
+	require.Equal(t, 1, wakeupsBeforeMarker(ctx, t, listener, conn))
+
+	got := make([]int64, 0, len(ids))
+	for range ids {
+		select {
+		case id := <-ran:
+			got = append(got, id)
+		case <-ctx.Done():
+			t.Fatalf("ran %v of %v", got, ids)
+		}
+	}
+	require.ElementsMatch(t, ids[:], got)
+
+	// Back to 0, the default: every statement notifies again.
+	_, err = conn.Exec(ctx, `create or replace function queues.notify_coalesce_ms() returns integer
+		language sql stable as $$ select 0 $$`)
+	require.NoError(t, err)
+	for range 2 {
+		_, err = conn.Exec(ctx, `select queues.enqueue('n', '{}')`)
+		require.NoError(t, err)
+	}
+	require.Equal(t, 2, wakeupsBeforeMarker(ctx, t, listener, conn))
+}
+
+// wakeupsBeforeMarker sends a marker notification from conn and counts what listener receives
+// before it. Notifications arrive in commit order, so that is what was sent before the marker.
+func wakeupsBeforeMarker(ctx context.Context, t *testing.T, listener, conn *pgx.Conn) int {
+	t.Helper()
+	_, err := conn.Exec(ctx, `select pg_notify('taskorch_task', 'marker')`)
+	require.NoError(t, err)
+	wakeups := 0
 	for {
 		n, err := listener.WaitForNotification(ctx)
 		require.NoError(t, err)
 		if n.Payload == "marker" {
-			break
+			return wakeups
 		}
 		wakeups++
 	}
-	require.Equal(t, 1, wakeups)
 }
