@@ -96,6 +96,13 @@ func newBenchLatencyCmd(g *globals, f *benchFlags) *cobra.Command {
 		Short: "Tasks enqueued one by one at a fixed rate; enqueue→start and enqueue→complete percentiles",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("notify-coalesce-ms") {
+				ms, err := cmd.Flags().GetInt("notify-coalesce-ms")
+				if err != nil {
+					return err
+				}
+				c.NotifyCoalesceMS = &ms
+			}
 			return f.run(cmd, g, nil, func(ctx context.Context, e *bench.Env) (bench.Result, error) {
 				return bench.Latency(ctx, e, c)
 			})
@@ -106,6 +113,7 @@ func newBenchLatencyCmd(g *globals, f *benchFlags) *cobra.Command {
 	cmd.Flags().DurationVar(&c.Duration, "duration", 10*time.Second, "how long tasks arrive (measured)")
 	cmd.Flags().DurationVar(&c.Warmup, "warmup", time.Second, "how long tasks arrive before the measured ones")
 	cmd.Flags().IntVar(&c.Enqueuers, "enqueuers", 64, "connections enqueuing in parallel")
+	cmd.Flags().Int("notify-coalesce-ms", 0, "set queues.notify_coalesce_ms() for the run, then put it back (unset: keep the database's)")
 	return cmd
 }
 

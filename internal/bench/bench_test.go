@@ -117,6 +117,27 @@ func TestLatency(t *testing.T) {
 	m := asJSON(t, r)
 	require.Contains(t, m, "start_ms")
 	require.Contains(t, m["complete_ms"], "p99")
+	require.Zero(t, r.NotifyCoalesceMS, "the database's default")
+}
+
+// The latency bench can coalesce wake-ups for its run, and puts the database's setting back.
+func TestLatencyNotifyCoalesce(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDBURL(t)
+	e := open(t, bench.Options{DatabaseURL: url, InPlace: true})
+	db := connect(t, url)
+	ms := 5
+	r, err := bench.Latency(t.Context(), e, bench.LatencyConfig{Rate: 200, Duration: 500 * time.Millisecond,
+		Warmup: 100 * time.Millisecond, Enqueuers: 4, NotifyCoalesceMS: &ms})
+	require.NoError(t, err)
+	require.Equal(t, 100, r.Tasks, "every task ran, woken or polled")
+	require.Equal(t, 5, r.NotifyCoalesceMS)
+	require.Contains(t, asJSON(t, r), "notify_coalesce_ms")
+	require.Equal(t, 0, scalar[int](t, db, `select queues.notify_coalesce_ms()`), "put back")
+
+	bad := -1
+	_, err = bench.Latency(t.Context(), e, bench.LatencyConfig{Rate: 200, Duration: 100 * time.Millisecond, NotifyCoalesceMS: &bad})
+	require.ErrorContains(t, err, "0 ms or more")
 }
 
 func TestBacklog(t *testing.T) {

@@ -28,6 +28,9 @@ type LatencyConfig struct {
 	// Enqueuers is how many connections enqueue (in parallel): enough that a slow commit does
 	// not hold up the next arrivals. Defaults to 64.
 	Enqueuers int
+	// NotifyCoalesceMS, when set, is queues.notify_coalesce_ms() for the run; the database's
+	// value is put back after it. Nil keeps the database's value.
+	NotifyCoalesceMS *int
 }
 
 func (c LatencyConfig) withDefaults() LatencyConfig {
@@ -58,6 +61,9 @@ type LatencyResult struct {
 	AchievedRate    float64 `json:"achieved_rate"`
 	Workers         int     `json:"workers"`
 	Concurrency     int     `json:"concurrency"`
+	// NotifyCoalesceMS is queues.notify_coalesce_ms() during the run: 0 is one NOTIFY per
+	// enqueue.
+	NotifyCoalesceMS int `json:"notify_coalesce_ms"`
 	// Start is enqueue→start: from just before the enqueuing statement is sent to the moment the
 	// handler starts, on the bench process's monotonic clock (enqueuer and worker share it). It
 	// includes the enqueue's own round trip and commit.
@@ -85,6 +91,7 @@ func (r *LatencyResult) Table() []Row {
 		Row{"arrivals", fmt.Sprintf("%d/s for %.0f s: %s tasks, achieved %s/s, %d late", r.Rate, r.DurationSeconds,
 			humanize.Thousands(int64(r.Tasks)), humanize.Thousands(int64(r.AchievedRate)), r.Late)},
 		Row{"workers", fmt.Sprintf("%d in-process, concurrency %d each", r.Workers, r.Concurrency)},
+		Row{"wake-ups", r.wakeups()},
 		Row{"enqueue→start", r.Start.String()},
 		Row{"enqueue→complete", r.Complete.String()},
 		Row{"enqueue call", r.Enqueue.String()},
@@ -92,6 +99,13 @@ func (r *LatencyResult) Table() []Row {
 		Row{"database: claimed_at−enqueued_at", r.DBClaim.String()},
 		Row{"database: completed_at−enqueued_at", r.DBComplete.String()},
 	)
+}
+
+func (r *LatencyResult) wakeups() string {
+	if r.NotifyCoalesceMS <= 0 {
+		return "a NOTIFY per enqueue (queues.notify_coalesce_ms() = 0)"
+	}
+	return fmt.Sprintf("coalesced: no NOTIFY within %d ms of the last (queues.notify_coalesce_ms())", r.NotifyCoalesceMS)
 }
 
 type latencyArgs struct {
@@ -160,6 +174,12 @@ func Latency(ctx context.Context, e *Env, cfg LatencyConfig) (*LatencyResult, er
 	if err != nil {
 		return nil, err
 	}
+	ms, restore, err := e.notifyCoalesce(ctx, cfg.NotifyCoalesceMS)
+	if err != nil {
+		return nil, err
+	}
+	defer restore()
+	r.NotifyCoalesceMS = ms
 
 	// What each task went through, by its sequence number.
 	sent := make([]time.Time, total)     // the enqueue began
