@@ -19,17 +19,9 @@ func TestEnqueueNotifiesOncePerStatement(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	url := dbtest.NewDBURL(t)
-	listener, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer listener.Close(context.Background())
-	_, err = listener.Exec(ctx, `listen taskorch_task`)
-	require.NoError(t, err)
-
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer conn.Close(context.Background())
+	listener, conn := listenerAndConn(ctx, t, url)
 	// 1,000 tasks in one statement, then one task alone: two notifications.
-	_, err = conn.Exec(ctx, `select queues.enqueue_many(array_fill('n'::text, array[1000]), array_fill('{}'::jsonb, array[1000]))`)
+	_, err := conn.Exec(ctx, `select queues.enqueue_many(array_fill('n'::text, array[1000]), array_fill('{}'::jsonb, array[1000]))`)
 	require.NoError(t, err)
 	_, err = conn.Exec(ctx, `select queues.enqueue('n', '{}')`)
 	require.NoError(t, err)
@@ -57,19 +49,12 @@ func TestEnqueueNotifyCoalesced(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	url := dbtest.NewDBURL(t)
-	listener, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer listener.Close(context.Background())
-	_, err = listener.Exec(ctx, `listen taskorch_task`)
-	require.NoError(t, err)
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer conn.Close(context.Background())
+	listener, conn := listenerAndConn(ctx, t, url)
 
 	// An idle worker, woken by the first enqueue at most: it still runs all three, polling.
 	pool, err := pgxpool.New(ctx, url)
 	require.NoError(t, err)
-	defer pool.Close()
+	t.Cleanup(pool.Close) // after the worker stops
 	ran := make(chan int64, 3)
 	hs := taskorch.NewHandlers()
 	hs.HandleFunc("n", func(_ context.Context, task *taskorch.Task) error {
@@ -125,4 +110,19 @@ func wakeupsBeforeMarker(ctx context.Context, t *testing.T, listener, conn *pgx.
 		}
 		wakeups++
 	}
+}
+
+// listenerAndConn opens two connections: one listening on taskorch_task, one to enqueue from.
+// Both close when the test ends.
+func listenerAndConn(ctx context.Context, t *testing.T, url string) (listener, conn *pgx.Conn) {
+	t.Helper()
+	listener, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = listener.Close(context.Background()) })
+	_, err = listener.Exec(ctx, `listen taskorch_task`)
+	require.NoError(t, err)
+	conn, err = pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return listener, conn
 }
