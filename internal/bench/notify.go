@@ -12,7 +12,7 @@ import (
 func (e *Env) notifyCoalesce(ctx context.Context, want *int) (ms int, restore func(), err error) {
 	restore = func() {}
 	var prev int
-	if err := e.admin.QueryRow(ctx, `select queues.notify_coalesce_ms()`).Scan(&prev); err != nil {
+	if err := e.admin.QueryRow(ctx, `select coalesce(queues.notify_coalesce_ms(), 0)`).Scan(&prev); err != nil {
 		return 0, restore, fmt.Errorf("bench: read queues.notify_coalesce_ms(): %w", err)
 	}
 	if want == nil || *want == prev {

@@ -25,7 +25,7 @@ language sql stable parallel safe as $$ select 0 $$;
 create sequence internal.task_notify_clock as bigint minvalue 0 start with 0;
 
 create or replace function internal.notify_task_inserted() returns trigger
-language plpgsql security definer set search_path = pg_catalog as $$
+language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
 declare
     _window integer := queues.notify_coalesce_ms();
     _now bigint;
