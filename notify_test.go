@@ -84,6 +84,14 @@ func TestEnqueueNotifyCoalesced(t *testing.T) {
 	}
 	require.ElementsMatch(t, ids[:], got)
 
+	// A stamp an hour ahead (the clock went back): the next enqueue notifies all the same.
+	_, err = conn.Exec(ctx, `select setval('internal.task_notify_clock',
+		(extract(epoch from clock_timestamp()) * 1000)::bigint + 3600000)`)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `select queues.enqueue('n', '{}')`)
+	require.NoError(t, err)
+	require.Equal(t, 1, wakeupsBeforeMarker(ctx, t, listener, conn))
+
 	// Back to 0, the default: every statement notifies again.
 	_, err = conn.Exec(ctx, `create or replace function queues.notify_coalesce_ms() returns integer
 		language sql stable as $$ select 0 $$`)
