@@ -416,27 +416,14 @@ func entries(in map[string]json.RawMessage) ([]map[string]json.RawMessage, *apiE
 }
 
 func (s *Server) opSendMessageBatch(in map[string]json.RawMessage) (any, *apiError) {
-	es, aerr := entries(in)
-	if aerr != nil {
-		return nil, aerr
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	q, aerr := s.queueOf(in)
-	if aerr != nil {
-		return nil, aerr
-	}
-	res := batchResult{Successful: []map[string]string{}, Failed: []batchFailure{}}
-	for _, e := range es {
+	return s.batch(in, func(q *queue, e map[string]json.RawMessage) (map[string]string, *apiError) {
 		body := str(e, "MessageBody")
 		if body == "" {
-			res.Failed = append(res.Failed, batchFailure{ID: str(e, "Id"), Code: "MissingParameter", Message: "MessageBody is required", SenderFault: true})
-			continue
+			return nil, errorf(400, "MissingParameter", "MissingParameter", "MessageBody is required")
 		}
 		id, sum := s.send(q, body, time.Duration(num(e, "DelaySeconds", 0))*time.Second)
-		res.Successful = append(res.Successful, map[string]string{"Id": str(e, "Id"), "MessageId": id, "MD5OfMessageBody": sum})
-	}
-	return res, nil
+		return map[string]string{"MessageId": id, "MD5OfMessageBody": sum}, nil
+	})
 }
 
 type receivedMessage struct {
@@ -533,19 +520,33 @@ func (s *Server) deleteMessage(q *queue, receipt string) *apiError {
 }
 
 func (s *Server) opDeleteMessage(in map[string]json.RawMessage) (any, *apiError) {
+	return s.single(in, func(q *queue) *apiError { return s.deleteMessage(q, str(in, "ReceiptHandle")) })
+}
+
+func (s *Server) opDeleteMessageBatch(in map[string]json.RawMessage) (any, *apiError) {
+	return s.batch(in, func(q *queue, e map[string]json.RawMessage) (map[string]string, *apiError) {
+		return nil, s.deleteMessage(q, str(e, "ReceiptHandle"))
+	})
+}
+
+// single runs op on the request's queue with s.mu held; success is an empty object.
+func (s *Server) single(in map[string]json.RawMessage, op func(*queue) *apiError) (any, *apiError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q, aerr := s.queueOf(in)
 	if aerr != nil {
 		return nil, aerr
 	}
-	if aerr := s.deleteMessage(q, str(in, "ReceiptHandle")); aerr != nil {
+	if aerr := op(q); aerr != nil {
 		return nil, aerr
 	}
 	return map[string]string{}, nil
 }
 
-func (s *Server) opDeleteMessageBatch(in map[string]json.RawMessage) (any, *apiError) {
+// batch runs op on each entry of the request with s.mu held, and reports each entry's outcome
+// by its Id, as the batch actions do: a success with the fields op returns, a failure with its
+// error.
+func (s *Server) batch(in map[string]json.RawMessage, op func(*queue, map[string]json.RawMessage) (map[string]string, *apiError)) (any, *apiError) {
 	es, aerr := entries(in)
 	if aerr != nil {
 		return nil, aerr
@@ -558,11 +559,16 @@ func (s *Server) opDeleteMessageBatch(in map[string]json.RawMessage) (any, *apiE
 	}
 	res := batchResult{Successful: []map[string]string{}, Failed: []batchFailure{}}
 	for _, e := range es {
-		if aerr := s.deleteMessage(q, str(e, "ReceiptHandle")); aerr != nil {
+		ok, aerr := op(q, e)
+		if aerr != nil {
 			res.Failed = append(res.Failed, batchFailure{ID: str(e, "Id"), Code: aerr.typ, Message: aerr.msg, SenderFault: true})
 			continue
 		}
-		res.Successful = append(res.Successful, map[string]string{"Id": str(e, "Id")})
+		if ok == nil {
+			ok = map[string]string{}
+		}
+		ok["Id"] = str(e, "Id")
+		res.Successful = append(res.Successful, ok)
 	}
 	return res, nil
 }
@@ -592,36 +598,13 @@ func (s *Server) changeVisibility(q *queue, receipt string, secs int) *apiError 
 }
 
 func (s *Server) opChangeVisibility(in map[string]json.RawMessage) (any, *apiError) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	q, aerr := s.queueOf(in)
-	if aerr != nil {
-		return nil, aerr
-	}
-	if aerr := s.changeVisibility(q, str(in, "ReceiptHandle"), num(in, "VisibilityTimeout", -1)); aerr != nil {
-		return nil, aerr
-	}
-	return map[string]string{}, nil
+	return s.single(in, func(q *queue) *apiError {
+		return s.changeVisibility(q, str(in, "ReceiptHandle"), num(in, "VisibilityTimeout", -1))
+	})
 }
 
 func (s *Server) opChangeVisibilityBatch(in map[string]json.RawMessage) (any, *apiError) {
-	es, aerr := entries(in)
-	if aerr != nil {
-		return nil, aerr
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	q, aerr := s.queueOf(in)
-	if aerr != nil {
-		return nil, aerr
-	}
-	res := batchResult{Successful: []map[string]string{}, Failed: []batchFailure{}}
-	for _, e := range es {
-		if aerr := s.changeVisibility(q, str(e, "ReceiptHandle"), num(e, "VisibilityTimeout", -1)); aerr != nil {
-			res.Failed = append(res.Failed, batchFailure{ID: str(e, "Id"), Code: aerr.typ, Message: aerr.msg, SenderFault: true})
-			continue
-		}
-		res.Successful = append(res.Successful, map[string]string{"Id": str(e, "Id")})
-	}
-	return res, nil
+	return s.batch(in, func(q *queue, e map[string]json.RawMessage) (map[string]string, *apiError) {
+		return nil, s.changeVisibility(q, str(e, "ReceiptHandle"), num(e, "VisibilityTimeout", -1))
+	})
 }
