@@ -98,12 +98,6 @@ func NewWorker(pool *pgxpool.Pool, cfg *WorkerConfig) (*Worker, error) {
 	if err != nil {
 		return nil, &InputError{Msg: err.Error()}
 	}
-	var tm *transportMetrics
-	if c.Transport != TransportPostgres {
-		if tm, err = newTransportMetrics(c.Registerer, c.Transport); err != nil {
-			return nil, err
-		}
-	}
 	w := &Worker{
 		maint:      maint,
 		registered: registered,
@@ -118,8 +112,8 @@ func NewWorker(pool *pgxpool.Pool, cfg *WorkerConfig) (*Worker, error) {
 		hardStop:   make(chan struct{}),
 		running:    map[int64]*runningTask{},
 	}
-	if c.Transport != TransportPostgres {
-		w.dl = newDelivery(w, tm)
+	if w.dl, err = newDelivery(w); err != nil {
+		return nil, err
 	}
 	return w, nil
 }
