@@ -3,19 +3,19 @@ package taskorch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/taskorch/taskorch/internal/transport"
-	"github.com/taskorch/taskorch/internal/transport/redisstream"
-	"github.com/taskorch/taskorch/internal/transport/sqs"
+	"github.com/taskorch/taskorch/internal/dispatch"
+	"github.com/taskorch/taskorch/transport"
 )
 
-// delivery is a worker's side of a message transport (WorkerConfig.Transport redis or sqs;
-// docs/transports.md). The worker receives task ids, claims them in the database
+// delivery is a worker's side of a message transport (WorkerConfig.Transport; package
+// transport, docs/transports.md). The worker receives task ids, claims them in the database
 // (queues.claim_tasks_by_id: exactly one claim wins; the messages of the others are refused and
 // acknowledged), runs them, and acknowledges each message only after the task's outcome is
 // committed. Its dispatcher sends the ids of due tasks. While the transport is unreachable the
@@ -24,8 +24,8 @@ import (
 type delivery struct {
 	w      *Worker
 	tr     transport.Transport
-	health *transport.Health
-	disp   *transport.Dispatcher
+	health *dispatch.Health
+	disp   *dispatch.Dispatcher
 	m      *transportMetrics
 	log    *slog.Logger
 
@@ -43,8 +43,7 @@ type delivery struct {
 
 // heldTask is the messages of a running task, to acknowledge once its outcome is committed.
 type heldTask struct {
-	msgs      []transport.Message
-	completer bool // the outcome is the completer's to write: it acknowledges
+	msgs []transport.Message
 }
 
 const (
@@ -55,43 +54,32 @@ const (
 	maxAckBatch      = 1000
 )
 
-// newDelivery prepares the worker's transport side (nil without a transport); open makes the
-// transport.
+// newDelivery prepares the worker's transport side (nil without a transport); open opens the
+// transport. WorkerConfig.Transport was validated (withDefaults).
 func newDelivery(w *Worker) (*delivery, error) {
-	if w.cfg.Transport == TransportPostgres {
+	if w.cfg.Transport == nil {
 		return nil, nil
 	}
-	m, err := newTransportMetrics(w.cfg.Registerer, w.cfg.Transport)
+	name := w.cfg.Transport.Name()
+	m, err := newTransportMetrics(w.cfg.Registerer, name)
 	if err != nil {
 		return nil, err
 	}
 	return &delivery{
-		w: w, m: m, log: w.log.With("transport", w.cfg.Transport),
-		health: transport.NewHealth(),
+		w: w, tr: w.cfg.Transport, m: m, log: w.log.With("transport", name),
+		health: dispatch.NewHealth(),
 		acks:   make(chan transport.Message, 4*w.cfg.Concurrency+maxAckBatch),
 		held:   map[int64]*heldTask{},
 	}, nil
 }
 
-// open makes the transport and the dispatcher (it does not connect yet).
+// open opens the transport for this worker (its id as the consumer, the hold its lease needs)
+// and makes the dispatcher. It does not connect: start pings.
 func (d *delivery) open(ctx context.Context) error {
 	c := d.w.cfg
-	hold := transport.HoldFor(c.LeaseDuration)
-	switch {
-	case c.testTransport != nil:
-		d.tr = c.testTransport
-	case c.Transport == TransportRedis:
-		tr, err := redisstream.New(redisstream.Config{URL: c.RedisURL, Consumer: c.ID, Hold: hold, Logger: d.log})
-		if err != nil {
-			return &InputError{Msg: err.Error()}
-		}
-		d.tr = tr
-	case c.Transport == TransportSQS:
-		tr, err := sqs.New(ctx, sqs.Config{QueueURL: c.SQSQueueURL, Endpoint: c.SQSEndpoint, Hold: hold})
-		if err != nil {
-			return err
-		}
-		d.tr = tr
+	err := d.tr.Open(ctx, transport.OpenOptions{Consumer: c.ID, Hold: dispatch.HoldFor(c.LeaseDuration), Logger: d.log})
+	if err != nil {
+		return fmt.Errorf("opening the %s transport: %w", d.tr.Name(), err)
 	}
 	var types []string
 	if c.OnlyKnownTypes {
@@ -106,7 +94,7 @@ func (d *delivery) open(ctx context.Context) error {
 		d.log.Info("transport is back; receiving from it again, and sending again what was dispatched before", "outage", outage.Round(time.Millisecond))
 		d.disp.RedispatchAll() // the transport may have lost what it held
 	}
-	d.disp = transport.NewDispatcher(d.w.pool, transport.DispatcherConfig{
+	d.disp = dispatch.NewDispatcher(d.w.pool, dispatch.DispatcherConfig{
 		Transport: d.tr, Health: d.health, TaskTypes: types, RedispatchAfter: c.RedispatchAfter,
 		PollInterval: c.PollInterval, MaxPollInterval: c.MaxPollInterval, Logger: d.log,
 		OnSent: d.m.sentN, OnRedispatched: d.m.redispatchedN, OnSendFailed: d.m.sendFailedN,
@@ -218,13 +206,21 @@ func (w *Worker) receiveAndClaim(ctx, inner context.Context, n int, lease string
 			ids = append(ids, m.TaskID)
 		}
 	}
-	rows, err := w.pool.Query(ctx, claimByIDSQL, w.cfg.ID, ids, lease, types)
+	// The claim runs on inner, not ctx: stopping never cancels a claim in flight (see
+	// runFetcher). Claimed after the stop signal, the tasks are not started: the shutdown gives
+	// them back, and their messages, unacknowledged, come back to be claimed again.
+	cctx, cancel := context.WithTimeout(inner, claimTimeout)
+	defer cancel()
+	rows, err := w.pool.Query(cctx, claimByIDSQL, w.cfg.ID, ids, lease, types)
 	var tasks []*Task
 	if err == nil {
 		tasks, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Task, error) { return scanTask(r) })
 	}
 	if err != nil {
 		return 0, err
+	}
+	if ctx.Err() != nil {
+		return 0, nil
 	}
 	claimed := make(map[int64]*heldTask, len(tasks))
 	for _, t := range tasks {

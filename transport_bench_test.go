@@ -14,9 +14,8 @@ import (
 	"github.com/taskorch/taskorch/internal/dbtest"
 	"github.com/taskorch/taskorch/internal/redistest"
 	"github.com/taskorch/taskorch/internal/sqstest"
-	"github.com/taskorch/taskorch/internal/transport"
-	"github.com/taskorch/taskorch/internal/transport/redisstream"
-	"github.com/taskorch/taskorch/internal/transport/sqs"
+	"github.com/taskorch/taskorch/transport/redisstream"
+	"github.com/taskorch/taskorch/transport/sqs"
 )
 
 // The transports side by side, in one run (the machine is shared: compare the ratios, not the
@@ -27,24 +26,23 @@ import (
 // benchTransport sets cfg up for the named transport (postgres: nothing to do).
 func benchTransport(b *testing.B, name string, cfg *taskorch.WorkerConfig) {
 	b.Helper()
-	hold := transport.HoldFor(5 * time.Minute)
 	switch name {
-	case transport.Redis:
+	case redisstream.Name:
 		srv := redistest.Start(b)
-		tr, err := redisstream.New(redisstream.Config{URL: srv.URL(0), Consumer: "bench", Hold: hold})
+		tr, err := redisstream.New(redisstream.Config{URL: srv.URL(0)})
 		require.NoError(b, err)
-		taskorch.SetTestTransport(cfg, tr)
-	case transport.SQS:
+		cfg.Transport = tr
+	case sqs.Name:
 		srv := sqstest.Start(b)
 		url := srv.CreateQueue("tasks", 30*time.Second)
 		tr, err := sqs.New(b.Context(), sqs.Config{QueueURL: url, Endpoint: srv.URL, Region: "us-east-1",
-			Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""), Hold: hold, Wait: 5 * time.Second})
+			Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""), Wait: 5 * time.Second})
 		require.NoError(b, err)
-		taskorch.SetTestTransport(cfg, tr)
+		cfg.Transport = tr
 	}
 }
 
-var benchTransports = []string{transport.Postgres, transport.Redis, transport.SQS}
+var benchTransports = []string{"postgres", redisstream.Name, sqs.Name}
 
 // BenchmarkTransportThroughput: b.N no-op tasks bulk-enqueued, then worked by one worker of
 // concurrency 50 (one op is one task, from the worker's start to the last completion).

@@ -16,11 +16,12 @@ import (
 
 	"github.com/taskorch/taskorch"
 	"github.com/taskorch/taskorch/internal/dbtest"
+	"github.com/taskorch/taskorch/internal/dispatch"
 	"github.com/taskorch/taskorch/internal/redistest"
 	"github.com/taskorch/taskorch/internal/sqstest"
-	"github.com/taskorch/taskorch/internal/transport"
-	"github.com/taskorch/taskorch/internal/transport/redisstream"
-	"github.com/taskorch/taskorch/internal/transport/sqs"
+	"github.com/taskorch/taskorch/transport"
+	"github.com/taskorch/taskorch/transport/redisstream"
+	"github.com/taskorch/taskorch/transport/sqs"
 )
 
 // transportRig makes the transports of one test's workers, all on one Redis stream or one SQS
@@ -33,28 +34,28 @@ type transportRig struct {
 
 const rigLease = 30 * time.Second
 
-// redisRig: a real redis-server; faults injected at send by transport.Faults around the real
+// redisRig: a real redis-server; faults injected at send by dispatch.Faults around the real
 // transport.
-func redisRig(t *testing.T, faults transport.FaultConfig) (*transportRig, *redistest.Server) {
+func redisRig(t *testing.T, faults dispatch.FaultConfig) (*transportRig, *redistest.Server) {
 	srv := redistest.Start(t)
 	var mu sync.Mutex
-	var all []*transport.Faults
-	rig := &transportRig{name: transport.Redis}
-	rig.make = func(t *testing.T, id string) transport.Transport {
-		tr, err := redisstream.New(redisstream.Config{URL: srv.URL(0), Consumer: id, Hold: transport.HoldFor(rigLease), Block: 200 * time.Millisecond})
+	var all []*dispatch.Faults
+	rig := &transportRig{name: redisstream.Name}
+	rig.make = func(t *testing.T, _ string) transport.Transport {
+		tr, err := redisstream.New(redisstream.Config{URL: srv.URL(0), Block: 200 * time.Millisecond})
 		require.NoError(t, err)
 		f := faults
 		mu.Lock()
 		defer mu.Unlock()
 		f.Seed = uint64(len(all) + 1)
-		ft := transport.NewFaults(t.Context(), tr, f)
+		ft := dispatch.NewFaults(t.Context(), tr, f)
 		all = append(all, ft)
 		return ft
 	}
 	rig.faults = func() string {
 		mu.Lock()
 		defer mu.Unlock()
-		var c transport.FaultCounts
+		var c dispatch.FaultCounts
 		for _, f := range all {
 			n := f.Counts()
 			c.Sent, c.Dropped, c.Duplicated, c.Delayed = c.Sent+n.Sent, c.Dropped+n.Dropped, c.Duplicated+n.Duplicated, c.Delayed+n.Delayed
@@ -71,10 +72,10 @@ func sqsRig(t *testing.T, faults sqstest.Faults) *transportRig {
 	queueURL := srv.CreateQueue("tasks", 30*time.Second)
 	creds := credentials.NewStaticCredentialsProvider("test", "test", "")
 	return &transportRig{
-		name: transport.SQS,
+		name: sqs.Name,
 		make: func(t *testing.T, _ string) transport.Transport {
 			tr, err := sqs.New(t.Context(), sqs.Config{QueueURL: queueURL, Endpoint: srv.URL, Region: "us-east-1",
-				Credentials: creds, Hold: transport.HoldFor(rigLease), Wait: time.Second})
+				Credentials: creds, Wait: time.Second})
 			require.NoError(t, err)
 			return tr
 		},
@@ -102,7 +103,7 @@ func transportWorker(t *testing.T, pool *pgxpool.Pool, rig *transportRig, id str
 		cfg.PollInterval = 20 * time.Millisecond
 		cfg.MaxPollInterval = 200 * time.Millisecond
 	}
-	taskorch.SetTestTransport(&cfg, rig.make(t, id))
+	cfg.Transport = rig.make(t, id)
 	_, stop := startWorker(t, pool, &cfg)
 	return reg, stop
 }
@@ -132,11 +133,11 @@ func metricSum(t *testing.T, name string, regs ...*prometheus.Registry) float64 
 func TestTransportExactlyOnceUnderFaults(t *testing.T) {
 	t.Parallel()
 	rigs := map[string]func(t *testing.T) *transportRig{
-		transport.Redis: func(t *testing.T) *transportRig {
-			rig, _ := redisRig(t, transport.FaultConfig{Drop: 0.01, Duplicate: 0.05, Delay: 0.02, DelayBy: 300 * time.Millisecond})
+		redisstream.Name: func(t *testing.T) *transportRig {
+			rig, _ := redisRig(t, dispatch.FaultConfig{Drop: 0.01, Duplicate: 0.05, Delay: 0.02, DelayBy: 300 * time.Millisecond})
 			return rig
 		},
-		transport.SQS: func(t *testing.T) *transportRig {
+		sqs.Name: func(t *testing.T) *transportRig {
 			return sqsRig(t, sqstest.Faults{Drop: 0.01, Duplicate: 0.05, Delay: 0.02, DelayBy: 300 * time.Millisecond, Seed: 1})
 		},
 	}
@@ -198,7 +199,7 @@ func TestTransportExactlyOnceUnderFaults(t *testing.T) {
 // enqueued during the outage completed), and went back to Redis after it.
 func TestTransportRedisRestart(t *testing.T) {
 	t.Parallel()
-	rig, srv := redisRig(t, transport.FaultConfig{})
+	rig, srv := redisRig(t, dispatch.FaultConfig{})
 	pool := dbtest.NewDBWith(t, dbtest.DBOptions{MaxConns: 16})
 	hs := taskorch.NewHandlers()
 	hs.HandleFunc("slow", func(ctx context.Context, _ *taskorch.Task) error {
@@ -251,8 +252,10 @@ func TestTransportUnreachableAtStart(t *testing.T) {
 	hs := taskorch.NewHandlers()
 	hs.HandleFunc("noop", func(context.Context, *taskorch.Task) error { return nil })
 	reg := prometheus.NewRegistry()
+	tr, err := redisstream.New(redisstream.Config{URL: "redis://127.0.0.1:1/0"})
+	require.NoError(t, err)
 	_, _ = startWorker(t, pool, &taskorch.WorkerConfig{
-		Handlers: hs, Transport: taskorch.TransportRedis, RedisURL: "redis://127.0.0.1:1/0", Registerer: reg,
+		Handlers: hs, Transport: tr, Registerer: reg,
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	c, err := taskorch.NewClient(pool, nil)
@@ -264,27 +267,89 @@ func TestTransportUnreachableAtStart(t *testing.T) {
 	require.Equal(t, "redis", scalar[string](t, pool, `select transport from queues.worker`))
 }
 
-// A worker's transport settings are checked when it is made.
+// A worker's transport is checked when the worker is made, not at the first message: a nil
+// pointer, a nameless transport, one named as the PostgreSQL delivery. (The settings of the
+// transports themselves are checked by their constructors: redisstream and sqs TestConfig, and
+// the taskorch command's TestWorkerTransportFlags.)
 func TestTransportConfig(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.NewDB(t)
+	var nilRedis *redisstream.Transport
+	var nilSQS *sqs.Transport
 	for _, tc := range []struct {
 		cfg  taskorch.WorkerConfig
 		want string
 	}{
-		{taskorch.WorkerConfig{Transport: "kafka"}, `transport "kafka"`},
-		{taskorch.WorkerConfig{Transport: taskorch.TransportRedis}, "needs a Redis URL"},
-		{taskorch.WorkerConfig{Transport: taskorch.TransportRedis, RedisURL: "http://x"}, "redis URL"},
-		{taskorch.WorkerConfig{Transport: taskorch.TransportSQS}, "needs a queue URL"},
-		{taskorch.WorkerConfig{Transport: taskorch.TransportSQS, SQSQueueURL: "queue"}, "SQS queue URL"},
-		{taskorch.WorkerConfig{Transport: taskorch.TransportRedis, RedisURL: "redis://x", RedispatchAfter: time.Nanosecond}, "redispatch-after"},
+		{taskorch.WorkerConfig{Transport: nilRedis}, "nil *redisstream.Transport"},
+		{taskorch.WorkerConfig{Transport: nilSQS}, "nil *sqs.Transport"},
+		{taskorch.WorkerConfig{Transport: named{name: "kafka"}}, ""},
+		{taskorch.WorkerConfig{Transport: named{name: ""}}, "empty name"},
+		{taskorch.WorkerConfig{Transport: named{name: "postgres"}}, `named "postgres"`},
+		{taskorch.WorkerConfig{Transport: named{name: "redis"}, RedispatchAfter: time.Nanosecond}, "redispatch-after"},
+		{taskorch.WorkerConfig{RedispatchAfter: time.Nanosecond}, "redispatch-after"},
 	} {
 		_, err := taskorch.NewWorker(pool, &tc.cfg)
+		if tc.want == "" {
+			require.NoError(t, err)
+			continue
+		}
 		require.ErrorContains(t, err, tc.want)
 		var ie *taskorch.InputError
 		require.ErrorAs(t, err, &ie)
 	}
-	_, err := taskorch.NewWorker(pool, &taskorch.WorkerConfig{Transport: taskorch.TransportRedis, RedisURL: "redis://u:s3cret@host:port/0"})
-	require.ErrorContains(t, err, "redis URL")
-	require.NotContains(t, err.Error(), "s3cret", "the password is not quoted")
+}
+
+// named is a transport that only has a name: enough for NewWorker.
+type named struct {
+	transport.Transport
+	name string
+}
+
+func (n named) Name() string { return n.name }
+
+// The worker opens its transport with its id and a hold longer than its lease, and records
+// the transport's name; a transport opened already stops Run with a clear error.
+func TestTransportOpen(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewDBWith(t, dbtest.DBOptions{MaxConns: 8})
+	srv := redistest.Start(t)
+	tr, err := redisstream.New(redisstream.Config{URL: srv.URL(0), Block: 200 * time.Millisecond})
+	require.NoError(t, err)
+	rec := &recordOpen{Transport: tr}
+	_, _ = startWorker(t, pool, &taskorch.WorkerConfig{ID: "w-open", Transport: rec, LeaseDuration: 40 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	require.Eventually(t, func() bool {
+		return scalar[int64](t, pool, `select count(*) from queues.worker where worker_id = 'w-open' and transport = 'redis'`) == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	opts := rec.get()
+	require.Equal(t, "w-open", opts.Consumer)
+	require.Equal(t, 44*time.Second, opts.Hold, "the lease and a tenth")
+	require.NotNil(t, opts.Logger)
+
+	// The same transport for a second worker: Run fails at once, saying why.
+	w2, err := taskorch.NewWorker(pool, &taskorch.WorkerConfig{ID: "w-two", Transport: tr})
+	require.NoError(t, err)
+	err = w2.Run(t.Context())
+	require.ErrorContains(t, err, "already open")
+	require.ErrorContains(t, err, `"w-open"`)
+}
+
+// recordOpen records the options its transport was opened with.
+type recordOpen struct {
+	transport.Transport
+	mu   sync.Mutex
+	opts transport.OpenOptions
+}
+
+func (r *recordOpen) Open(ctx context.Context, opts transport.OpenOptions) error {
+	r.mu.Lock()
+	r.opts = opts
+	r.mu.Unlock()
+	return r.Transport.Open(ctx, opts)
+}
+
+func (r *recordOpen) get() transport.OpenOptions {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.opts
 }

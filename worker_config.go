@@ -6,14 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"reflect"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/taskorch/taskorch/internal/transport"
-	"github.com/taskorch/taskorch/internal/transport/redisstream"
-	"github.com/taskorch/taskorch/internal/transport/sqs"
+	"github.com/taskorch/taskorch/internal/dispatch"
+	"github.com/taskorch/taskorch/transport"
 )
 
 // WorkerConfig configures a Worker. The zero value is valid; each field's comment gives its
@@ -115,48 +115,36 @@ type WorkerConfig struct {
 	// Registerer. Defaults to 5s.
 	QueueStatsInterval time.Duration
 
-	// Transport is how task ids reach the worker (docs/transports.md): TransportPostgres (the
-	// default) claims from PostgreSQL, woken by LISTEN/NOTIFY and polling; TransportRedis
-	// (Redis Streams at RedisURL) and TransportSQS (the queue at SQSQueueURL) deliver the ids
-	// of due tasks, which every worker on the transport also dispatches. PostgreSQL stays the
-	// only truth: a received id is claimed in the database before anything runs, and while the
-	// transport is unreachable the worker claims from PostgreSQL, until it is back. Defaults to
-	// TransportPostgres.
-	Transport string
-
-	// RedisURL is Redis's URL for TransportRedis: redis://[user:password@]host:port[/db], or
-	// rediss:// for TLS. The stream is "taskorch:tasks" with the consumer group "taskorch":
-	// give each fleet of workers that runs different task types (OnlyKnownTypes) its own
-	// database.
-	RedisURL string
-
-	// SQSQueueURL is the queue's URL for TransportSQS. Region and credentials come from the AWS
-	// SDK's default configuration (AWS_REGION, AWS_ACCESS_KEY_ID, shared files, roles); the
-	// region defaults to the queue URL's.
-	SQSQueueURL string
-
-	// SQSEndpoint overrides the SQS endpoint (a local server, LocalStack, a VPC endpoint).
-	// Defaults to AWS's endpoint for the region.
-	SQSEndpoint string
+	// Transport is how task ids reach the worker (docs/transports.md). Nil, the default, claims
+	// from PostgreSQL, woken by LISTEN/NOTIFY and polling. A transport made by
+	// redisstream.New (Redis Streams) or sqs.New (Amazon SQS), in the packages under
+	// github.com/taskorch/taskorch/transport, or one of your own, delivers the ids of due tasks,
+	// which every worker on the transport also dispatches. PostgreSQL stays the only truth: a
+	// received id is claimed in the database before anything runs, and while the transport is
+	// unreachable the worker claims from PostgreSQL, until it is back.
+	//
+	// A transport serves one worker, which owns it: Run opens it (with the worker's ID and a
+	// hold derived from LeaseDuration) and closes it when it returns. NewWorker refuses a nil
+	// pointer in this interface and a transport named "" or "postgres".
+	Transport transport.Transport
 
 	// RedispatchAfter is how long a task may stay dispatched to the transport without being
 	// claimed before it is dispatched again (its message was lost). Only used with a transport.
 	// Defaults to 30s.
 	RedispatchAfter time.Duration
-
-	// testTransport, set by the tests, replaces the transport the worker would make.
-	testTransport transport.Transport
 }
 
-// The transports, values of WorkerConfig.Transport and TASKORCH_TRANSPORT.
-const (
-	// TransportPostgres claims from PostgreSQL, woken by LISTEN/NOTIFY and polling.
-	TransportPostgres = transport.Postgres
-	// TransportRedis receives task ids from a Redis stream.
-	TransportRedis = transport.Redis
-	// TransportSQS receives task ids from an SQS queue.
-	TransportSQS = transport.SQS
-)
+// postgresTransport is the transport name of a worker without a transport, in queues.worker,
+// logs and metrics.
+const postgresTransport = "postgres"
+
+// transportName is the name of a worker's transport: its Name, postgresTransport when nil.
+func transportName(tr transport.Transport) string {
+	if tr == nil {
+		return postgresTransport
+	}
+	return tr.Name()
+}
 
 func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 	if c.ID == "" {
@@ -198,14 +186,8 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 	if c.QueueStatsInterval == 0 {
 		c.QueueStatsInterval = 5 * time.Second
 	}
-	if c.testTransport != nil {
-		c.Transport = c.testTransport.Name()
-	}
-	if c.Transport == "" {
-		c.Transport = TransportPostgres
-	}
 	if c.RedispatchAfter == 0 {
-		c.RedispatchAfter = transport.DefaultRedispatchAfter
+		c.RedispatchAfter = dispatch.DefaultRedispatchAfter
 	}
 	if err := c.validateTransport(); err != nil {
 		return c, err
@@ -234,33 +216,25 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 	return c, nil
 }
 
-// validateTransport checks the transport settings (without connecting).
+// validateTransport checks the transport settings (without connecting): a value that would
+// fail at the first message fails here.
 func (c WorkerConfig) validateTransport() error {
 	if c.RedispatchAfter < 10*time.Millisecond {
 		return inputErrorf("redispatch-after must be at least 10ms, got %s", c.RedispatchAfter)
 	}
-	if c.testTransport != nil {
+	if c.Transport == nil {
 		return nil
 	}
-	switch c.Transport {
-	case TransportPostgres:
-		return nil
-	case TransportRedis:
-		if c.RedisURL == "" {
-			return inputErrorf("the redis transport needs a Redis URL (TASKORCH_REDIS_URL)")
-		}
-		if _, err := redisstream.ParseURL(c.RedisURL); err != nil {
-			return inputErrorf("%v", err)
-		}
-	case TransportSQS:
-		if c.SQSQueueURL == "" {
-			return inputErrorf("the sqs transport needs a queue URL (TASKORCH_SQS_QUEUE_URL)")
-		}
-		if _, _, err := sqs.ParseQueueURL(c.SQSQueueURL); err != nil {
-			return inputErrorf("%v", err)
-		}
-	default:
-		return inputErrorf("transport %q: want %s, %s or %s", c.Transport, TransportPostgres, TransportRedis, TransportSQS)
+	if v := reflect.ValueOf(c.Transport); v.Kind() == reflect.Pointer && v.IsNil() {
+		return inputErrorf("worker transport is a nil %T: make it with its package's constructor (redisstream.New, sqs.New), "+
+			"or leave WorkerConfig.Transport nil to claim from PostgreSQL", c.Transport)
+	}
+	switch name := c.Transport.Name(); name {
+	case "":
+		return inputErrorf("worker transport %T has an empty name", c.Transport)
+	case postgresTransport:
+		return inputErrorf("worker transport %T is named %q, the name of a worker without a transport: "+
+			"leave WorkerConfig.Transport nil to claim from PostgreSQL", c.Transport, name)
 	}
 	return nil
 }

@@ -169,9 +169,17 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 	if err != nil {
 		return err
 	}
-	if err := f.transports.check(f.transport); err != nil {
+	tr, err := f.transports.build(cmd.Context(), f.transport)
+	if err != nil {
 		return err
 	}
+	// The worker closes its transport when it runs (Run); an early return closes it here.
+	unused := tr
+	defer func() {
+		if unused != nil {
+			_ = unused.Close()
+		}
+	}()
 	if f.concurrency < 1 {
 		return usageErrorf("concurrency must be at least 1, got %d", f.concurrency)
 	}
@@ -262,10 +270,7 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 		FailedRetention:   f.failedRetention,
 		Registerer:        reg,
 
-		Transport:       f.transport,
-		RedisURL:        f.transports.redisURL,
-		SQSQueueURL:     f.transports.sqsQueueURL,
-		SQSEndpoint:     f.transports.sqsEndpoint,
+		Transport:       tr,
 		RedispatchAfter: f.transports.redispatchAfter,
 	})
 	if err != nil {
@@ -297,6 +302,7 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 		case <-time.After(f.shutdownGrace + 10*time.Second):
 		}
 	}()
+	unused = nil
 	return w.Run(ctx)
 }
 

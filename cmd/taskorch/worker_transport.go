@@ -1,13 +1,23 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"time"
 
 	"github.com/spf13/pflag"
 
-	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/transport"
+	"github.com/taskorch/taskorch/transport/redisstream"
+	"github.com/taskorch/taskorch/transport/sqs"
+)
+
+// The values of --transport (TASKORCH_TRANSPORT).
+const (
+	transportPostgres = "postgres"
+	transportRedis    = redisstream.Name
+	transportSQS      = sqs.Name
 )
 
 // transportFlags are the settings of the worker's transport (docs/transports.md); --transport
@@ -40,26 +50,50 @@ func addTransportFlags(fs *pflag.FlagSet) *transportFlags {
 	return t
 }
 
-// check validates the transport settings for transport (a usage error, exit 2, when wrong).
-func (t *transportFlags) check(transport string) error {
+// check validates the transport settings for name (a usage error, exit 2, when wrong).
+func (t *transportFlags) check(name string) error {
 	if t.envErr != nil {
 		return &usageError{err: t.envErr}
 	}
 	if t.redisURL == "" {
 		t.redisURL = os.Getenv("TASKORCH_REDIS_URL")
 	}
-	switch transport {
-	case taskorch.TransportPostgres:
-	case taskorch.TransportRedis:
+	switch name {
+	case transportPostgres:
+	case transportRedis:
 		if t.redisURL == "" {
 			return usageErrorf("--transport redis needs --redis-url or TASKORCH_REDIS_URL")
 		}
-	case taskorch.TransportSQS:
+	case transportSQS:
 		if t.sqsQueueURL == "" {
 			return usageErrorf("--transport sqs needs --sqs-queue-url or TASKORCH_SQS_QUEUE_URL")
 		}
 	default:
-		return usageErrorf("transport %q: want postgres, redis or sqs", transport)
+		return usageErrorf("transport %q: want postgres, redis or sqs", name)
 	}
 	return nil
+}
+
+// build checks the settings for name and makes its transport: nil for postgres (the worker
+// claims from PostgreSQL). A malformed URL is a usage error (exit 2) that never quotes a Redis
+// password; so is an AWS configuration that does not load. It connects to nothing.
+func (t *transportFlags) build(ctx context.Context, name string) (transport.Transport, error) {
+	if err := t.check(name); err != nil {
+		return nil, err
+	}
+	switch name {
+	case transportRedis:
+		tr, err := redisstream.New(redisstream.Config{URL: t.redisURL})
+		if err != nil {
+			return nil, &usageError{err: err}
+		}
+		return tr, nil
+	case transportSQS:
+		tr, err := sqs.New(ctx, sqs.Config{QueueURL: t.sqsQueueURL, Endpoint: t.sqsEndpoint})
+		if err != nil {
+			return nil, &usageError{err: err}
+		}
+		return tr, nil
+	}
+	return nil, nil
 }

@@ -42,9 +42,10 @@ type Config struct {
 	// Version is the worker's taskorch version, recorded in queues.worker. Defaults to none.
 	Version string
 
-	// Transport is how the worker is woken (postgres, redis, sqs), recorded in queues.worker.
-	// Defaults to none.
-	Transport string
+	// Transport is the worker's transport (WorkerConfig.Transport), recorded in queues.worker by
+	// its name (redis, sqs). Defaults to nil, recorded as "postgres": the worker claims from
+	// PostgreSQL.
+	Transport interface{ Name() string }
 
 	// TaskTypes are the types the worker claims, recorded in queues.worker. Defaults to none
 	// (all types).

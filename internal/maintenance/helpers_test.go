@@ -98,7 +98,6 @@ func testConfig(id string, ev *events) Config {
 		PID:               4242,
 		PoolSize:          8,
 		Version:           "test",
-		Transport:         "postgres",
 		HeartbeatInterval: 50 * time.Millisecond,
 		WorkerTimeout:     10 * time.Second,
 		LeaderTTL:         600 * time.Millisecond,

@@ -73,12 +73,13 @@ func ListWorkers(ctx context.Context, db DB) ([]Worker, error) {
 
 // register writes the worker's row (queues.register_worker, an upsert).
 func (m *Maintainer) register(ctx context.Context) error {
-	var version, transport *string
+	var version *string
 	if m.cfg.Version != "" {
 		version = &m.cfg.Version
 	}
-	if m.cfg.Transport != "" {
-		transport = &m.cfg.Transport
+	transport := "postgres"
+	if m.cfg.Transport != nil {
+		transport = m.cfg.Transport.Name()
 	}
 	_, err := m.pool.Exec(ctx, `select queues.register_worker($1, $2, $3, $4, $5, $6, $7)`,
 		m.cfg.WorkerID, m.cfg.Hostname, m.cfg.PID, m.cfg.PoolSize, version, transport, m.cfg.TaskTypes)

@@ -1,4 +1,4 @@
-package transport
+package dispatch
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/taskorch/taskorch/transport"
 )
 
 // FaultConfig says how often Faults misdelivers a message, each a probability in [0, 1].
@@ -32,7 +34,7 @@ type FaultCounts struct {
 // Faults wraps a real transport and misdelivers messages at send: drops, duplicates and delays
 // them (fault injection for tests: the transport underneath is the real one).
 type Faults struct {
-	Transport
+	transport.Transport
 	cfg FaultConfig
 	ctx context.Context // bounds delayed sends
 
@@ -44,7 +46,7 @@ type Faults struct {
 }
 
 // NewFaults wraps inner. Delayed sends run until ctx is done.
-func NewFaults(ctx context.Context, inner Transport, cfg FaultConfig) *Faults {
+func NewFaults(ctx context.Context, inner transport.Transport, cfg FaultConfig) *Faults {
 	if cfg.DelayBy <= 0 {
 		cfg.DelayBy = 500 * time.Millisecond
 	}

@@ -1,4 +1,4 @@
-package transport_test
+package dispatch_test
 
 import (
 	"context"
@@ -13,7 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch/internal/dbtest"
-	"github.com/taskorch/taskorch/internal/transport"
+	"github.com/taskorch/taskorch/internal/dispatch"
+	"github.com/taskorch/taskorch/transport"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m, dbtest.CoreOptions()) }
@@ -46,8 +47,8 @@ func enqueue(t *testing.T, db *pgxpool.Pool, typ string, priority int) int64 {
 }
 
 const (
-	dispatch = `select * from queues.dispatch_tasks('redis', $1, $2)`
-	claimIDs = `select task_id from queues.claim_tasks_by_id('w1', $1)`
+	dispatchSQL = `select * from queues.dispatch_tasks('redis', $1, $2)`
+	claimIDs    = `select task_id from queues.claim_tasks_by_id('w1', $1)`
 )
 
 // dispatch_tasks marks due pending tasks once, in claim order, within the window; not-due and
@@ -61,14 +62,14 @@ func TestDispatchTasks(t *testing.T) {
 	later := scalar[int64](t, db, `select queues.enqueue('a', '{}', now() + interval '1 hour')`)
 	exec(t, db, `select queues.pause_queue('p')`)
 
-	require.Equal(t, []int64{high, low}, ids(t, db, dispatch, 500, 100))
-	require.Empty(t, ids(t, db, dispatch, 500, 100), "dispatched once")
+	require.Equal(t, []int64{high, low}, ids(t, db, dispatchSQL, 500, 100))
+	require.Empty(t, ids(t, db, dispatchSQL, 500, 100), "dispatched once")
 	require.Equal(t, int64(2), scalar[int64](t, db, `select count(*) from queues.task where dispatched_at is not null`))
 
 	exec(t, db, `select queues.resume_queue('p')`)
-	require.Equal(t, []int64{paused}, ids(t, db, dispatch, 500, 100))
+	require.Equal(t, []int64{paused}, ids(t, db, dispatchSQL, 500, 100))
 	exec(t, db, `update queues.task set run_at = now() where task_id = $1`, later)
-	require.Equal(t, []int64{later}, ids(t, db, dispatch, 500, 100))
+	require.Equal(t, []int64{later}, ids(t, db, dispatchSQL, 500, 100))
 }
 
 // The window: at most W tasks dispatched and unclaimed (W at least _min_window, else twice the
@@ -79,18 +80,18 @@ func TestDispatchWindow(t *testing.T) {
 	for range 10 {
 		enqueue(t, db, "a", 0)
 	}
-	first := ids(t, db, dispatch, 500, 3)
+	first := ids(t, db, dispatchSQL, 500, 3)
 	require.Len(t, first, 3)
-	require.Empty(t, ids(t, db, dispatch, 500, 3), "window full")
+	require.Empty(t, ids(t, db, dispatchSQL, 500, 3), "window full")
 	require.Len(t, ids(t, db, claimIDs, first[:2]), 2)
-	require.Len(t, ids(t, db, dispatch, 500, 3), 2, "claims made room")
+	require.Len(t, ids(t, db, dispatchSQL, 500, 3), 2, "claims made room")
 
 	// Two live workers of pool size 2 on the transport: W = 8.
 	exec(t, db, `select queues.register_worker('w1', 'h', 1, 2, 'v', 'redis')`)
 	exec(t, db, `select queues.register_worker('w2', 'h', 1, 2, 'v', 'redis')`)
 	exec(t, db, `select queues.register_worker('w3', 'h', 1, 50, 'v', 'sqs')`)
-	require.Len(t, ids(t, db, dispatch, 500, 3), 5, "3 in flight, 5 more to make 8")
-	require.Len(t, ids(t, db, dispatch, 1, 100), 0)
+	require.Len(t, ids(t, db, dispatchSQL, 500, 3), 5, "3 in flight, 5 more to make 8")
+	require.Len(t, ids(t, db, dispatchSQL, 1, 100), 0)
 }
 
 // A task that comes back to pending after a claim (a retry) is undispatched by its new lease and
@@ -99,15 +100,15 @@ func TestDispatchAgainAfterClaim(t *testing.T) {
 	t.Parallel()
 	db := dbtest.NewDB(t)
 	id := enqueue(t, db, "a", 0)
-	require.Equal(t, []int64{id}, ids(t, db, dispatch, 500, 100))
+	require.Equal(t, []int64{id}, ids(t, db, dispatchSQL, 500, 100))
 	require.Equal(t, []int64{id}, ids(t, db, claimIDs, []int64{id}))
 	lease := scalar[int64](t, db, `select lease_id from queues.task where task_id = $1`, id)
 	exec(t, db, `select queues.fail_task($1, 'boom', $2)`, id, lease)
 	exec(t, db, `update queues.task set run_at = now() where task_id = $1`, id) // no backoff
-	require.Equal(t, []int64{id}, ids(t, db, dispatch, 500, 100), "the retry is dispatched")
+	require.Equal(t, []int64{id}, ids(t, db, dispatchSQL, 500, 100), "the retry is dispatched")
 
 	require.Equal(t, 1, scalar[int](t, db, `select queues.undispatch_tasks($1)`, []int64{id}))
-	require.Equal(t, []int64{id}, ids(t, db, dispatch, 500, 100), "a cleared mark is dispatched again")
+	require.Equal(t, []int64{id}, ids(t, db, dispatchSQL, 500, 100), "a cleared mark is dispatched again")
 }
 
 // claim_tasks_by_id claims each id once, with a lease and an event, and refuses what is not
@@ -172,7 +173,7 @@ func TestRedispatchStale(t *testing.T) {
 	t.Parallel()
 	db := dbtest.NewDB(t)
 	lost, claimed, retried := enqueue(t, db, "a", 0), enqueue(t, db, "a", 0), enqueue(t, db, "a", 0)
-	require.Len(t, ids(t, db, dispatch, 500, 100), 3)
+	require.Len(t, ids(t, db, dispatchSQL, 500, 100), 3)
 	require.Len(t, ids(t, db, claimIDs, []int64{claimed, retried}), 2)
 	lease := scalar[int64](t, db, `select lease_id from queues.task where task_id = $1`, retried)
 	exec(t, db, `select queues.fail_task($1, 'boom', $2)`, retried, lease)
@@ -203,7 +204,7 @@ func TestDispatchGrants(t *testing.T) {
 // failing is a transport whose sends fail.
 type failing struct{ transport.Transport }
 
-func (failing) Name() string                        { return transport.Redis }
+func (failing) Name() string                        { return "redis" }
 func (failing) Send(context.Context, []int64) error { return errors.New("connection refused") }
 func (failing) Ping(context.Context) error          { return errors.New("connection refused") }
 func (failing) Close() error                        { return nil }
@@ -214,10 +215,10 @@ func TestDispatcherFailedSend(t *testing.T) {
 	t.Parallel()
 	db := dbtest.NewDB(t)
 	id := enqueue(t, db, "a", 0)
-	h := transport.NewHealth()
+	h := dispatch.NewHealth()
 	down := make(chan error, 1)
 	h.OnDown = func(err error) { down <- err }
-	d := transport.NewDispatcher(db, transport.DispatcherConfig{Transport: failing{}, Health: h})
+	d := dispatch.NewDispatcher(db, dispatch.DispatcherConfig{Transport: failing{}, Health: h})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { defer close(done); d.Run(ctx) }()
@@ -240,7 +241,7 @@ func TestDispatchersConcurrent(t *testing.T) {
 		wg.Go(func() {
 			deadline := time.Now().Add(20 * time.Second)
 			for time.Now().Before(deadline) {
-				got := ids(t, db, dispatch, 50, 5000)
+				got := ids(t, db, dispatchSQL, 50, 5000)
 				mu.Lock()
 				for _, id := range got {
 					seen[id]++

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch/internal/sqstest"
-	"github.com/taskorch/taskorch/internal/transport"
-	"github.com/taskorch/taskorch/internal/transport/sqs"
+	"github.com/taskorch/taskorch/transport"
+	"github.com/taskorch/taskorch/transport/sqs"
 )
 
 var creds = credentials.NewStaticCredentialsProvider("test", "test", "")
@@ -30,8 +30,9 @@ func newTransport(t *testing.T, hold time.Duration) (*sqs.Transport, *sqstest.Se
 		Attributes: map[string]string{"VisibilityTimeout": "30"}})
 	require.NoError(t, err)
 	tr, err := sqs.New(t.Context(), sqs.Config{QueueURL: aws.ToString(out.QueueUrl), Endpoint: srv.URL,
-		Region: "us-east-1", Credentials: creds, Hold: hold, Wait: time.Second})
+		Region: "us-east-1", Credentials: creds, Wait: time.Second})
 	require.NoError(t, err)
+	require.NoError(t, tr.Open(t.Context(), transport.OpenOptions{Consumer: "w1", Hold: hold}))
 	return tr, srv, aws.ToString(out.QueueUrl)
 }
 
@@ -163,4 +164,28 @@ func TestErrors(t *testing.T) {
 
 	_, err = sqs.New(t.Context(), sqs.Config{QueueURL: "not a url"})
 	require.Error(t, err)
+}
+
+// New checks the queue URL without calling SQS (its errors redact a password); Open needs a
+// hold, once.
+func TestConfig(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ url, want string }{
+		{"", "needs a queue URL"},
+		{"queue", "SQS queue URL"},
+		{"not a url", "SQS queue URL"},
+		{"https://u:s3cret@sqs.us-east-1.amazonaws.com/", "no queue name"},
+		{"ftp://u:s3cret@host/1/q", "SQS queue URL"},
+	} {
+		tr, err := sqs.New(t.Context(), sqs.Config{QueueURL: tc.url, Region: "us-east-1", Credentials: creds})
+		require.ErrorContains(t, err, tc.want, tc.url)
+		require.NotContains(t, err.Error(), "s3cret")
+		require.Nil(t, tr)
+	}
+	tr, err := sqs.New(t.Context(), sqs.Config{QueueURL: "http://127.0.0.1:1/000000000000/q", Region: "us-east-1", Credentials: creds})
+	require.NoError(t, err)
+	require.Equal(t, sqs.Name, tr.Name())
+	require.ErrorContains(t, tr.Open(t.Context(), transport.OpenOptions{Consumer: "w1"}), "hold")
+	require.NoError(t, tr.Open(t.Context(), transport.OpenOptions{Consumer: "w1", Hold: time.Second}))
+	require.ErrorContains(t, tr.Open(t.Context(), transport.OpenOptions{Consumer: "w2", Hold: time.Second}), "already open")
 }

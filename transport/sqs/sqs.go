@@ -1,16 +1,27 @@
-// Package sqs is the Amazon SQS transport, over the AWS SDK for Go v2: task ids are message
-// bodies, sent in batches of ten (SendMessageBatch), received by long polling in batches of up
-// to ten, held by a visibility timeout aligned with the task's lease, and deleted
-// (DeleteMessageBatch) once the task's outcome is committed.
+// Package sqs is the Amazon SQS transport of taskorch workers, over the AWS SDK for Go v2 (see
+// package transport for the contract, docs/transports.md for how it compares).
+//
+// Task ids are message bodies, sent in batches of ten (SendMessageBatch), received by long
+// polling in batches of up to ten, held by a visibility timeout aligned with the task's lease
+// (the hold the worker gives at Open), and deleted (DeleteMessageBatch) once the task's outcome
+// is committed.
+//
+//	tr, err := sqs.New(ctx, sqs.Config{QueueURL: os.Getenv("SQS_QUEUE_URL")})
+//	if err != nil {
+//		return err // a malformed queue URL, or the AWS configuration does not load
+//	}
+//	w, err := taskorch.NewWorker(pool, &taskorch.WorkerConfig{Transport: tr, Handlers: hs})
 //
 // Verified against the local server in internal/sqstest (the JSON protocol subset taskorch
 // uses), not against AWS.
 package sqs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strconv"
 	"strings"
@@ -22,12 +33,16 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/taskorch/taskorch/internal/transport"
+	"github.com/taskorch/taskorch/transport"
 )
+
+// Name is the transport's name (Transport.Name), as in TASKORCH_TRANSPORT.
+const Name = "sqs"
 
 // Defaults and bounds of Config.
 const (
-	DefaultWait   = 10 * time.Second
+	DefaultWait = 10 * time.Second
+	// DefaultHold is the visibility timeout of received messages until Open sets the hold.
 	DefaultHold   = 5 * time.Minute
 	maxBatch      = 10               // SQS's batch limit
 	maxVisibility = 12 * time.Hour   // SQS's visibility timeout limit
@@ -35,7 +50,7 @@ const (
 	parallelCalls = 8                // batch calls in flight at once for one Send/Ack
 )
 
-// Config configures a Transport.
+// Config configures a Transport. Only QueueURL is required.
 type Config struct {
 	// QueueURL is the queue's URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME).
 	QueueURL string
@@ -48,34 +63,42 @@ type Config struct {
 	// Credentials sign requests. Defaults to the SDK's default chain (environment, shared
 	// files, SSO, container and instance roles).
 	Credentials aws.CredentialsProvider
-	// Hold is the visibility timeout of a received message (whole seconds, at most 12 hours).
-	// Defaults to DefaultHold.
-	Hold time.Duration
 	// Wait is the long poll of one ReceiveMessage (at most 20 seconds). Defaults to DefaultWait.
 	Wait time.Duration
 }
 
-// Transport is the SQS transport. Create it with New.
+// Transport is the SQS transport. Make it with New; a worker opens it (Open) with the hold
+// its lease needs, the visibility timeout of the messages it receives.
 type Transport struct {
 	cfg       Config
 	client    *awssqs.Client
 	queueName string
 	owner     string
+
+	mu     sync.Mutex
+	opened string        // the consumer that opened it
+	hold   time.Duration // visibility timeout of received messages (whole seconds, at most 12h)
 }
 
 var _ transport.Transport = (*Transport)(nil)
 
-// ParseQueueURL checks a queue URL and returns the queue's name and owner account (the last two
-// path segments; the owner may be empty).
-func ParseQueueURL(raw string) (name, owner string, err error) {
+// parseQueueURL checks a queue URL and returns the queue's name and owner account (the last two
+// path segments; the owner may be empty). Its errors quote the URL with any password redacted.
+func parseQueueURL(raw string) (name, owner string, err error) {
+	if raw == "" {
+		return "", "", errors.New("the sqs transport needs a queue URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME)")
+	}
 	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", "", fmt.Errorf("SQS queue URL %q: want http(s)://host/ACCOUNT/NAME", raw)
+	if err != nil {
+		return "", "", errors.New("SQS queue URL: want http(s)://host/ACCOUNT/NAME") // url's error would quote it
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return "", "", fmt.Errorf("SQS queue URL %q: want http(s)://host/ACCOUNT/NAME", u.Redacted())
 	}
 	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
 	name = parts[len(parts)-1]
 	if name == "" {
-		return "", "", fmt.Errorf("SQS queue URL %q has no queue name", raw)
+		return "", "", fmt.Errorf("SQS queue URL %q has no queue name", u.Redacted())
 	}
 	if len(parts) >= 2 {
 		owner = parts[len(parts)-2]
@@ -96,17 +119,14 @@ func regionOf(raw string) string {
 	return ""
 }
 
-// New returns a Transport for cfg. It loads the SDK's configuration (region, credentials) but
-// does not call SQS.
+// New returns a Transport for cfg, or an error when cfg.QueueURL is empty or malformed or the
+// SDK's configuration does not load. It loads the configuration (region, credentials) but
+// does not call SQS: Ping does.
 func New(ctx context.Context, cfg Config) (*Transport, error) {
-	name, owner, err := ParseQueueURL(cfg.QueueURL)
+	name, owner, err := parseQueueURL(cfg.QueueURL)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Hold <= 0 {
-		cfg.Hold = DefaultHold
-	}
-	cfg.Hold = min(cfg.Hold, maxVisibility)
 	if cfg.Wait <= 0 {
 		cfg.Wait = DefaultWait
 	}
@@ -136,11 +156,34 @@ func New(ctx context.Context, cfg Config) (*Transport, error) {
 		// Fail fast when SQS is away, so the worker falls back to PostgreSQL quickly.
 		o.RetryMaxAttempts = 2
 	})
-	return &Transport{cfg: cfg, client: client, queueName: name, owner: owner}, nil
+	return &Transport{cfg: cfg, client: client, queueName: name, owner: owner, hold: DefaultHold}, nil
 }
 
-// Name returns transport.SQS.
-func (*Transport) Name() string { return transport.SQS }
+// Name returns Name.
+func (*Transport) Name() string { return Name }
+
+// String returns Name.
+func (*Transport) String() string { return Name }
+
+// LogValue logs a Transport as its name.
+func (*Transport) LogValue() slog.Value { return slog.StringValue(Name) }
+
+// Open sets the hold, the visibility timeout of the messages Receive returns and Extend
+// extends (rounded up to whole seconds, at most 12 hours). SQS has no consumer names: opts.Consumer
+// only tells who opened the transport. It does not call SQS.
+func (t *Transport) Open(_ context.Context, opts transport.OpenOptions) error {
+	if opts.Hold <= 0 {
+		return fmt.Errorf("sqs: Open needs a positive hold, got %s", opts.Hold)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.opened != "" {
+		return fmt.Errorf("sqs: the transport is already open for consumer %q (a transport serves one worker)", t.opened)
+	}
+	t.opened = cmp.Or(opts.Consumer, "(unnamed)")
+	t.hold = min(opts.Hold, maxVisibility)
+	return nil
+}
 
 // Close does nothing: the SDK's HTTP client needs no closing.
 func (*Transport) Close() error { return nil }
@@ -228,7 +271,10 @@ func (t *Transport) Receive(ctx context.Context, n int) ([]transport.Message, er
 }
 
 func (t *Transport) visibility() int32 {
-	secs := (t.cfg.Hold + time.Second - 1) / time.Second
+	t.mu.Lock()
+	hold := t.hold
+	t.mu.Unlock()
+	secs := (hold + time.Second - 1) / time.Second
 	return int32(secs) //nolint:gosec // at most 43200
 }
 

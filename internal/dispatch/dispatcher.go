@@ -1,4 +1,9 @@
-package transport
+// Package dispatch is a worker's machinery around its transport (docs/transports.md): the
+// Dispatcher that sends the ids of due tasks, the Health shared by the dispatcher and the
+// fetcher (fall back to PostgreSQL while the transport is down), the hold derived from the
+// lease (HoldFor), and Faults, which injects lost, duplicated and delayed messages in tests. The
+// transports themselves implement the public interface of package transport.
+package dispatch
 
 import (
 	"context"
@@ -6,7 +11,16 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/taskorch/taskorch/transport"
 )
+
+// HoldFor is the hold a worker gives its transport at Open (transport.OpenOptions.Hold): the
+// lease duration plus a margin, so that a redelivery after a worker died finds the task's lease
+// expired (and the claim rescues it) rather than still running.
+func HoldFor(lease time.Duration) time.Duration {
+	return lease + max(lease/10, 2*time.Second)
+}
 
 // DB is what the dispatcher needs of a pool.
 type DB interface {
@@ -24,7 +38,7 @@ const (
 // DispatcherConfig configures a Dispatcher.
 type DispatcherConfig struct {
 	// Transport is where ids are sent.
-	Transport Transport
+	Transport transport.Transport
 	// Health is shared with the worker's fetcher: a failed send marks the transport down, and
 	// nothing is dispatched while it is down.
 	Health *Health
@@ -234,7 +248,7 @@ func (d *Dispatcher) send(ctx context.Context, ids []int64, count func(int)) {
 		}
 		return
 	}
-	failed := Failed(err, ids)
+	failed := transport.Failed(err, ids)
 	if count != nil && len(failed) < len(ids) {
 		count(len(ids) - len(failed))
 	}

@@ -1,7 +1,10 @@
 package redisstream_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"log/slog"
 	"slices"
 	"testing"
 	"time"
@@ -10,15 +13,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch/internal/redistest"
-	"github.com/taskorch/taskorch/internal/transport"
-	"github.com/taskorch/taskorch/internal/transport/redisstream"
+	"github.com/taskorch/taskorch/transport"
+	"github.com/taskorch/taskorch/transport/redisstream"
 )
 
+// newTransport makes a transport and opens it as the worker does (no consumer: not opened, a
+// sender only).
 func newTransport(t *testing.T, url, consumer string, hold time.Duration) *redisstream.Transport {
 	t.Helper()
-	tr, err := redisstream.New(redisstream.Config{URL: url, Consumer: consumer, Hold: hold, Block: 200 * time.Millisecond})
+	tr, err := redisstream.New(redisstream.Config{URL: url, Block: 200 * time.Millisecond})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tr.Close() })
+	if consumer != "" {
+		require.NoError(t, tr.Open(t.Context(), transport.OpenOptions{Consumer: consumer, Hold: hold}))
+	}
 	return tr
 }
 
@@ -125,4 +133,38 @@ func TestSendBeforeGroup(t *testing.T) {
 	require.NoError(t, sender.Send(t.Context(), []int64{5, 6}))
 	tr := newTransport(t, srv.URL(0), "w1", time.Minute)
 	require.Equal(t, []int64{5, 6}, ids(receiveAll(t, tr, 2)))
+}
+
+// New checks the URL without connecting, and never quotes it (it may hold a password); Open
+// needs a consumer and a hold, once; Receive and Extend need Open.
+func TestConfig(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ url, want string }{
+		{"", "needs a Redis URL"},
+		{"http://x", "redis URL"},
+		{"redis://u:s3cret@host:port/0", "redis URL"},
+		{"redis://:s3cret@host/x", "redis URL"},
+	} {
+		tr, err := redisstream.New(redisstream.Config{URL: tc.url})
+		require.ErrorContains(t, err, tc.want, tc.url)
+		require.NotContains(t, err.Error(), "s3cret", "the password is not quoted")
+		require.Nil(t, tr)
+	}
+
+	tr, err := redisstream.New(redisstream.Config{URL: "redis://u:s3cret@127.0.0.1:1/0"})
+	require.NoError(t, err)
+	defer func() { _ = tr.Close() }()
+	require.Equal(t, redisstream.Name, tr.Name())
+	require.NotContains(t, fmt.Sprintf("%v %+v %s", tr, tr, tr), "s3cret", "printing a transport does not show its URL")
+	var buf bytes.Buffer
+	slog.New(slog.NewTextHandler(&buf, nil)).Info("x", "transport", tr)
+	require.Contains(t, buf.String(), "transport=redis")
+
+	_, err = tr.Receive(t.Context(), 1)
+	require.ErrorContains(t, err, "before Open")
+	require.ErrorContains(t, tr.Extend(t.Context(), []transport.Message{{TaskID: 1, Handle: "1-0"}}), "before Open")
+	require.ErrorContains(t, tr.Open(t.Context(), transport.OpenOptions{Hold: time.Second}), "consumer")
+	require.ErrorContains(t, tr.Open(t.Context(), transport.OpenOptions{Consumer: "w1"}), "hold")
+	require.NoError(t, tr.Open(t.Context(), transport.OpenOptions{Consumer: "w1", Hold: time.Second}))
+	require.ErrorContains(t, tr.Open(t.Context(), transport.OpenOptions{Consumer: "w2", Hold: time.Second}), "already open")
 }

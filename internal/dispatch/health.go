@@ -1,4 +1,4 @@
-package transport
+package dispatch
 
 import (
 	"context"

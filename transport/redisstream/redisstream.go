@@ -1,8 +1,17 @@
-// Package redisstream is the Redis Streams transport: task ids are entries of one stream, read
-// by workers through one consumer group (XREADGROUP with BLOCK, in batches), acknowledged with
-// XACK once the task's outcome is committed. Entries left pending by a dead consumer are taken
-// over with XAUTOCLAIM once idle longer than the hold; the stream is trimmed (MINID, below the
-// oldest entry still pending or undelivered, and a MAXLEN ~ bound at XADD).
+// Package redisstream is the Redis Streams transport of taskorch workers (see package
+// transport for the contract, docs/transports.md for how it compares).
+//
+// Task ids are entries of one stream, read by the workers through one consumer group
+// (XREADGROUP with BLOCK, in batches) and acknowledged with XACK once the task's outcome is
+// committed. Entries left pending by a dead consumer are taken over with XAUTOCLAIM once idle
+// longer than the hold; the stream is trimmed (MINID, below the oldest entry still pending or
+// undelivered, and a MAXLEN ~ bound at XADD).
+//
+//	tr, err := redisstream.New(redisstream.Config{URL: os.Getenv("REDIS_URL")})
+//	if err != nil {
+//		return err // a malformed URL; the password is never quoted
+//	}
+//	w, err := taskorch.NewWorker(pool, &taskorch.WorkerConfig{Transport: tr, Handlers: hs})
 package redisstream
 
 import (
@@ -17,8 +26,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/taskorch/taskorch/internal/transport"
+	"github.com/taskorch/taskorch/transport"
 )
+
+// Name is the transport's name (Transport.Name), as in TASKORCH_TRANSPORT.
+const Name = "redis"
 
 // Defaults of Config.
 const (
@@ -26,42 +38,40 @@ const (
 	DefaultGroup  = "taskorch"
 	DefaultBlock  = time.Second
 	DefaultMaxLen = 1_000_000
-	DefaultHold   = 5 * time.Minute
 )
 
 // deadConsumerIdle: a consumer with nothing pending, silent this long, is removed from the group.
 const deadConsumerIdle = time.Hour
 
-// Config configures a Transport.
+// Config configures a Transport. Only URL is required.
 type Config struct {
 	// URL is the Redis URL: redis://[user:password@]host:port[/db], or rediss:// for TLS.
 	URL string
-	// Stream is the stream's key. Defaults to DefaultStream.
+	// Stream is the stream's key. Defaults to DefaultStream. Workers that run different task
+	// types (WorkerConfig.OnlyKnownTypes) need a stream (or a database) per fleet.
 	Stream string
 	// Group is the consumer group. Defaults to DefaultGroup.
 	Group string
-	// Consumer names this worker in the group (the worker id). Required to receive.
-	Consumer string
-	// Hold is how long an entry may stay pending on a consumer that does not acknowledge or
-	// extend it before another consumer takes it over (XAUTOCLAIM). Defaults to DefaultHold.
-	Hold time.Duration
 	// Block bounds one XREADGROUP wait. Defaults to DefaultBlock.
 	Block time.Duration
 	// MaxLen bounds the stream at XADD (MAXLEN ~): a safety net above what trimming keeps.
 	// Defaults to DefaultMaxLen.
 	MaxLen int64
-	// Logger receives what the transport does on its own (taking over entries, trimming).
-	// Defaults to slog.Default().
-	Logger *slog.Logger
 }
 
-// Transport is the Redis Streams transport. Create it with New.
+// Transport is the Redis Streams transport. Make it with New; a worker opens it (Open) with
+// its id as the consumer name and the hold its lease needs.
 type Transport struct {
 	cfg Config
 	rdb *redis.Client
-	log *slog.Logger
+
+	// Set by Open.
+	consumer string
+	hold     time.Duration
+	log      *slog.Logger
 
 	mu        sync.Mutex
+	opened    bool
 	groupOK   bool      // the consumer group is known to exist
 	lastSweep time.Time // last XAUTOCLAIM / trim pass
 	cursor    string    // XAUTOCLAIM's cursor over the pending entries
@@ -69,8 +79,11 @@ type Transport struct {
 
 var _ transport.Transport = (*Transport)(nil)
 
-// ParseURL checks a Redis URL. Its errors never quote the URL, which may hold a password.
-func ParseURL(raw string) (*redis.Options, error) {
+// parseURL checks a Redis URL. Its errors never quote the URL, which may hold a password.
+func parseURL(raw string) (*redis.Options, error) {
+	if raw == "" {
+		return nil, errors.New("the redis transport needs a Redis URL (redis://[user:password@]host:port[/db])")
+	}
 	opts, err := redis.ParseURL(raw)
 	if err != nil {
 		var ue *url.Error
@@ -82,9 +95,10 @@ func ParseURL(raw string) (*redis.Options, error) {
 	return opts, nil
 }
 
-// New returns a Transport for cfg. It does not connect: the first command does.
+// New returns a Transport for cfg, or an error when cfg.URL is empty or malformed (the error
+// never quotes the URL, which may hold a password). It does not connect: Ping does.
 func New(cfg Config) (*Transport, error) {
-	opts, err := ParseURL(cfg.URL)
+	opts, err := parseURL(cfg.URL)
 	if err != nil {
 		return nil, err
 	}
@@ -99,23 +113,42 @@ func New(cfg Config) (*Transport, error) {
 	if cfg.Group == "" {
 		cfg.Group = DefaultGroup
 	}
-	if cfg.Hold <= 0 {
-		cfg.Hold = DefaultHold
-	}
 	if cfg.Block <= 0 {
 		cfg.Block = DefaultBlock
 	}
 	if cfg.MaxLen <= 0 {
 		cfg.MaxLen = DefaultMaxLen
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	return &Transport{cfg: cfg, rdb: redis.NewClient(opts), log: cfg.Logger, cursor: "0-0"}, nil
+	return &Transport{cfg: cfg, rdb: redis.NewClient(opts), log: slog.Default(), cursor: "0-0"}, nil
 }
 
-// Name returns transport.Redis.
-func (*Transport) Name() string { return transport.Redis }
+// Name returns Name.
+func (*Transport) Name() string { return Name }
+
+// String returns Name: printing a Transport never shows its URL.
+func (*Transport) String() string { return Name }
+
+// LogValue logs a Transport as its name: logging one never shows its URL.
+func (*Transport) LogValue() slog.Value { return slog.StringValue(Name) }
+
+// Open sets the consumer name and the hold (opts.Consumer and opts.Hold are required), and
+// the logger. Receive and Extend need it; Send and Ping do not. It does not connect.
+func (t *Transport) Open(_ context.Context, opts transport.OpenOptions) error {
+	if opts.Consumer == "" || opts.Hold <= 0 {
+		return fmt.Errorf("redisstream: Open needs a consumer name and a positive hold, got %q and %s", opts.Consumer, opts.Hold)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.opened {
+		return fmt.Errorf("redisstream: the transport is already open for consumer %q (a transport serves one worker)", t.consumer)
+	}
+	t.opened = true
+	t.consumer, t.hold = opts.Consumer, opts.Hold
+	if opts.Logger != nil {
+		t.log = opts.Logger
+	}
+	return nil
+}
 
 // Close closes the connections.
 func (t *Transport) Close() error { return t.rdb.Close() }
@@ -183,8 +216,8 @@ func (t *Transport) Send(ctx context.Context, ids []int64) error {
 // Receive takes over entries idle on other consumers past the hold (XAUTOCLAIM, every half
 // hold), else reads new entries (XREADGROUP ... BLOCK).
 func (t *Transport) Receive(ctx context.Context, n int) ([]transport.Message, error) {
-	if t.cfg.Consumer == "" {
-		return nil, errors.New("redisstream: Receive needs Config.Consumer")
+	if t.consumer == "" {
+		return nil, errors.New("redisstream: Receive before Open")
 	}
 	if err := t.ensureGroup(ctx, false); err != nil {
 		return nil, err
@@ -193,7 +226,7 @@ func (t *Transport) Receive(ctx context.Context, n int) ([]transport.Message, er
 		return msgs, err
 	}
 	res, err := t.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
-		Group: t.cfg.Group, Consumer: t.cfg.Consumer,
+		Group: t.cfg.Group, Consumer: t.consumer,
 		Streams: []string{t.cfg.Stream, ">"},
 		Count:   int64(n), Block: t.cfg.Block,
 	}).Result()
@@ -236,7 +269,7 @@ func (t *Transport) decode(ctx context.Context, out []transport.Message, entries
 // needed, and forgets consumers that are long gone.
 func (t *Transport) sweep(ctx context.Context, n int) ([]transport.Message, error) {
 	t.mu.Lock()
-	due := time.Since(t.lastSweep) >= t.cfg.Hold/2
+	due := time.Since(t.lastSweep) >= t.hold/2
 	if due {
 		t.lastSweep = time.Now()
 	}
@@ -246,8 +279,8 @@ func (t *Transport) sweep(ctx context.Context, n int) ([]transport.Message, erro
 		return nil, nil
 	}
 	entries, next, err := t.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-		Stream: t.cfg.Stream, Group: t.cfg.Group, Consumer: t.cfg.Consumer,
-		MinIdle: t.cfg.Hold, Start: cursor, Count: int64(n),
+		Stream: t.cfg.Stream, Group: t.cfg.Group, Consumer: t.consumer,
+		MinIdle: t.hold, Start: cursor, Count: int64(n),
 	}).Result()
 	if err != nil && !isNoGroup(err) {
 		return nil, fmt.Errorf("xautoclaim: %w", err)
@@ -293,7 +326,7 @@ func (t *Transport) trim(ctx context.Context) {
 		return
 	}
 	for _, c := range consumers {
-		if c.Name != t.cfg.Consumer && c.Pending == 0 && c.Idle > deadConsumerIdle {
+		if c.Name != t.consumer && c.Pending == 0 && c.Idle > deadConsumerIdle {
 			_ = t.rdb.XGroupDelConsumer(ctx, t.cfg.Stream, t.cfg.Group, c.Name).Err()
 		}
 	}
@@ -324,8 +357,11 @@ func (t *Transport) Extend(ctx context.Context, msgs []transport.Message) error 
 	if len(msgs) == 0 {
 		return nil
 	}
+	if t.consumer == "" {
+		return errors.New("redisstream: Extend before Open")
+	}
 	return t.rdb.XClaimJustID(ctx, &redis.XClaimArgs{
-		Stream: t.cfg.Stream, Group: t.cfg.Group, Consumer: t.cfg.Consumer, Messages: handles(msgs),
+		Stream: t.cfg.Stream, Group: t.cfg.Group, Consumer: t.consumer, Messages: handles(msgs),
 	}).Err()
 }
 
