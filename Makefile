@@ -26,6 +26,10 @@ deps: ## Install PostgreSQL if missing (apt, as root); otherwise say how
 test: deps ## Run every test against one private PostgreSQL
 	$(WITHPG) -- $(GO) test -count=1 $(PKGS)
 
+.PHONY: schema
+schema: deps ## Regenerate schema.sql (every definition after all migrations; make test checks it)
+	$(WITHPG) -- $(GO) run ./internal/cmd/schemadump -o schema.sql
+
 .PHONY: test-race
 test-race: deps ## Run every test with the race detector
 	$(WITHPG) -- $(GO) test -count=1 -race $(PKGS)

@@ -62,8 +62,7 @@ func newClient(t *testing.T) (*taskorch.Client, *pgxpool.Pool) {
 // through its attempts without waiting out the backoff.
 func noRetryDelay(t testing.TB, db taskorch.DBTX) {
 	t.Helper()
-	mustExec(t, db, `create or replace function queues.retry_delay(_attempt integer) returns interval
-		language sql volatile as $$ select interval '0' $$`)
+	mustExec(t, db, `update queues.settings set retry_backoff_max = interval '0'`)
 }
 
 // waitLeaseExpired waits, on the database's clock, until the task's lease has expired.

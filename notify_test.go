@@ -42,7 +42,7 @@ func TestEnqueueNotifiesOncePerStatement(t *testing.T) {
 	require.Equal(t, 1, wakeupsBeforeMarker(ctx, t, listener, conn))
 }
 
-// With queues.notify_coalesce_ms() replaced, enqueues inside the window share one NOTIFY, and
+// With queues.settings.notify_coalesce_ms set, enqueues inside the window share one NOTIFY, and
 // the tasks whose enqueue skipped it are still claimed: the worker polls.
 func TestEnqueueNotifyCoalesced(t *testing.T) {
 	t.Parallel()
@@ -64,8 +64,7 @@ func TestEnqueueNotifyCoalesced(t *testing.T) {
 	startWorker(t, pool, &taskorch.WorkerConfig{Handlers: hs})
 
 	// A window of a minute: three enqueues from two sessions, one notification.
-	_, err = conn.Exec(ctx, `create or replace function queues.notify_coalesce_ms() returns integer
-		language sql stable as $$ select 60000 $$`)
+	_, err = conn.Exec(ctx, `update queues.settings set notify_coalesce_ms = 60000`)
 	require.NoError(t, err)
 	var ids [3]int64
 	for i, db := range []*pgx.Conn{conn, listener, conn} {
@@ -93,8 +92,7 @@ func TestEnqueueNotifyCoalesced(t *testing.T) {
 	require.Equal(t, 1, wakeupsBeforeMarker(ctx, t, listener, conn))
 
 	// Back to 0, the default: every statement notifies again.
-	_, err = conn.Exec(ctx, `create or replace function queues.notify_coalesce_ms() returns integer
-		language sql stable as $$ select 0 $$`)
+	_, err = conn.Exec(ctx, `update queues.settings set notify_coalesce_ms = 0`)
 	require.NoError(t, err)
 	for range 2 {
 		_, err = conn.Exec(ctx, `select queues.enqueue('n', '{}')`)

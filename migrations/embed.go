@@ -12,3 +12,8 @@ import "embed"
 //
 //go:embed */*.sql
 var FS embed.FS
+
+// Sets lists every migration set in FS, in an order they can be applied in: core first, then
+// each process set after the sets it needs. schema.sql (the repository's root) is the schema
+// after all of them.
+var Sets = []string{"core", "comms", "files", "accounts"}

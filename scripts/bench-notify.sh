@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Concurrent single enqueues against queues.notify_coalesce_ms(): pgbench, 16 clients, each
-# transaction one queues.enqueue, with the function at 0 (the default), at 10, and with the
+# transaction one queues.enqueue, with the setting at 0 (the default), at 10, and with the
 # NOTIFY trigger disabled, alternating, ROUNDS times. docs/benchmarks.md, "Where the time goes:
 # latency", quotes its output.
 #
@@ -8,7 +8,8 @@
 #     'DATABASE_URL=$TASKORCH_TEST_DATABASE_URL bash scripts/bench-notify.sh'
 #
 # It migrates DATABASE_URL, writes tasks of type bench.notify, and deletes them after each run,
-# and leaves the function at 0 and the trigger enabled, also when interrupted.
+# and leaves queues.settings.notify_coalesce_ms at 0 and the trigger enabled, also when
+# interrupted.
 set -euo pipefail
 : "${DATABASE_URL:?set DATABASE_URL to a database this may migrate and write to}"
 ROUNDS=${ROUNDS:-3}
@@ -23,8 +24,7 @@ trap 'rm -f "$script"; set_window 0; psql -qX "$DATABASE_URL" -c "alter table qu
 echo "select queues.enqueue('bench.notify', '{}');" >"$script"
 
 set_window() {
-	psql -qX -v ON_ERROR_STOP=1 "$DATABASE_URL" -c "create or replace function queues.notify_coalesce_ms()
-		returns integer language sql stable parallel safe as \$\$ select $1 \$\$" >/dev/null
+	psql -qX -v ON_ERROR_STOP=1 "$DATABASE_URL" -c "update queues.settings set notify_coalesce_ms = $1" >/dev/null
 }
 run() {
 	local tps lat

@@ -113,7 +113,7 @@ func newBenchLatencyCmd(g *globals, f *benchFlags) *cobra.Command {
 	cmd.Flags().DurationVar(&c.Duration, "duration", 10*time.Second, "how long tasks arrive (measured)")
 	cmd.Flags().DurationVar(&c.Warmup, "warmup", time.Second, "how long tasks arrive before the measured ones")
 	cmd.Flags().IntVar(&c.Enqueuers, "enqueuers", 64, "connections enqueuing in parallel")
-	cmd.Flags().Int("notify-coalesce-ms", 0, "set queues.notify_coalesce_ms() for the run, then put it back (unset: keep the database's)")
+	cmd.Flags().Int("notify-coalesce-ms", 0, "set queues.settings.notify_coalesce_ms for the run, then put it back (unset: keep the database's)")
 	return cmd
 }
 

@@ -30,8 +30,7 @@ func TestE2EMetricsAndReadiness(t *testing.T) {
 	pool := openPool(t, url)
 	_, err = taskorch.Migrate(ctx, pool, nil)
 	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `create or replace function queues.retry_delay(_attempt integer) returns interval
-		language sql volatile as $$ select interval '0' $$`)
+	_, err = pool.Exec(ctx, `update queues.settings set retry_backoff_max = interval '0'`)
 	require.NoError(t, err)
 
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))

@@ -133,7 +133,10 @@ func TestLatencyNotifyCoalesce(t *testing.T) {
 	require.Equal(t, 100, r.Tasks, "every task ran, woken or polled")
 	require.Equal(t, 5, r.NotifyCoalesceMS)
 	require.Contains(t, asJSON(t, r), "notify_coalesce_ms")
-	require.Equal(t, 0, scalar[int](t, db, `select queues.notify_coalesce_ms()`), "put back")
+	require.Equal(t, 0, scalar[int](t, db, `select notify_coalesce_ms from queues.settings`), "put back")
+	require.Equal(t, 0, scalar[int](t, db, `select queues.notify_coalesce_ms()`))
+	require.True(t, scalar[bool](t, db, `select prosrc like '%queues.settings%' from pg_proc
+		where oid = 'queues.notify_coalesce_ms()'::regprocedure`), "set through the settings row: the function is the migration's")
 
 	bad := -1
 	_, err = bench.Latency(t.Context(), e, bench.LatencyConfig{Rate: 200, Duration: 100 * time.Millisecond, NotifyCoalesceMS: &bad})

@@ -28,8 +28,8 @@ type LatencyConfig struct {
 	// Enqueuers is how many connections enqueue (in parallel): enough that a slow commit does
 	// not hold up the next arrivals. Defaults to 64.
 	Enqueuers int
-	// NotifyCoalesceMS, when set, is queues.notify_coalesce_ms() for the run; the database's
-	// value is put back after it. Nil keeps the database's value.
+	// NotifyCoalesceMS, when set, is queues.settings.notify_coalesce_ms for the run; the
+	// database's value is put back after it. Nil keeps the database's value.
 	NotifyCoalesceMS *int
 }
 
