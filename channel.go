@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"sort"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/taskorch/taskorch/internal/envelope"
 )
 
@@ -76,22 +78,23 @@ type channelPayload struct {
 	ErrorHandler   string `json:"error_handler"`
 }
 
-// runChannel is the handler invoker (seeds 000/002): the before handler builds the provider
-// request, the provider is called outside any transaction, then the success handler (with
+// runChannel is the handler invoker: the before handler builds the provider request, the
+// provider is called outside any transaction, then the success handler (with
 // {original_payload, worker_payload}) or the error handler (with {original_payload, error})
-// runs in one transaction with the task's completion. A task with handlers belongs to a
-// supervisor and is always completed after processing: retries are the supervisor's new
-// attempts. A task without handlers is retried at task level when the provider fails.
-func (w *Worker) runChannel(ctx context.Context, t *Task, log *slog.Logger) bool {
+// runs in one transaction with the task's completion (inLeaseTx). A task with handlers belongs
+// to a supervisor and is always completed after processing: retries are the supervisor's new
+// attempts. A task without handlers is retried at task level when the provider fails, and its
+// success is a plain completion, written by the completer.
+func (w *Worker) runChannel(ctx context.Context, t *Task) outcome {
 	var p channelPayload
 	if err := json.Unmarshal(t.Payload, &p); err != nil {
-		return w.fail(ctx, t, log, fmt.Sprintf("%s task payload: %v", t.Type, err), false, map[string]any{"reason": "bad_payload"})
+		return failed(fmt.Sprintf("%s task payload: %v", t.Type, err), false, map[string]any{"reason": "bad_payload"})
 	}
 	owned := p.SuccessHandler != "" || p.ErrorHandler != ""
 	provider, ok := w.cfg.Channels[t.Type]
 	if !ok || provider == nil {
 		msg := fmt.Sprintf("no provider is configured for the %s channel on this worker (see %s)", t.Type, channelEnv(t.Type))
-		return w.channelFailed(ctx, t, log, p, owned, msg, false, map[string]any{"reason": "no_provider"})
+		return w.channelFailed(ctx, t, p, owned, msg, false, map[string]any{"reason": "no_provider"})
 	}
 
 	request := json.RawMessage(t.Payload)
@@ -100,12 +103,12 @@ func (w *Worker) runChannel(ctx context.Context, t *Task, log *slog.Logger) bool
 		switch {
 		case err != nil:
 			if stopped, cause := stoppedBy(ctx); stopped && cause != errTimeout {
-				return false
+				return noOutcome(fmt.Sprintf("%v during the before handler", cause))
 			}
-			return w.channelFailed(ctx, t, log, p, owned, fmt.Sprintf("before handler %s: %v", p.BeforeHandler, err), true,
+			return w.channelFailed(ctx, t, p, owned, fmt.Sprintf("before handler %s: %v", p.BeforeHandler, err), true,
 				map[string]any{"reason": "before_handler_error", "handler": p.BeforeHandler})
 		case !res.Succeeded:
-			return w.channelFailed(ctx, t, log, p, owned, fmt.Sprintf("before handler %s: %s", p.BeforeHandler, res.Outcome()), false,
+			return w.channelFailed(ctx, t, p, owned, fmt.Sprintf("before handler %s: %s", p.BeforeHandler, res.Outcome()), false,
 				map[string]any{"reason": "before_handler_refused", "handler": p.BeforeHandler})
 		}
 		request = res.Payload
@@ -117,109 +120,84 @@ func (w *Worker) runChannel(ctx context.Context, t *Task, log *slog.Logger) bool
 	resp, err := provider.Call(ctx, ChannelCall{Task: t, Request: request, IdempotencyKey: fmt.Sprintf("taskorch-task-%d", t.ID)})
 	if err != nil {
 		if stopped, cause := stoppedBy(ctx); stopped && cause != errTimeout {
-			log.Info("task stopped during the provider call", "cause", cause)
-			return false
+			return noOutcome(fmt.Sprintf("%v during the provider call", cause))
 		}
 		var discard *DiscardError
 		retriable := !errors.As(err, &discard)
 		if !retriable && discard.Err != nil {
 			err = discard.Err // the provider's own words; "not retriable" is said by the outcome
 		}
-		return w.channelFailed(ctx, t, log, p, owned, fmt.Sprintf("%s provider: %v", t.Type, err), retriable,
+		return w.channelFailed(ctx, t, p, owned, fmt.Sprintf("%s provider: %v", t.Type, err), retriable,
 			map[string]any{"reason": "provider_error"})
 	}
 	if len(resp) == 0 {
 		resp = json.RawMessage("{}")
 	}
 	if p.SuccessHandler == "" {
-		w.completed <- completion{taskID: t.ID, leaseID: *t.LeaseID, taskType: t.Type}
-		return true
+		return completed()
 	}
 	body, _ := json.Marshal(map[string]json.RawMessage{"original_payload": t.Payload, "worker_payload": resp})
-	return w.finishWithHandler(ctx, t, log, p.SuccessHandler, body, "")
+	return w.finishWithHandler(ctx, t, p.SuccessHandler, body, "")
 }
 
-// channelFailed handles a failed channel attempt: with an error handler, the handler records the
-// failure fact and the task is completed (the supervisor retries with a new attempt); without
-// handlers the attempt fails at task level.
-func (w *Worker) channelFailed(ctx context.Context, t *Task, log *slog.Logger, p channelPayload, owned bool,
-	msg string, retriable bool, errCtx map[string]any) bool {
+// channelFailed is the outcome of a failed channel attempt: with an error handler, the handler
+// records the failure fact and the task is completed (the supervisor retries with a new
+// attempt); without handlers the attempt fails at task level.
+func (w *Worker) channelFailed(ctx context.Context, t *Task, p channelPayload, owned bool,
+	msg string, retriable bool, errCtx map[string]any) outcome {
 	if !owned {
-		return w.fail(ctx, t, log, msg, retriable, errCtx)
+		return failed(msg, retriable, errCtx)
 	}
 	if p.ErrorHandler == "" {
 		// Owned by a supervisor that did not ask to hear about failures: record and complete.
-		return w.finishWithHandler(ctx, t, log, "", nil, msg)
+		return w.finishWithHandler(ctx, t, "", nil, msg)
 	}
 	body, _ := json.Marshal(map[string]any{"original_payload": json.RawMessage(t.Payload), "error": truncate(msg, maxErrorBytes)})
-	return w.finishWithHandler(ctx, t, log, p.ErrorHandler, body, msg)
+	return w.finishWithHandler(ctx, t, p.ErrorHandler, body, msg)
 }
 
-// finishWithHandler runs handler (if any) with body and completes the task, in one transaction
-// under the locked lease; failure, when not empty, is recorded in queues.error in it too. If the
-// handler raises, everything rolls back and the attempt fails (the task runs again: the provider
-// may be called twice, see docs/guarantees.md).
-func (w *Worker) finishWithHandler(ctx context.Context, t *Task, log *slog.Logger, handler string, body []byte, failure string) bool {
+// finishWithHandler runs handler (if any) with body and completes the task, in one
+// lease-locked transaction (inLeaseTx); failure, when not empty, is recorded in queues.error in
+// it too. If the handler raises, everything rolls back and the attempt fails (the task runs
+// again: the provider may be called twice, see docs/guarantees.md). It runs even when the
+// task's context was cancelled (a timeout) once the provider has answered.
+func (w *Worker) finishWithHandler(ctx context.Context, t *Task, handler string, body []byte, failure string) outcome {
 	if failure != "" {
 		spanFailed(ctx, failure, false)
 	}
 	octx, cancel := outcomeContext(ctx)
 	defer cancel()
 	errCtx := map[string]any{"handler": handler}
-	tx, err := w.pool.Begin(octx)
-	if err != nil {
-		return w.fail(ctx, t, log, fmt.Sprintf("handler %s: %v", handler, err), true, errCtx)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	var held bool
-	if err := tx.QueryRow(octx, `select queues.lock_lease($1, $2)`, t.ID, *t.LeaseID).Scan(&held); err != nil {
-		return w.fail(ctx, t, log, fmt.Sprintf("handler %s: %v", handler, err), true, errCtx)
-	}
-	if !held {
-		w.metrics.leaseLost()
-		log.Warn("lease lost before the handler ran; nothing recorded", "handler", handler)
-		return false
-	}
-	if failure != "" {
-		if _, err := tx.Exec(octx, `select queues.record_error($1, $2, $3, $4)`, t.ID, *t.LeaseID, truncate(failure, maxErrorBytes),
-			map[string]any{"channel": t.Type, "error_handler": handler}); err != nil {
-			return w.fail(ctx, t, log, fmt.Sprintf("record channel failure: %v", err), true, errCtx)
-		}
-	}
-	if handler != "" {
-		var raw []byte
-		if err := tx.QueryRow(octx, `select internal.run_function($1, $2)`, handler, body).Scan(&raw); err != nil {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
-			return w.fail(ctx, t, log, fmt.Sprintf("handler %s: %v", handler, err), true, errCtx)
-		}
-		if res, err := envelope.Parse(raw); err != nil || !res.Succeeded {
-			outcome := res.Outcome()
-			if err != nil {
-				outcome = err.Error()
-			}
-			if _, err := tx.Exec(octx, `select queues.record_error($1, $2, $3, $4)`, t.ID, *t.LeaseID,
-				truncate(fmt.Sprintf("handler %s: %s", handler, outcome), maxErrorBytes), errCtx); err != nil {
-				return w.fail(ctx, t, log, fmt.Sprintf("record handler outcome: %v", err), true, errCtx)
+	onErr := func(err error) outcome { return failed(fmt.Sprintf("handler %s: %v", handler, err), true, errCtx) }
+	return w.inLeaseTx(octx, t, func(ctx context.Context, tx pgx.Tx) (outcome, bool) {
+		if failure != "" {
+			if _, err := tx.Exec(ctx, `select queues.record_error($1, $2, $3, $4)`, t.ID, *t.LeaseID, truncate(failure, maxErrorBytes),
+				map[string]any{"channel": t.Type, "error_handler": handler}); err != nil {
+				return failed(fmt.Sprintf("record channel failure: %v", err), true, errCtx), false
 			}
 		}
-	}
-	var ok bool
-	if err := tx.QueryRow(octx, `select queues.complete_task($1, $2)`, t.ID, *t.LeaseID).Scan(&ok); err != nil {
-		return w.fail(ctx, t, log, fmt.Sprintf("complete after handler %s: %v", handler, err), true, errCtx)
-	}
-	if !ok {
-		w.metrics.outcomeRefused()
-		log.Warn("completion refused: the lease was lost; the handler's work was rolled back", "handler", handler)
-		return false
-	}
-	if err := tx.Commit(octx); err != nil {
-		return w.fail(ctx, t, log, fmt.Sprintf("commit after handler %s: %v", handler, err), true, errCtx)
-	}
-	w.metrics.taskCompleted(t.Type)
-	if failure != "" {
-		log.Warn("channel attempt failed; recorded by the error handler", "error", logValue(failure), "handler", handler)
-	}
-	return true
+		if handler != "" {
+			var raw []byte
+			if err := tx.QueryRow(ctx, `select internal.run_function($1, $2)`, handler, body).Scan(&raw); err != nil {
+				return onErr(err), false
+			}
+			if res, err := envelope.Parse(raw); err != nil || !res.Succeeded {
+				outcome := res.Outcome()
+				if err != nil {
+					outcome = err.Error()
+				}
+				if _, err := tx.Exec(ctx, `select queues.record_error($1, $2, $3, $4)`, t.ID, *t.LeaseID,
+					truncate(fmt.Sprintf("handler %s: %s", handler, outcome), maxErrorBytes), errCtx); err != nil {
+					return failed(fmt.Sprintf("record handler outcome: %v", err), true, errCtx), false
+				}
+			}
+		}
+		o := completed()
+		if failure != "" {
+			o = o.withNote(slog.LevelWarn, "channel attempt failed; recorded by the error handler", "error", logValue(failure), "handler", handler)
+		}
+		return o, true
+	}, onErr)
 }
 
 // callHandler runs a before handler in its own short transaction and parses its envelope.

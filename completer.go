@@ -2,43 +2,75 @@ package taskorch
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
-// completion is a Go handler's success, waiting to be recorded.
-type completion struct {
-	taskID, leaseID int64
-	taskType        string
+const maxCompletionBatch = 1000
+
+// completions is the queue of succeeded tasks waiting for the completer. send and close are
+// safe to race: a handler that outlives the worker's shutdown finds the queue closed.
+type completions struct {
+	ch     chan *runningTask
+	mu     sync.RWMutex // held to send; close takes it for writing
+	closed bool
 }
 
-const maxCompletionBatch = 1000
+func newCompletions(size int) *completions {
+	return &completions{ch: make(chan *runningTask, size)}
+}
+
+// send queues r's completion; false when the completer has stopped.
+func (c *completions) send(r *runningTask) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return false
+	}
+	c.ch <- r
+	return true
+}
+
+// close stops the queue; the completer drains what is in it and returns.
+func (c *completions) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed {
+		c.closed = true
+		close(c.ch)
+	}
+}
 
 // runCompleter records completions in batches: one complete_tasks statement for everything that
 // finished since the last one. Under load that is many tasks per round trip; when idle, a single
-// completion is written at once. It returns when w.completed is closed and drained.
+// completion is written at once. Each task is finished (outcome.go) once its batch is written.
+// It returns when the queue is closed and drained.
 func (w *Worker) runCompleter(ctx context.Context) {
-	ids := make([]int64, 0, maxCompletionBatch)
-	leases := make([]int64, 0, maxCompletionBatch)
-	types := make([]string, 0, maxCompletionBatch)
-	for c := range w.completed {
-		ids, leases, types = append(ids[:0], c.taskID), append(leases[:0], c.leaseID), append(types[:0], c.taskType)
+	batch := make([]*runningTask, 0, maxCompletionBatch)
+	for r := range w.completions.ch {
+		batch = append(batch[:0], r)
 	drain:
-		for len(ids) < maxCompletionBatch {
+		for len(batch) < maxCompletionBatch {
 			select {
-			case c, ok := <-w.completed:
+			case r, ok := <-w.completions.ch:
 				if !ok {
 					break drain
 				}
-				ids, leases, types = append(ids, c.taskID), append(leases, c.leaseID), append(types, c.taskType)
+				batch = append(batch, r)
 			default:
 				break drain
 			}
 		}
-		w.flushCompletions(ctx, ids, leases, types)
+		w.flushCompletions(ctx, batch)
 	}
 }
 
-func (w *Worker) flushCompletions(ctx context.Context, ids, leases []int64, types []string) {
+func (w *Worker) flushCompletions(ctx context.Context, batch []*runningTask) {
+	ids := make([]int64, len(batch))
+	leases := make([]int64, len(batch))
+	for i, r := range batch {
+		ids[i], leases[i] = r.task.ID, *r.task.LeaseID
+	}
 	octx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	var done []int64
@@ -50,22 +82,20 @@ func (w *Worker) flushCompletions(ctx context.Context, ids, leases []int64, type
 		done, err = collectInt64s(rows)
 		return err
 	})
-	w.dl.completionsFlushed(ids, err == nil) // a transport's messages are acknowledged once written
-	if err != nil {
-		w.log.Error("could not record completions; their leases will expire and the tasks run again",
-			"tasks", len(ids), "error", err)
-		return
-	}
 	ok := make(map[int64]bool, len(done))
 	for _, id := range done {
 		ok[id] = true
 	}
-	for i, id := range ids {
-		if ok[id] {
-			w.metrics.taskCompleted(types[i])
-			continue
+	for _, r := range batch {
+		o := completed()
+		switch {
+		case err != nil:
+			o.err = err
+		case ok[r.task.ID]:
+			o.status = StatusCompleted
+		default:
+			o.refused = true
 		}
-		w.metrics.outcomeRefused()
-		w.log.Warn("completion refused: the lease was lost", "task_id", id, "task_type", types[i], "lease_id", leases[i])
+		w.finish(r, o)
 	}
 }

@@ -18,10 +18,12 @@ const maxErrorBytes = 8192
 
 var errTimeout = errors.New("taskorch: task timed out")
 
-// start runs t in its own goroutine; its slot is already taken.
+// start runs t in its own goroutine; its slot is already taken. The goroutine runs the task's
+// branch, records the outcome it returns, and frees the slot: a completion is left to the
+// completer, which finishes the task once it is written (outcome.go).
 func (w *Worker) start(inner context.Context, t *Task) {
 	ctx, cancel := context.WithCancelCause(inner)
-	r := &runningTask{task: t, cancel: cancel}
+	r := &runningTask{task: t, cancel: cancel, started: time.Now()}
 	w.metrics.taskStarted(t)
 	w.mu.Lock()
 	w.running[t.ID] = r
@@ -31,14 +33,8 @@ func (w *Worker) start(inner context.Context, t *Task) {
 		defer w.wg.Done()
 		defer func() { <-w.slots }()
 		defer cancel(nil)
-		recorded := w.execute(ctx, t)
-		w.dl.taskEnded(t.ID, recorded) // a transport's messages are acknowledged after the outcome
-		w.mu.Lock()
-		delete(w.running, t.ID)
-		if !recorded && context.Cause(ctx) == ErrShutdown {
-			w.unreleased = append(w.unreleased, r)
-		}
-		w.mu.Unlock()
+		o := w.run(ctx, r)
+		w.record(ctx, r, o)
 	}()
 }
 
@@ -50,66 +46,105 @@ func (w *Worker) taskLogger(t *Task) *slog.Logger {
 	}})
 }
 
-// execute dispatches t by type and records its outcome. It reports whether an outcome was
-// recorded (false when the lease was lost or the worker is shutting down).
-func (w *Worker) execute(ctx context.Context, t *Task) bool {
-	log := w.taskLogger(t)
-	if w.cfg.TaskTimeout > 0 {
+// run dispatches the task by type (a db_function, a channel, or a Go handler) and returns its
+// outcome. It starts the task's span, which finish ends. A Go handler's options (HandlerOpts)
+// apply here: its timeout in place of the worker's, and its attempt cap and retry delay to the
+// failure it returns.
+func (w *Worker) run(ctx context.Context, r *runningTask) outcome {
+	t := r.task
+	ctx, r.endSpan = w.startTaskSpan(ctx, t)
+	r.ctx = ctx
+	builtin := t.Type == TypeDBFunction || isChannelType(t.Type)
+	var e handlerEntry
+	var known bool
+	if !builtin {
+		e, known = w.cfg.Handlers.lookup(t.Type)
+	}
+	timeout := e.opts.timeout(w.cfg.TaskTimeout)
+	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, w.cfg.TaskTimeout, errTimeout)
+		ctx, cancel = context.WithTimeoutCause(ctx, timeout, errTimeout)
 		defer cancel()
 	}
-	ctx, endSpan := w.startTaskSpan(ctx, t)
-	defer endSpan()
-	start := time.Now()
+	log := w.taskLogger(t)
 	log.Debug("task started")
-	var recorded bool
 	switch {
 	case t.Type == TypeDBFunction:
-		recorded = w.runDBFunction(ctx, t, log)
+		return w.runDBFunction(ctx, t)
 	case isChannelType(t.Type):
-		recorded = w.runChannel(ctx, t, log)
-	default:
-		h, ok := w.cfg.Handlers.lookup(t.Type)
-		if !ok {
-			msg := fmt.Sprintf("unknown task type %q: this worker has no handler for it (it runs db_function, the channel types and %d Go handler type(s))",
-				t.Type, len(w.cfg.Handlers.Types()))
-			recorded = w.fail(ctx, t, log, msg, false, map[string]any{"reason": "unknown_task_type"})
-			break
-		}
-		recorded = w.runHandler(ctx, t, h, log)
+		return w.runChannel(ctx, t)
+	case !known:
+		return failed(fmt.Sprintf("unknown task type %q: this worker has no handler for it (it runs db_function, the channel types and %d Go handler type(s))",
+			t.Type, len(w.cfg.Handlers.Types())), false, map[string]any{"reason": "unknown_task_type"})
 	}
-	w.metrics.taskFinished(t, time.Since(start))
-	log.Debug("task finished", "duration", time.Since(start), "recorded", recorded)
-	return recorded
+	if limit := e.opts.MaxAttempts; limit > 0 && t.Attempt > limit {
+		// Claimed past the handler's cap: an earlier attempt's lease expired, which counts.
+		o := failed(fmt.Sprintf("attempt %d is past the handler's MaxAttempts of %d (an earlier attempt's lease expired); not run",
+			t.Attempt, limit), true, map[string]any{"handler": "go", "reason": "handler_max_attempts"})
+		o.maxAttempts = limit
+		return o
+	}
+	return w.runHandler(ctx, t, e, timeout)
 }
 
-// runHandler runs a Go handler and records what it returned.
-func (w *Worker) runHandler(ctx context.Context, t *Task, h Handler, log *slog.Logger) bool {
-	err := safeWork(ctx, h, t)
+// runHandler runs a Go handler and turns what it returned into an outcome. timeout is the
+// attempt's bound (0: none), for the message of a timeout.
+func (w *Worker) runHandler(ctx context.Context, t *Task, e handlerEntry, timeout time.Duration) outcome {
+	err := safeWork(ctx, e.h, t)
 	if err == nil {
 		// Done, even if the worker is stopping: a completion under a lost lease is refused.
-		w.dl.toCompleter(t.ID)
-		w.completed <- completion{taskID: t.ID, leaseID: *t.LeaseID, taskType: t.Type}
-		return true
+		return completed()
 	}
 	if stopped, cause := stoppedBy(ctx); stopped && cause != errTimeout {
-		log.Info("task stopped without an outcome", "cause", cause, "error", err)
-		return false
+		return noOutcome(fmt.Sprintf("%v (the handler returned: %v)", cause, err))
 	}
 	var snooze *SnoozeError
 	var discard *DiscardError
+	var o outcome
 	switch {
 	case errors.As(err, &snooze):
-		return w.snooze(ctx, t, log, snooze.Duration)
+		return snoozed(snooze.Duration)
 	case errors.As(err, &discard):
-		return w.fail(ctx, t, log, discard.Err.Error(), false, map[string]any{"handler": "go", "discarded": true})
+		return failed(discard.Err.Error(), false, map[string]any{"handler": "go", "discarded": true})
 	case context.Cause(ctx) == errTimeout:
-		return w.fail(ctx, t, log, fmt.Sprintf("timed out after %s: %v", w.cfg.TaskTimeout, err), true,
-			map[string]any{"handler": "go", "reason": "timeout"})
+		err = fmt.Errorf("timed out after %s: %w", timeout, err)
+		o = failed(err.Error(), true, map[string]any{"handler": "go", "reason": "timeout"})
 	default:
-		return w.fail(ctx, t, log, err.Error(), true, map[string]any{"handler": "go"})
+		o = failed(err.Error(), true, map[string]any{"handler": "go"})
 	}
+	w.applyRetryPolicy(&o, t, e.opts, err)
+	return o
+}
+
+// applyRetryPolicy sets a retriable failure's attempt cap and retry delay from the handler's
+// options; without them the failure is written by fail_task, with the database's policy.
+func (w *Worker) applyRetryPolicy(o *outcome, t *Task, opts HandlerOpts, err error) {
+	o.maxAttempts = opts.MaxAttempts
+	if opts.RetryDelay == nil {
+		return
+	}
+	limit := t.MaxAttempts
+	if opts.MaxAttempts > 0 {
+		limit = min(limit, opts.MaxAttempts)
+	}
+	if t.Attempt >= limit {
+		return // no retry follows: the task ends dead
+	}
+	if d, ok := w.retryDelay(t, opts.RetryDelay, err); ok {
+		o.retryDelay = &d
+	}
+}
+
+// retryDelay calls a handler's RetryDelay; ok is false when it panicked (logged), and the
+// database's backoff applies.
+func (w *Worker) retryDelay(t *Task, fn func(attempt int, err error) time.Duration, err error) (d time.Duration, ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			w.taskLogger(t).Error("the handler's RetryDelay panicked; the database's backoff applies", "panic", fmt.Sprint(v))
+			ok = false
+		}
+	}()
+	return max(fn(t.Attempt, err), 0), true
 }
 
 // stoppedBy reports whether ctx was cancelled by the worker (lease lost, shutdown or timeout).
@@ -143,49 +178,6 @@ func safeWork(ctx context.Context, h Handler, t *Task) (err error) {
 // own context was cancelled (a timeout), and are bounded on their own.
 func outcomeContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-}
-
-// fail records a failed attempt: retried with backoff while attempts remain if retriable, else
-// failed for good.
-func (w *Worker) fail(ctx context.Context, t *Task, log *slog.Logger, msg string, retriable bool, errCtx map[string]any) bool {
-	msg = truncate(msg, maxErrorBytes)
-	spanFailed(ctx, msg, retriable)
-	octx, cancel := outcomeContext(ctx)
-	defer cancel()
-	var status *string
-	err := w.retryDB(octx, "fail task", func(ctx context.Context) error {
-		return w.pool.QueryRow(ctx, `select queues.fail_task($1, $2, $3, $4, $5)::text`,
-			t.ID, msg, *t.LeaseID, retriable, errCtx).Scan(&status)
-	})
-	switch {
-	case err != nil:
-		log.Error("could not record the failure; the lease will expire and the task run again", "error", err, "failure", logValue(msg))
-		return false
-	case status == nil:
-		w.metrics.outcomeRefused()
-		log.Warn("failure refused: the lease was lost", "failure", logValue(msg))
-		return false
-	}
-	w.metrics.taskFailed(t, *status)
-	log.Warn("task failed", "error", logValue(msg), "retriable", retriable, "status", *status)
-	return true
-}
-
-func (w *Worker) snooze(ctx context.Context, t *Task, log *slog.Logger, d time.Duration) bool {
-	octx, cancel := outcomeContext(ctx)
-	defer cancel()
-	var ok bool
-	err := w.retryDB(octx, "snooze task", func(ctx context.Context) error {
-		return w.pool.QueryRow(ctx, `select queues.snooze_task($1, $2, now() + $3::interval)`,
-			t.ID, *t.LeaseID, d.String()).Scan(&ok)
-	})
-	if err != nil || !ok {
-		log.Warn("snooze not recorded", "error", err, "lease_lost", !ok)
-		return false
-	}
-	w.metrics.taskSnoozed(t)
-	log.Info("task snoozed", "for", d)
-	return true
 }
 
 // retryDB runs fn until it succeeds, ctx ends, or it fails with an error that retrying cannot

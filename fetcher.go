@@ -7,11 +7,23 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// claimTimeout bounds one claim statement (a database that stopped answering). A claim cut
+// short by it may have committed: its tasks are leased to this worker without its knowing, and
+// wait for their lease to expire, or for this worker's shutdown to give them back.
+const claimTimeout = 30 * time.Second
+
 const claimSQL = `select ` + taskColumns + ` from queues.claim_tasks($1, $2, $3::interval, $4)`
 
 // runFetcher claims tasks while there are free slots, until ctx is done or until is closed (nil:
 // never; with a transport, when it is back after an outage). Tasks run on inner, which outlives
 // ctx by the shutdown.
+//
+// Stopping is a signal the loop checks between claims, never the cancellation of a claim in
+// flight: a claim statement can commit in the database while a cancelled client throws its
+// rows away, leaving tasks leased to a worker that does not know it holds them. A claim
+// therefore runs on inner; if the worker was told to stop meanwhile, what it claimed is not
+// started, and the shutdown gives it back with everything else the database says this worker
+// holds (giveBack).
 func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}) {
 	var types []string
 	if w.cfg.OnlyKnownTypes {
@@ -24,7 +36,10 @@ func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}) {
 		if n == 0 {
 			return
 		}
-		tasks, err := w.claim(ctx, n, lease, types)
+		tasks, err := w.claim(inner, n, lease, types)
+		if ctx.Err() != nil {
+			tasks = nil // stopping: not started; given back at the shutdown
+		}
 		for range n - len(tasks) {
 			<-w.slots
 		}
@@ -82,7 +97,11 @@ func (w *Worker) takeSlots(ctx context.Context, until <-chan struct{}) int {
 	return n
 }
 
+// claim claims up to n tasks. ctx must not be the one whose end stops the worker (see
+// runFetcher); the claim is bounded by claimTimeout instead.
 func (w *Worker) claim(ctx context.Context, n int, lease string, types []string) ([]*Task, error) {
+	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
+	defer cancel()
 	rows, err := w.pool.Query(ctx, claimSQL, w.cfg.ID, n, lease, types)
 	if err != nil {
 		return nil, err

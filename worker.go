@@ -25,16 +25,15 @@ type Worker struct {
 	cfg  WorkerConfig
 	log  *slog.Logger
 
-	slots     chan struct{} // one token per running task
-	wake      chan struct{} // a NOTIFY arrived
-	completed chan completion
-	hardStop  chan struct{}
-	stopOnce  sync.Once
+	slots       chan struct{} // one token per running task
+	wake        chan struct{} // a NOTIFY arrived
+	completions *completions  // succeeded tasks, for the completer
+	hardStop    chan struct{}
+	stopOnce    sync.Once
 
-	mu         sync.Mutex
-	running    map[int64]*runningTask // by task id
-	unreleased []*runningTask         // stopped by shutdown without an outcome: to give back
-	wg         sync.WaitGroup         // running tasks
+	mu      sync.Mutex
+	running map[int64]*runningTask // by task id, from start until finish
+	wg      sync.WaitGroup         // task goroutines
 
 	// background runs alongside the fetch loop until the worker stops.
 	background []func(ctx context.Context)
@@ -42,13 +41,17 @@ type Worker struct {
 	maint      *maintenance.Maintainer // registry, heartbeats, leadership and the leader's duties
 	registered chan struct{}           // closed once the worker is in queues.worker
 	metrics    *metrics                // nil without WorkerConfig.Registerer
-	dl         *delivery               // the transport's side (delivery.go); nil with TransportPostgres
+	dl         *delivery               // the transport's side (delivery.go); nil without a transport (PostgreSQL delivery)
 	tracer     trace.Tracer            // nil without WorkerConfig.TracerProvider
 }
 
+// runningTask is a claimed task from start until its outcome is finished (outcome.go).
 type runningTask struct {
-	task   *Task
-	cancel context.CancelCauseFunc
+	task    *Task
+	ctx     context.Context // the task's context, with its span
+	cancel  context.CancelCauseFunc
+	started time.Time
+	endSpan func()
 }
 
 // NewWorker returns a worker over pool. The pool should allow Concurrency + 4 connections: a
@@ -99,18 +102,18 @@ func NewWorker(pool *pgxpool.Pool, cfg *WorkerConfig) (*Worker, error) {
 		return nil, &InputError{Msg: err.Error()}
 	}
 	w := &Worker{
-		maint:      maint,
-		registered: registered,
-		metrics:    m,
-		tracer:     newTracer(c.TracerProvider),
-		pool:       pool,
-		cfg:        c,
-		log:        c.Logger.With("worker_id", c.ID),
-		slots:      make(chan struct{}, c.Concurrency),
-		wake:       make(chan struct{}, 1),
-		completed:  make(chan completion, c.Concurrency*2),
-		hardStop:   make(chan struct{}),
-		running:    map[int64]*runningTask{},
+		maint:       maint,
+		registered:  registered,
+		metrics:     m,
+		tracer:      newTracer(c.TracerProvider),
+		pool:        pool,
+		cfg:         c,
+		log:         c.Logger.With("worker_id", c.ID),
+		slots:       make(chan struct{}, c.Concurrency),
+		wake:        make(chan struct{}, 1),
+		completions: newCompletions(c.Concurrency * 2),
+		hardStop:    make(chan struct{}),
+		running:     map[int64]*runningTask{},
 	}
 	if w.dl, err = newDelivery(w); err != nil {
 		return nil, err
@@ -139,8 +142,9 @@ func (w *Worker) AddBackground(fn func(ctx context.Context)) {
 }
 
 // Run claims and runs tasks until ctx is done, then shuts down gracefully: it stops claiming,
-// lets running tasks finish for up to ShutdownGrace, cancels the rest and gives them back to
-// pending (their attempt not spent), and returns. HardStop cuts the grace period short.
+// lets running tasks finish for up to ShutdownGrace, cancels the rest, writes the outcomes it
+// has, gives back to pending every task the database says this worker still holds (their
+// attempt not spent), and returns. HardStop cuts the grace period short.
 func (w *Worker) Run(ctx context.Context) error {
 	if w.dl != nil {
 		if err := w.dl.open(ctx); err != nil {
@@ -150,31 +154,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	// The worker's own machinery outlives ctx by the shutdown; it stops when Run returns.
 	inner, stopInner := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopInner()
-
-	bg := sync.WaitGroup{}
-	bgCtx, stopBG := context.WithCancel(inner)
-	defer stopBG()
-	for _, fn := range w.background {
-		bg.Go(func() { fn(bgCtx) })
-	}
-	// Registers the worker, heartbeats, and leads when elected; on stop it resigns and
-	// deregisters, after the running tasks are finished or given back.
-	bg.Go(func() { _ = w.maint.Run(bgCtx) })
-	bg.Go(func() { w.runQueueStats(bgCtx) })
-
-	completerDone := make(chan struct{})
-	go func() { defer close(completerDone); w.runCompleter(inner) }()
-	renewCtx, stopRenew := context.WithCancel(inner)
-	renewDone := make(chan struct{})
-	go func() { defer close(renewDone); w.runRenewer(renewCtx) }()
-
-	listenCtx, stopListen := context.WithCancel(ctx)
-	listenDone := make(chan struct{})
-	if w.cfg.PollOnly {
-		close(listenDone)
-	} else {
-		go func() { defer close(listenDone); w.runListener(listenCtx) }()
-	}
+	stopServices := startServices(inner, w.services())
 
 	// Claim nothing before the worker is registered: the leader recovers the tasks of dead
 	// workers it knows of, so a worker that claimed first and died at once would leave its tasks
@@ -184,28 +164,95 @@ func (w *Worker) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "lease_duration", w.cfg.LeaseDuration,
-		"poll_only", w.cfg.PollOnly, "transport", w.cfg.Transport, "handlers", len(w.cfg.Handlers.Types()), "channels", len(w.cfg.Channels))
+		"poll_only", w.cfg.PollOnly, "transport", transportName(w.cfg.Transport), "handlers", len(w.cfg.Handlers.Types()), "channels", len(w.cfg.Channels))
 	if w.dl != nil {
-		w.dl.start(ctx)
 		w.runTransportFetcher(ctx, inner)
 	} else {
 		w.runFetcher(ctx, inner, nil)
 	}
-
-	stopListen()
-	<-listenDone
-	w.shutdown(inner)
-	close(w.completed)
-	<-completerDone
-	if w.dl != nil {
-		w.dl.stop() // after the completer: its acknowledgements are queued
-	}
-	stopRenew()
-	<-renewDone
-	stopBG()
-	bg.Wait()
+	w.drain()
+	stopServices()
 	w.log.Info("worker stopped")
 	return nil
+}
+
+// service is one of the worker's components. Run starts them in the order services lists them
+// and stops them in reverse, after the fetcher has stopped and the running tasks are drained.
+type service struct {
+	name string
+	// run runs the component until its context is cancelled (nil: nothing runs; only stop).
+	run func(ctx context.Context)
+	// stop, when set, is called first to stop it, with its context (not yet cancelled); run
+	// must then return by itself, and the context is cancelled after. Without stop, the
+	// context is cancelled and run waited for.
+	stop func(ctx context.Context)
+}
+
+// services lists the worker's components in start order; they stop in reverse.
+func (w *Worker) services() []service {
+	s := []service{
+		// Registers the worker, heartbeats, and leads when elected; stopped last, it resigns and
+		// deregisters once everything the worker held is written or given back.
+		{name: "maintenance", run: func(ctx context.Context) { _ = w.maint.Run(ctx) }},
+		{name: "queue stats", run: w.runQueueStats},
+	}
+	for _, fn := range w.background {
+		s = append(s, service{name: "background", run: fn})
+	}
+	s = append(s, service{name: "lease renewer", run: w.runRenewer})
+	if w.dl != nil {
+		// Dispatches, probes, extends held messages and acknowledges; stopped after the
+		// completer, so every acknowledgement of a written outcome is flushed.
+		s = append(s, service{name: "transport", run: func(ctx context.Context) {
+			w.dl.start(ctx)
+			<-ctx.Done()
+			w.dl.stop()
+		}})
+	}
+	s = append(s,
+		// Gives back what the database says this worker still holds: tasks stopped without an
+		// outcome, claimed but not started, or whose completion could not be written.
+		service{name: "give back", stop: w.giveBack},
+		service{name: "completer", run: w.runCompleter, stop: func(context.Context) { w.completions.close() }},
+	)
+	if !w.cfg.PollOnly {
+		s = append(s, service{name: "listener", run: w.runListener})
+	}
+	return s
+}
+
+// startServices starts svcs in order on contexts derived from ctx and returns the function
+// that stops them in reverse order.
+func startServices(ctx context.Context, svcs []service) (stopAll func()) {
+	type started struct {
+		service
+		ctx    context.Context
+		cancel context.CancelFunc
+		done   chan struct{}
+	}
+	all := make([]started, 0, len(svcs))
+	for _, s := range svcs {
+		sctx, cancel := context.WithCancel(ctx)
+		st := started{service: s, ctx: sctx, cancel: cancel, done: make(chan struct{})}
+		if s.run == nil {
+			close(st.done)
+		} else {
+			go func() { defer close(st.done); s.run(sctx) }()
+		}
+		all = append(all, st)
+	}
+	return func() {
+		for i := len(all) - 1; i >= 0; i-- {
+			s := all[i]
+			if s.stop != nil {
+				s.stop(s.ctx)
+			} else {
+				s.cancel()
+			}
+			<-s.done
+			s.cancel()
+		}
+	}
 }
 
 // HardStop makes a stopping worker cancel its running tasks at once instead of waiting out
@@ -214,8 +261,10 @@ func (w *Worker) HardStop() {
 	w.stopOnce.Do(func() { close(w.hardStop) })
 }
 
-// shutdown waits for running tasks, then cancels and gives back what is left.
-func (w *Worker) shutdown(ctx context.Context) {
+// drain waits up to ShutdownGrace (or HardStop) for the running tasks, then cancels those left
+// (ErrShutdown) and waits a little more for them to return. What they leave without an outcome
+// is given back by the "give back" service.
+func (w *Worker) drain() {
 	done := make(chan struct{})
 	go func() { w.wg.Wait(); close(done) }()
 	n := w.runningCount()
@@ -226,6 +275,7 @@ func (w *Worker) shutdown(ctx context.Context) {
 	defer grace.Stop()
 	select {
 	case <-done:
+		return
 	case <-grace.C:
 	case <-w.hardStop:
 	}
@@ -241,25 +291,16 @@ func (w *Worker) shutdown(ctx context.Context) {
 	case <-time.After(5 * time.Second):
 		w.log.Warn("tasks did not return after cancellation; giving them back anyway", "running", w.runningCount())
 	}
-	w.mu.Lock()
-	var give []*runningTask
-	give = append(give, w.unreleased...)
-	for _, r := range w.running {
-		give = append(give, r)
-	}
-	w.unreleased = nil
-	w.mu.Unlock()
-	if len(give) == 0 {
-		return
-	}
-	ids := make([]int64, len(give))
-	leases := make([]int64, len(give))
-	for i, r := range give {
-		ids[i], leases[i] = r.task.ID, *r.task.LeaseID
-	}
+}
+
+// giveBack returns to pending every task the database says this worker still holds, without
+// spending their attempt. Run calls it once the completer has written every completion.
+func (w *Worker) giveBack(ctx context.Context) {
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	var released []int64
-	err := w.retryDB(ctx, "release tasks", func(ctx context.Context) error {
-		rows, err := w.pool.Query(ctx, `select * from queues.release_tasks($1, $2, $3)`, ids, leases,
+	err := w.retryDB(octx, "release tasks", func(ctx context.Context) error {
+		rows, err := w.pool.Query(ctx, `select * from queues.release_worker_tasks($1, $2)`, w.cfg.ID,
 			fmt.Sprintf("worker %s shut down before the task finished", w.cfg.ID))
 		if err != nil {
 			return err
@@ -267,11 +308,12 @@ func (w *Worker) shutdown(ctx context.Context) {
 		released, err = collectInt64s(rows)
 		return err
 	})
-	if err != nil {
-		w.log.Error("could not give tasks back; their leases will expire", "tasks", ids, "error", err)
-		return
+	switch {
+	case err != nil:
+		w.log.Error("could not give tasks back; their leases will expire", "error", err)
+	case len(released) > 0:
+		w.log.Info("gave running tasks back to pending", "released", len(released), "tasks", released)
 	}
-	w.log.Info("gave running tasks back to pending", "released", len(released), "of", len(ids))
 }
 
 func (w *Worker) runningCount() int {

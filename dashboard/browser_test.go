@@ -230,10 +230,15 @@ func TestBrowserFilterAndOpenTask(t *testing.T) {
 	b.do(
 		chromedp.Navigate(base+"/tasks"),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-task-id]`)),
-		chromedp.SetValue(chromedp.CSS(`select[name=status]`), "dead"),
-		chromedp.SendKeys(chromedp.CSS(`input[name=type]`), "email.welcome"),
-		chromedp.Evaluate[chromedp.Void](`document.body.dataset.stale = '1'`),
-		chromedp.Submit(chromedp.CSS(`input[name=type]`)),
+		// Fill and submit the form in one step: under load, a live refresh of the page between
+		// separate steps could replace the form and lose a value already set.
+		chromedp.Evaluate[chromedp.Void](`(() => {
+			document.body.dataset.stale = '1';
+			const f = document.querySelector('input[name=type]').form;
+			f.querySelector('select[name=status]').value = 'dead';
+			f.querySelector('input[name=type]').value = 'email.welcome';
+			f.requestSubmit();
+		})()`),
 		// Wait for the filtered page itself: the unfiltered list already shows the dead
 		// task's row, so the old document is marked and the wait skips it.
 		chromedp.WaitVisible(chromedp.CSS(`body:not([data-stale]) tr[data-task-id="`+itoa(s.dead)+`"]`)),

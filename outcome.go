@@ -1,0 +1,222 @@
+package taskorch
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// A claimed task takes one path through the worker (docs/worker.md, "The outcome path"):
+//
+//	start (executor.go)  a goroutine per task, its slot taken by the fetcher
+//	  run                the Go handler, db_function or channel branch; it returns an outcome
+//	  record             writes the outcome: completions go to the completer (batched), the rest
+//	                     is written at once; db_function and channel handlers have written theirs
+//	                     already, in their lease-locked transaction (lease_tx.go)
+//	  finish             once the outcome is written or known to be lost: metrics, the span, the
+//	                     log line and the transport's acknowledgement, in one place
+//
+// Nothing about a task is observed before its outcome is committed.
+
+// outcomeKind is what a branch decided about a task.
+type outcomeKind uint8
+
+const (
+	// outcomeComplete: the task succeeded; the completer writes it (complete_tasks, batched).
+	outcomeComplete outcomeKind = iota + 1
+	// outcomeFail: the attempt failed; fail_task retries it with backoff while attempts remain
+	// (retriable), or fails it for good.
+	outcomeFail
+	// outcomeSnooze: the handler asked to run again later; snooze_task, the attempt not spent.
+	outcomeSnooze
+	// outcomeWritten: the branch committed the outcome itself, with the function or handler's
+	// work, in one lease-locked transaction; status says which.
+	outcomeWritten
+	// outcomeNone: nothing can be written: the lease was lost, or the worker stopped the task
+	// (shutdown). The lease fences any late write; a shut-down worker gives the task back.
+	outcomeNone
+)
+
+// outcome is what a branch returns about a task, and, once recorded, what was written.
+type outcome struct {
+	kind outcomeKind
+
+	msg       string         // outcomeFail: the error; outcomeNone: why nothing was written
+	retriable bool           // outcomeFail
+	errCtx    map[string]any // outcomeFail: queues.error's context
+	snooze    time.Duration  // outcomeSnooze
+
+	// A retriable outcomeFail under a Go handler's options (HandlerOpts): written by
+	// fail_task_with_policy when either is set, by fail_task otherwise.
+	retryDelay  *time.Duration // the delay before the retry, in place of queues.retry_delay
+	maxAttempts int            // a cap on the task's attempts (0: none): dead at this attempt
+
+	// note is the branch's own log line for a written outcome that is not a plain success (a
+	// channel failure its error handler recorded, a function's named non-success), at
+	// noteLevel, with noteAttrs.
+	note      string
+	noteLevel slog.Level
+	noteAttrs []any
+
+	// Set by record (or by the branch, for outcomeWritten).
+	status  Status // the task's status after the write: completed, pending (retry or snooze), failed, dead
+	refused bool   // the database refused the write: the lease was lost meanwhile
+	lost    bool   // outcomeNone: the lease was found lost before the work began; nothing done
+	err     error  // the write failed (the database unreachable past the retry budget)
+}
+
+func completed() outcome { return outcome{kind: outcomeComplete} }
+
+func failed(msg string, retriable bool, errCtx map[string]any) outcome {
+	return outcome{kind: outcomeFail, msg: truncate(msg, maxErrorBytes), retriable: retriable, errCtx: errCtx}
+}
+
+func snoozed(d time.Duration) outcome { return outcome{kind: outcomeSnooze, snooze: d} }
+
+func noOutcome(why string) outcome { return outcome{kind: outcomeNone, msg: why} }
+
+// written is the outcome of a branch that committed status itself.
+func written(status Status) outcome { return outcome{kind: outcomeWritten, status: status} }
+
+// refusedOutcome is an outcome the database refused because the lease was lost; what stands
+// for it (a completion, a failure) is named in the log line.
+func refusedOutcome(what, why string) outcome {
+	return outcome{kind: outcomeNone, refused: true, msg: why, note: what}
+}
+
+// leaseLost is the outcome of a branch that found its lease gone before it began.
+func leaseLost(why string) outcome { return outcome{kind: outcomeNone, lost: true, msg: why} }
+
+// hasPolicy reports whether a failure carries a handler's retry policy, which fail_task cannot
+// write: a retriable failure with a retry delay or an attempt cap.
+func (o outcome) hasPolicy() bool {
+	return o.kind == outcomeFail && o.retriable && (o.retryDelay != nil || o.maxAttempts > 0)
+}
+
+// retryDelayMicros is the retry delay as fail_task_with_policy's argument: nil for none.
+func (o outcome) retryDelayMicros() *int64 {
+	if o.retryDelay == nil {
+		return nil
+	}
+	us := o.retryDelay.Microseconds()
+	return &us
+}
+
+// maxAttemptsArg is the attempt cap as fail_task_with_policy's argument: nil for none.
+func (o outcome) maxAttemptsArg() *int32 {
+	if o.maxAttempts <= 0 {
+		return nil
+	}
+	n := int32(min(o.maxAttempts, 1<<31-1)) //nolint:gosec // bounded above
+	return &n
+}
+
+// committed reports whether the task's outcome is in the database.
+func (o outcome) committed() bool { return o.status != "" && !o.refused && o.err == nil }
+
+// record writes o, or hands it to the completer, which writes completions in batches and then
+// finishes them. Every other outcome is finished here.
+func (w *Worker) record(ctx context.Context, r *runningTask, o outcome) {
+	t := r.task
+	switch o.kind {
+	case outcomeComplete:
+		if w.completions.send(r) {
+			return // the completer finishes it
+		}
+		o = noOutcome("the worker stopped before the completion could be written; the task was given back")
+	case outcomeFail:
+		spanFailed(r.ctx, o.msg, o.retriable)
+		octx, cancel := outcomeContext(ctx)
+		var status *string
+		o.err = w.retryDB(octx, "fail task", func(ctx context.Context) error {
+			if o.hasPolicy() {
+				return w.pool.QueryRow(ctx, `select queues.fail_task_with_policy($1, $2, $3, $4::bigint * interval '1 microsecond', $5, $6)::text`,
+					t.ID, o.msg, *t.LeaseID, o.retryDelayMicros(), o.maxAttemptsArg(), o.errCtx).Scan(&status)
+			}
+			return w.pool.QueryRow(ctx, `select queues.fail_task($1, $2, $3, $4, $5)::text`,
+				t.ID, o.msg, *t.LeaseID, o.retriable, o.errCtx).Scan(&status)
+		})
+		cancel()
+		if o.err == nil {
+			if status == nil {
+				o.refused = true
+			} else {
+				o.status = Status(*status)
+			}
+		}
+	case outcomeSnooze:
+		octx, cancel := outcomeContext(ctx)
+		var ok bool
+		o.err = w.retryDB(octx, "snooze task", func(ctx context.Context) error {
+			return w.pool.QueryRow(ctx, `select queues.snooze_task($1, $2, now() + $3::interval)`,
+				t.ID, *t.LeaseID, o.snooze.String()).Scan(&ok)
+		})
+		cancel()
+		if o.err == nil {
+			o.refused = !ok
+			if ok {
+				o.status = StatusPending
+			}
+		}
+	}
+	w.finish(r, o)
+}
+
+// finish observes a task's final outcome, once: metrics, the span, the log line, and the
+// transport's acknowledgement (only for an outcome that is committed). The task then leaves
+// the worker's running set.
+func (w *Worker) finish(r *runningTask, o outcome) {
+	t, log := r.task, w.taskLogger(r.task)
+	switch {
+	case o.err != nil:
+		log.Error("could not record the outcome; the lease will expire and the task run again",
+			"error", o.err, "outcome", o.describe())
+	case o.refused:
+		w.metrics.outcomeRefused()
+		what := o.note
+		if what == "" {
+			what = o.describe()
+		}
+		log.Warn(what+" refused: the lease was lost", "detail", o.msg)
+	case o.lost:
+		w.metrics.leaseLost()
+		log.Warn("lease lost before the task's transaction began; nothing done", "detail", o.msg)
+	case o.kind == outcomeNone:
+		log.Info("task stopped without an outcome", "cause", o.msg)
+	case o.kind == outcomeSnooze:
+		w.metrics.taskSnoozed(t)
+		log.Info("task snoozed", "for", o.snooze)
+	case o.kind == outcomeFail:
+		w.metrics.taskFailed(t, string(o.status))
+		log.Warn("task failed", "error", logValue(o.msg), "retriable", o.retriable, "status", o.status)
+	case o.status == StatusCompleted:
+		w.metrics.taskCompleted(t.Type)
+	default: // written by the branch as a failure (a function's named non-success)
+		w.metrics.taskFailed(t, string(o.status))
+	}
+	if o.note != "" && o.committed() {
+		log.Log(r.ctx, o.noteLevel, o.note, o.noteAttrs...)
+	}
+	w.dl.outcomeRecorded(t.ID, o.committed())
+	d := time.Since(r.started)
+	w.metrics.taskFinished(t, d)
+	log.Debug("task finished", "duration", d, "recorded", o.committed())
+	r.endSpan()
+	w.mu.Lock()
+	delete(w.running, t.ID)
+	w.mu.Unlock()
+}
+
+// describe names the write an outcome stands for, for log lines.
+func (o outcome) describe() string {
+	switch o.kind {
+	case outcomeComplete:
+		return "completion"
+	case outcomeFail:
+		return "failure"
+	case outcomeSnooze:
+		return "snooze"
+	default:
+		return "outcome"
+	}
+}
