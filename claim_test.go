@@ -76,7 +76,7 @@ func TestClaimOrderAndSchedule(t *testing.T) {
 	c, pool := newClient(t)
 	base := time.Now().Add(-time.Hour)
 	enq := func(prio int, at time.Time) int64 {
-		res, err := c.Enqueue(ctx, raw("order", `{}`), &taskorch.EnqueueOpts{Priority: prio, ScheduledAt: at})
+		res, err := c.Enqueue(ctx, raw("order", `{}`), &taskorch.EnqueueOpts{Priority: new(prio), ScheduledAt: at})
 		require.NoError(t, err)
 		return res.TaskID
 	}

@@ -42,9 +42,10 @@ func (c *ClientConfig) withDefaults() ClientConfig {
 	return out
 }
 
-// Client enqueues and manages tasks. It is safe for concurrent use. Every write has a ...Tx
-// twin that runs in the caller's transaction, so a task commits or rolls back together with the
-// application's own rows.
+// Client enqueues and manages tasks and schedules. It is safe for concurrent use. Every write
+// and every read has a ...Tx twin that runs in the caller's transaction, so a task commits or
+// rolls back together with the application's own rows, and a read sees the transaction's own
+// uncommitted writes.
 type Client struct {
 	pool *pgxpool.Pool
 	cfg  ClientConfig

@@ -28,25 +28,55 @@ will run it:
 	func (SendReport) TaskType() string { return "send_report" }
 
 	res, err := client.Enqueue(ctx, SendReport{AccountID: 7}, &taskorch.EnqueueOpts{
-		Priority:       5,                              // higher runs first
+		Priority:       new(5),                         // higher runs first; nil: the default
 		ScheduledAt:    time.Now().Add(time.Hour),      // not before
 		IdempotencyKey: "report-7-2026-11",             // at most one task per (type, key)
 		MaxAttempts:    5,                              // then dead
 	})
 
 RawArgs enqueues a ready-made JSON object under any type name. EnqueueMany enqueues thousands
-of tasks in one statement.
+of tasks in one statement and says, for each, its id and whether it was a duplicate.
 
 # Transactions
 
-Every write has a ...Tx twin that runs in the caller's transaction, so a task exists exactly
-when the application's own rows do:
+Every write and every read has a ...Tx twin that runs in the caller's transaction (EnqueueTx,
+EnqueueManyTx, CancelTx, RetryTx, PauseQueueTx, ResumeQueueTx, AddScheduleTx, RemoveScheduleTx;
+GetTx, ListTx, HistoryTx, PausedQueuesTx, SchedulesTx), so a task exists exactly when the
+application's own rows do, and a read sees the transaction's own uncommitted writes:
 
 	tx, err := pool.Begin(ctx)
 	...
 	_, err = tx.Exec(ctx, "insert into orders ...")
-	_, err = client.EnqueueTx(ctx, tx, ChargeCard{OrderID: id}, nil)
+	res, err := client.EnqueueTx(ctx, tx, ChargeCard{OrderID: id}, nil)
+	task, err := client.GetTx(ctx, tx, res.TaskID) // pending, seen before the commit
 	err = tx.Commit(ctx) // both, or neither
+
+# Workers
+
+A worker runs typed Go handlers (and the SQL world's db_function tasks). Options per type
+override the worker's: a timeout, a cap on attempts, a retry delay of the handler's own:
+
+	hs := taskorch.NewHandlers()
+	taskorch.AddHandler(hs, func(ctx context.Context, t *taskorch.TaskFor[SendReport]) error {
+		return send(ctx, t.Args.AccountID)
+	}, &taskorch.HandlerOpts{Timeout: time.Minute, MaxAttempts: 5})
+	w, err := taskorch.NewWorker(pool, &taskorch.WorkerConfig{Handlers: hs})
+	err = w.Run(ctx) // until ctx is done
+
+# Schedules
+
+AddSchedule enqueues a task at every tick of a cron expression, checked with the parser the
+workers' leader uses; Schedules lists them and RemoveSchedule removes one:
+
+	_, err = client.AddSchedule(ctx, &taskorch.ScheduleParams{
+		Name: "nightly-report", Cron: "0 3 * * *", Args: SendReport{AccountID: 7},
+	})
+
+# Testing
+
+Package taskorchtest runs a worker for the length of a test (StartWorker), waits for a task's
+outcome (WaitForOutcome) and checks what code enqueued, in the test's transaction
+(RequireEnqueued).
 
 # Lifecycle
 

@@ -20,7 +20,8 @@ type TaskArgs interface {
 }
 
 // TaskArgsWithOpts is implemented by args that carry their own default EnqueueOpts. Options
-// passed to Enqueue override them field by field.
+// passed to Enqueue override them field by field: each field that is set (non-nil, non-zero)
+// replaces the default's.
 type TaskArgsWithOpts interface {
 	TaskArgs
 	EnqueueOpts() EnqueueOpts
@@ -44,10 +45,15 @@ func (r RawArgs) MarshalJSON() ([]byte, error) {
 	return r.Payload, nil
 }
 
-// EnqueueOpts are per-task options. The zero value means the defaults.
+// EnqueueOpts are per-task options. The zero value means the defaults: those of the args'
+// EnqueueOpts method (TaskArgsWithOpts) where it sets them, then the database's.
 type EnqueueOpts struct {
-	// Priority: higher runs first. Defaults to 0.
-	Priority int
+	// Priority: higher runs first. Nil means the args' default, else 0. A pointer, so that an
+	// explicit 0 is not mistaken for "unset": new(0) enqueues at priority 0 even when the args'
+	// default is another.
+	//
+	//	&taskorch.EnqueueOpts{Priority: new(5)}
+	Priority *int
 	// ScheduledAt: the task is not run before this time. Defaults to now (the database's clock).
 	ScheduledAt time.Time
 	// IdempotencyKey: at most one task exists per (type, key); enqueuing again returns the
@@ -127,7 +133,7 @@ func (c *Client) prepare(args TaskArgs, opts *EnqueueOpts, validType string) (en
 		o = d.EnqueueOpts()
 	}
 	if opts != nil {
-		if opts.Priority != 0 {
+		if opts.Priority != nil {
 			o.Priority = opts.Priority
 		}
 		if !opts.ScheduledAt.IsZero() {
@@ -146,11 +152,15 @@ func (c *Client) prepare(args TaskArgs, opts *EnqueueOpts, validType string) (en
 	if len(o.IdempotencyKey) > 512 {
 		return enqueueRow{}, inputErrorf("idempotency key must be at most 512 characters, got %d", len(o.IdempotencyKey))
 	}
-	if o.Priority > 1<<31-1 || o.Priority < -(1<<31) {
-		return enqueueRow{}, inputErrorf("priority %d is out of range", o.Priority)
+	priority := 0
+	if o.Priority != nil {
+		priority = *o.Priority
+	}
+	if priority > 1<<31-1 || priority < -(1<<31) {
+		return enqueueRow{}, inputErrorf("priority %d is out of range", priority)
 	}
 
-	row := enqueueRow{taskType: taskType, payload: string(payload), priority: int32(o.Priority)}
+	row := enqueueRow{taskType: taskType, payload: string(payload), priority: int32(priority)}
 	if !o.ScheduledAt.IsZero() {
 		at := o.ScheduledAt
 		row.scheduledAt = &at
@@ -195,21 +205,23 @@ func (c *Client) enqueue(ctx context.Context, db DBTX, args TaskArgs, opts *Enqu
 	return &res, nil
 }
 
-const enqueueManySQL = `select queues.enqueue_many($1::text[], $2::jsonb[], $3::timestamptz[], $4::integer[], $5::text[], $6::integer[])`
+const enqueueManySQL = `select task_id, duplicate
+from queues.enqueue_many_with_result($1::text[], $2::jsonb[], $3::timestamptz[], $4::integer[], $5::text[], $6::integer[])`
 
 // EnqueueMany adds many tasks in one statement (a set-based insert; one NOTIFY for all) and
-// returns their ids in the order given; where an idempotency key matched an existing task, its
-// id. Either every task is enqueued or none is.
-func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) ([]int64, error) {
+// returns one result per task, in the order given: the new task's id, or, where an idempotency
+// key matched an existing task (or a task earlier in the batch), that task's id with Duplicate
+// set. Either every task is enqueued or none is.
+func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) ([]*EnqueueResult, error) {
 	return c.enqueueMany(ctx, c.pool, params)
 }
 
 // EnqueueManyTx is EnqueueMany in the caller's transaction.
-func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, params []EnqueueParams) ([]int64, error) {
+func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, params []EnqueueParams) ([]*EnqueueResult, error) {
 	return c.enqueueMany(ctx, tx, params)
 }
 
-func (c *Client) enqueueMany(ctx context.Context, db DBTX, params []EnqueueParams) ([]int64, error) {
+func (c *Client) enqueueMany(ctx context.Context, db DBTX, params []EnqueueParams) ([]*EnqueueResult, error) {
 	if len(params) == 0 {
 		return nil, nil
 	}
@@ -257,10 +269,24 @@ func (c *Client) enqueueMany(ctx context.Context, db DBTX, params []EnqueueParam
 			maxAttempts[i] = row.maxAttempts
 		}
 	}
-	var ids []int64
-	err := db.QueryRow(ctx, enqueueManySQL, types, payloads, scheduled, priorities, keys, maxAttempts).Scan(&ids)
+	rows, err := db.Query(ctx, enqueueManySQL, types, payloads, scheduled, priorities, keys, maxAttempts)
 	if err != nil {
 		return nil, fmt.Errorf("enqueue %d tasks: %w", n, mapError(err))
 	}
-	return ids, nil
+	// One allocation for the results; the slice holds pointers into it.
+	results := make([]EnqueueResult, 0, n)
+	out := make([]*EnqueueResult, 0, n)
+	var r EnqueueResult
+	_, err = pgx.ForEachRow(rows, []any{&r.TaskID, &r.Duplicate}, func() error {
+		results = append(results, r)
+		out = append(out, &results[len(results)-1])
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("enqueue %d tasks: %w", n, mapError(err))
+	}
+	if len(out) != n {
+		return nil, fmt.Errorf("enqueue %d tasks: the database returned %d results", n, len(out))
+	}
+	return out, nil
 }

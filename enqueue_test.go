@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
@@ -26,7 +27,7 @@ type urgentArgs struct{}
 
 func (urgentArgs) TaskType() string { return "urgent" }
 func (urgentArgs) EnqueueOpts() taskorch.EnqueueOpts {
-	return taskorch.EnqueueOpts{Priority: 9, MaxAttempts: 2}
+	return taskorch.EnqueueOpts{Priority: new(9), MaxAttempts: 2}
 }
 
 func TestEnqueueTypedArgs(t *testing.T) {
@@ -34,7 +35,7 @@ func TestEnqueueTypedArgs(t *testing.T) {
 	ctx := context.Background()
 	c, _ := newClient(t)
 	at := time.Now().Add(time.Minute).Truncate(time.Microsecond)
-	res, err := c.Enqueue(ctx, welcomeEmail{AccountID: 42, Locale: "fr"}, &taskorch.EnqueueOpts{ScheduledAt: at, Priority: 3})
+	res, err := c.Enqueue(ctx, welcomeEmail{AccountID: 42, Locale: "fr"}, &taskorch.EnqueueOpts{ScheduledAt: at, Priority: new(3)})
 	require.NoError(t, err)
 	require.False(t, res.Duplicate)
 
@@ -56,6 +57,37 @@ func TestEnqueueTypedArgs(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 9, task.Priority)
 	require.Equal(t, 7, task.MaxAttempts)
+
+	// An explicit priority of 0 overrides the args' default of 9; nil keeps the default.
+	res, err = c.Enqueue(ctx, urgentArgs{}, &taskorch.EnqueueOpts{Priority: new(0)})
+	require.NoError(t, err)
+	task, err = c.Get(ctx, res.TaskID)
+	require.NoError(t, err)
+	require.Equal(t, 0, task.Priority)
+	require.Equal(t, 2, task.MaxAttempts, "the fields not set keep the args' defaults")
+	res, err = c.Enqueue(ctx, urgentArgs{}, &taskorch.EnqueueOpts{Priority: nil})
+	require.NoError(t, err)
+	task, err = c.Get(ctx, res.TaskID)
+	require.NoError(t, err)
+	require.Equal(t, 9, task.Priority)
+	res, err = c.Enqueue(ctx, urgentArgs{}, &taskorch.EnqueueOpts{Priority: new(-3)})
+	require.NoError(t, err)
+	task, err = c.Get(ctx, res.TaskID)
+	require.NoError(t, err)
+	require.Equal(t, -3, task.Priority)
+
+	// The same in a batch: an explicit 0 is sent as 0, not as the default.
+	results, err := c.EnqueueMany(ctx, []taskorch.EnqueueParams{
+		{Args: urgentArgs{}},
+		{Args: urgentArgs{}, Opts: &taskorch.EnqueueOpts{Priority: new(0)}},
+		{Args: raw("plain", `{}`)},
+	})
+	require.NoError(t, err)
+	for i, want := range []int{9, 0, 0} {
+		task, err = c.Get(ctx, results[i].TaskID)
+		require.NoError(t, err)
+		require.Equal(t, want, task.Priority, "task %d", i)
+	}
 }
 
 // A task enqueued in the application's transaction exists only if that transaction commits.
@@ -73,7 +105,7 @@ func TestEnqueueTxFollowsTheTransaction(t *testing.T) {
 	require.NoError(t, tx.Rollback(ctx))
 	_, err = c.Get(ctx, rolledBack.TaskID)
 	require.ErrorIs(t, err, taskorch.ErrNotFound)
-	_, err = c.Get(ctx, ids[0])
+	_, err = c.Get(ctx, ids[0].TaskID)
 	require.ErrorIs(t, err, taskorch.ErrNotFound)
 
 	tx, err = pool.Begin(ctx)
@@ -143,6 +175,7 @@ func TestEnqueueManyIdempotencyConcurrent(t *testing.T) {
 	keys := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
 	var mu sync.Mutex
 	byKey := map[string]map[int64]bool{}
+	inserted := map[string]int{} // results that were not duplicates, by key
 	var g errgroup.Group
 	for w := range 6 {
 		g.Go(func() error {
@@ -151,18 +184,19 @@ func TestEnqueueManyIdempotencyConcurrent(t *testing.T) {
 				k := keys[(i+w)%len(keys)] // each caller in its own order
 				params = append(params, taskorch.EnqueueParams{Args: raw("bulk", `{}`), Opts: &taskorch.EnqueueOpts{IdempotencyKey: k}})
 			}
-			ids, err := c.EnqueueMany(ctx, params)
+			results, err := c.EnqueueMany(ctx, params)
 			if err != nil {
 				return err
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			for i, id := range ids {
+			for i, r := range results {
 				k := keys[(i+w)%len(keys)]
 				if byKey[k] == nil {
 					byKey[k] = map[int64]bool{}
 				}
-				byKey[k][id] = true
+				byKey[k][r.TaskID] = true
+				inserted[k] += map[bool]int{false: 1}[r.Duplicate]
 			}
 			return nil
 		})
@@ -170,6 +204,7 @@ func TestEnqueueManyIdempotencyConcurrent(t *testing.T) {
 	require.NoError(t, g.Wait())
 	for _, k := range keys {
 		require.Len(t, byKey[k], 1, "key %s mapped to several tasks", k)
+		require.Equal(t, 1, inserted[k], "key %s: exactly one caller inserted its task; the others got duplicates", k)
 	}
 	require.Equal(t, int64(len(keys)), scalar[int64](t, pool, `select count(*) from queues.task`))
 }
@@ -178,14 +213,20 @@ func TestEnqueueMany(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c, pool := newClient(t)
-	ids, err := c.EnqueueMany(ctx, []taskorch.EnqueueParams{
+	results, err := c.EnqueueMany(ctx, []taskorch.EnqueueParams{
 		{Args: raw("m", `{"i":0}`)},
 		{Args: raw("m", `{"i":1}`), Opts: &taskorch.EnqueueOpts{IdempotencyKey: "k"}},
-		{Args: raw("n", `{"i":2}`), Opts: &taskorch.EnqueueOpts{Priority: 4, MaxAttempts: 2}},
+		{Args: raw("n", `{"i":2}`), Opts: &taskorch.EnqueueOpts{Priority: new(4), MaxAttempts: 2}},
 		{Args: raw("m", `{"i":3}`), Opts: &taskorch.EnqueueOpts{IdempotencyKey: "k"}},
 	})
 	require.NoError(t, err)
-	require.Len(t, ids, 4)
+	require.Len(t, results, 4)
+	ids := make([]int64, len(results))
+	for i, r := range results {
+		ids[i] = r.TaskID
+	}
+	require.Equal(t, []bool{false, false, false, true}, []bool{results[0].Duplicate, results[1].Duplicate,
+		results[2].Duplicate, results[3].Duplicate}, "the second use of a key in a batch is a duplicate")
 	require.Equal(t, ids[1], ids[3], "a key repeated in one batch maps to one task")
 	require.Less(t, ids[0], ids[1])
 	require.Less(t, ids[1], ids[2], "ids follow input order")
@@ -202,10 +243,32 @@ func TestEnqueueMany(t *testing.T) {
 	require.Equal(t, 2, task.MaxAttempts)
 
 	// Again with the same key: the existing id comes back.
-	again, err := c.EnqueueMany(ctx, []taskorch.EnqueueParams{{Args: raw("m", `{}`), Opts: &taskorch.EnqueueOpts{IdempotencyKey: "k"}}})
+	again, err := c.EnqueueMany(ctx, []taskorch.EnqueueParams{
+		{Args: raw("m", `{}`), Opts: &taskorch.EnqueueOpts{IdempotencyKey: "k"}},
+		{Args: raw("m", `{}`), Opts: &taskorch.EnqueueOpts{IdempotencyKey: "new"}},
+		{Args: raw("m", `{}`)},
+	})
 	require.NoError(t, err)
-	require.Equal(t, ids[1], again[0])
-	require.Equal(t, int64(3), scalar[int64](t, pool, `select count(*) from queues.task`))
+	require.Equal(t, taskorch.EnqueueResult{TaskID: ids[1], Duplicate: true}, *again[0])
+	require.False(t, again[1].Duplicate)
+	require.False(t, again[2].Duplicate)
+	require.Equal(t, int64(5), scalar[int64](t, pool, `select count(*) from queues.task`), "3 before, 2 new")
+
+	// From SQL, the same results; enqueue_many itself still returns the ids.
+	rows, err := pool.Query(ctx, `select task_id, duplicate from queues.enqueue_many_with_result(
+		array['m', 'm'], array['{}', '{}']::jsonb[], _idempotency_keys => array['k', null])`)
+	require.NoError(t, err)
+	fromSQL, err := pgx.CollectRows(rows, pgx.RowToStructByPos[taskorch.EnqueueResult])
+	require.NoError(t, err)
+	require.Len(t, fromSQL, 2)
+	require.Equal(t, taskorch.EnqueueResult{TaskID: ids[1], Duplicate: true}, fromSQL[0])
+	require.False(t, fromSQL[1].Duplicate)
+	plain := scalar[[]int64](t, pool, `select queues.enqueue_many(array['m', 'm'], array['{}', '{}']::jsonb[], _idempotency_keys => array['k', null])`)
+	require.Len(t, plain, 2)
+	require.Equal(t, ids[1], plain[0])
+	require.Greater(t, plain[1], fromSQL[1].TaskID)
+	require.Equal(t, []int64{}, scalar[[]int64](t, pool, `select queues.enqueue_many('{}', '{}')`))
+	require.Empty(t, scalar[[]int64](t, pool, `select array_agg(task_id) from queues.enqueue_many_with_result('{}', '{}')`))
 
 	empty, err := c.EnqueueMany(ctx, nil)
 	require.NoError(t, err)

@@ -10,7 +10,7 @@ import (
 
 // Errors callers can test for with errors.Is.
 var (
-	// ErrNotFound: no task has the given id.
+	// ErrNotFound: no task has the given id (no schedule has the given name).
 	ErrNotFound = errors.New("taskorch: task not found")
 
 	// ErrInvalidInput: a task type, payload, option or argument was rejected. The error's

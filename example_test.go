@@ -33,7 +33,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	res, err := client.Enqueue(ctx, SendReport{AccountID: 7}, &taskorch.EnqueueOpts{Priority: 5})
+	res, err := client.Enqueue(ctx, SendReport{AccountID: 7}, &taskorch.EnqueueOpts{Priority: new(5)})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -77,21 +77,32 @@ func ExampleClient_EnqueueTx() {
 	// Output: true
 }
 
-// EnqueueMany inserts many tasks in one statement and returns their ids in order.
+// EnqueueMany inserts many tasks in one statement and returns a result per task, in order:
+// its id, and whether an idempotency key found an existing task instead.
 func ExampleClient_EnqueueMany() {
 	ctx := context.Background()
 	client, _ := taskorch.NewClient(exampleDB(), nil)
 
+	_, _ = client.Enqueue(ctx, SendReport{AccountID: 1}, &taskorch.EnqueueOpts{IdempotencyKey: "report-1"})
 	var batch []taskorch.EnqueueParams
 	for i := range 3 {
-		batch = append(batch, taskorch.EnqueueParams{Args: SendReport{AccountID: int64(i)}})
+		key := fmt.Sprintf("report-%d", i)
+		batch = append(batch, taskorch.EnqueueParams{Args: SendReport{AccountID: int64(i)},
+			Opts: &taskorch.EnqueueOpts{IdempotencyKey: key}})
 	}
-	ids, err := client.EnqueueMany(ctx, batch)
+	results, err := client.EnqueueMany(ctx, batch)
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(len(ids), ids[0] < ids[1] && ids[1] < ids[2])
-	// Output: 3 true
+	for i, r := range results {
+		fmt.Printf("report-%d duplicate=%v\n", i, r.Duplicate)
+	}
+	fmt.Println(results[0].TaskID < results[2].TaskID)
+	// Output:
+	// report-0 duplicate=false
+	// report-1 duplicate=true
+	// report-2 duplicate=false
+	// true
 }
 
 // Bad input is refused before anything is written, with an error that says why.

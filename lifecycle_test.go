@@ -131,12 +131,12 @@ func TestCancelAndRetryRules(t *testing.T) {
 	ctx := context.Background()
 	c, pool := newClient(t)
 	ids, err := c.EnqueueMany(ctx, []taskorch.EnqueueParams{
-		{Args: raw("c", `{"n":1}`), Opts: &taskorch.EnqueueOpts{Priority: 3}},
-		{Args: raw("c", `{"n":2}`), Opts: &taskorch.EnqueueOpts{Priority: 2}},
-		{Args: raw("c", `{"n":3}`), Opts: &taskorch.EnqueueOpts{Priority: 1, ScheduledAt: time.Now().Add(time.Hour)}},
+		{Args: raw("c", `{"n":1}`), Opts: &taskorch.EnqueueOpts{Priority: new(3)}},
+		{Args: raw("c", `{"n":2}`), Opts: &taskorch.EnqueueOpts{Priority: new(2)}},
+		{Args: raw("c", `{"n":3}`), Opts: &taskorch.EnqueueOpts{Priority: new(1), ScheduledAt: time.Now().Add(time.Hour)}},
 	})
 	require.NoError(t, err)
-	running, done, pending := ids[0], ids[1], ids[2]
+	running, done, pending := ids[0].TaskID, ids[1].TaskID, ids[2].TaskID
 	got := claim(t, pool, "w", 2, "5 minutes")
 	require.Len(t, got, 2)
 	require.True(t, scalar[bool](t, pool, `select queues.complete_task($1, $2)`, done, got[1].LeaseID))

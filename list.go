@@ -10,7 +10,17 @@ import (
 
 // Get returns the task with the given id, or ErrNotFound.
 func (c *Client) Get(ctx context.Context, id int64) (*Task, error) {
-	t, err := scanTask(c.pool.QueryRow(ctx, `select `+taskColumns+` from queues.task where task_id = $1`, id))
+	return c.get(ctx, c.pool, id)
+}
+
+// GetTx is Get in the caller's transaction: it sees the transaction's own uncommitted writes
+// (a task enqueued with EnqueueTx, cancelled with CancelTx).
+func (c *Client) GetTx(ctx context.Context, tx pgx.Tx, id int64) (*Task, error) {
+	return c.get(ctx, tx, id)
+}
+
+func (c *Client) get(ctx context.Context, db DBTX, id int64) (*Task, error) {
+	t, err := scanTask(db.QueryRow(ctx, `select `+taskColumns+` from queues.task where task_id = $1`, id))
 	if err != nil {
 		return nil, fmt.Errorf("get task %d: %w", id, mapError(err))
 	}
@@ -46,8 +56,17 @@ order by task_id desc
 limit $4`
 
 // List returns a page of tasks, newest first, paged by id (keyset paging: every page costs the
-// same however deep it is).
+// same however deep it is). p may be nil.
 func (c *Client) List(ctx context.Context, p *ListParams) (*TaskList, error) {
+	return c.list(ctx, c.pool, p)
+}
+
+// ListTx is List in the caller's transaction: it sees the transaction's own uncommitted tasks.
+func (c *Client) ListTx(ctx context.Context, tx pgx.Tx, p *ListParams) (*TaskList, error) {
+	return c.list(ctx, tx, p)
+}
+
+func (c *Client) list(ctx context.Context, db DBTX, p *ListParams) (*TaskList, error) {
 	if p == nil {
 		p = &ListParams{}
 	}
@@ -71,7 +90,7 @@ func (c *Client) List(ctx context.Context, p *ListParams) (*TaskList, error) {
 		}
 		statuses = append(statuses, string(s))
 	}
-	rows, err := c.pool.Query(ctx, listSQL, types, statuses, p.Before, limit+1)
+	rows, err := db.Query(ctx, listSQL, types, statuses, p.Before, limit+1)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", mapError(err))
 	}
@@ -129,15 +148,25 @@ type History struct {
 
 // History returns a task's leases, events and errors. An unknown id gives ErrNotFound.
 func (c *Client) History(ctx context.Context, id int64) (*History, error) {
+	return c.history(ctx, c.pool, id)
+}
+
+// HistoryTx is History in the caller's transaction: it sees the transaction's own uncommitted
+// writes. In a REPEATABLE READ transaction, GetTx and HistoryTx read one snapshot.
+func (c *Client) HistoryTx(ctx context.Context, tx pgx.Tx, id int64) (*History, error) {
+	return c.history(ctx, tx, id)
+}
+
+func (c *Client) history(ctx context.Context, db DBTX, id int64) (*History, error) {
 	var exists bool
-	if err := c.pool.QueryRow(ctx, `select exists (select from queues.task where task_id = $1)`, id).Scan(&exists); err != nil {
+	if err := db.QueryRow(ctx, `select exists (select from queues.task where task_id = $1)`, id).Scan(&exists); err != nil {
 		return nil, fmt.Errorf("history of task %d: %w", id, err)
 	}
 	if !exists {
 		return nil, fmt.Errorf("history of task %d: %w", id, ErrNotFound)
 	}
 	h := &History{}
-	rows, err := c.pool.Query(ctx, `select task_lease_id, task_id, worker_id, attempt, leased_at, expires_at
+	rows, err := db.Query(ctx, `select task_lease_id, task_id, worker_id, attempt, leased_at, expires_at
 		from queues.task_lease where task_id = $1 order by task_lease_id`, id)
 	if err == nil {
 		h.Leases, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Lease])
@@ -145,7 +174,7 @@ func (c *Client) History(ctx context.Context, id int64) (*History, error) {
 	if err != nil {
 		return nil, fmt.Errorf("history of task %d: leases: %w", id, err)
 	}
-	rows, err = c.pool.Query(ctx, `select task_event_id, task_id, occurred_at, event, from_status::text, to_status::text,
+	rows, err = db.Query(ctx, `select task_event_id, task_id, occurred_at, event, from_status::text, to_status::text,
 		lease_id, worker_id, attempt, detail from queues.task_event where task_id = $1 order by task_event_id`, id)
 	if err == nil {
 		h.Events, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Event])
@@ -153,7 +182,7 @@ func (c *Client) History(ctx context.Context, id int64) (*History, error) {
 	if err != nil {
 		return nil, fmt.Errorf("history of task %d: events: %w", id, err)
 	}
-	rows, err = c.pool.Query(ctx, `select error_id, task_id, occurred_at, error_message, context
+	rows, err = db.Query(ctx, `select error_id, task_id, occurred_at, error_message, context
 		from queues.error where task_id = $1 order by error_id`, id)
 	if err == nil {
 		h.Errors, err = pgx.CollectRows(rows, pgx.RowToStructByPos[ErrorRecord])

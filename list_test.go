@@ -44,7 +44,7 @@ func TestListFiltersAndKeysetPaging(t *testing.T) {
 	for i := 1; i < len(all); i++ {
 		require.Greater(t, all[i-1], all[i], "newest first, no repeats")
 	}
-	require.Equal(t, ids[len(ids)-1], all[0])
+	require.Equal(t, ids[len(ids)-1].TaskID, all[0])
 
 	beta, err := c.List(ctx, &taskorch.ListParams{Types: []string{"beta"}})
 	require.NoError(t, err)

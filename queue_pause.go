@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // PausedQueue is a task type whose pending tasks are not being claimed.
@@ -18,12 +20,22 @@ type PausedQueue struct {
 // queue was running (false: it was already paused). by is recorded as who paused it; empty means
 // the database user.
 func (c *Client) PauseQueue(ctx context.Context, taskType, by string) (bool, error) {
+	return c.pauseQueue(ctx, c.pool, taskType, by)
+}
+
+// PauseQueueTx is PauseQueue in the caller's transaction: workers stop claiming taskType when
+// tx commits, and nothing changes if it rolls back.
+func (c *Client) PauseQueueTx(ctx context.Context, tx pgx.Tx, taskType, by string) (bool, error) {
+	return c.pauseQueue(ctx, tx, taskType, by)
+}
+
+func (c *Client) pauseQueue(ctx context.Context, db DBTX, taskType, by string) (bool, error) {
 	var changed bool
 	var byArg any
 	if by != "" {
 		byArg = by
 	}
-	if err := c.pool.QueryRow(ctx, `select queues.pause_queue($1, $2)`, taskType, byArg).Scan(&changed); err != nil {
+	if err := db.QueryRow(ctx, `select queues.pause_queue($1, $2)`, taskType, byArg).Scan(&changed); err != nil {
 		return false, fmt.Errorf("pause queue %q: %w", taskType, mapError(err))
 	}
 	return changed, nil
@@ -32,8 +44,18 @@ func (c *Client) PauseQueue(ctx context.Context, taskType, by string) (bool, err
 // ResumeQueue lets workers claim taskType again and wakes them. It reports whether the queue
 // was paused.
 func (c *Client) ResumeQueue(ctx context.Context, taskType string) (bool, error) {
+	return c.resumeQueue(ctx, c.pool, taskType)
+}
+
+// ResumeQueueTx is ResumeQueue in the caller's transaction: the queue resumes, and workers are
+// woken, when tx commits.
+func (c *Client) ResumeQueueTx(ctx context.Context, tx pgx.Tx, taskType string) (bool, error) {
+	return c.resumeQueue(ctx, tx, taskType)
+}
+
+func (c *Client) resumeQueue(ctx context.Context, db DBTX, taskType string) (bool, error) {
 	var changed bool
-	if err := c.pool.QueryRow(ctx, `select queues.resume_queue($1)`, taskType).Scan(&changed); err != nil {
+	if err := db.QueryRow(ctx, `select queues.resume_queue($1)`, taskType).Scan(&changed); err != nil {
 		return false, fmt.Errorf("resume queue %q: %w", taskType, mapError(err))
 	}
 	return changed, nil
@@ -41,7 +63,17 @@ func (c *Client) ResumeQueue(ctx context.Context, taskType string) (bool, error)
 
 // PausedQueues lists the paused task types, by name.
 func (c *Client) PausedQueues(ctx context.Context) ([]PausedQueue, error) {
-	rows, err := c.pool.Query(ctx, `select task_type, paused_at, coalesce(paused_by, '') from queues.queue_pause order by task_type`)
+	return c.pausedQueues(ctx, c.pool)
+}
+
+// PausedQueuesTx is PausedQueues in the caller's transaction: it sees the transaction's own
+// uncommitted pauses and resumes.
+func (c *Client) PausedQueuesTx(ctx context.Context, tx pgx.Tx) ([]PausedQueue, error) {
+	return c.pausedQueues(ctx, tx)
+}
+
+func (c *Client) pausedQueues(ctx context.Context, db DBTX) ([]PausedQueue, error) {
+	rows, err := db.Query(ctx, `select task_type, paused_at, coalesce(paused_by, '') from queues.queue_pause order by task_type`)
 	if err != nil {
 		return nil, fmt.Errorf("list paused queues: %w", mapError(err))
 	}

@@ -6,14 +6,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/taskorch/taskorch/internal/maintenance"
+	"github.com/taskorch/taskorch"
 )
 
 func (h *Handler) schedulesPage(w http.ResponseWriter, r *http.Request) {
-	var ss []maintenance.Schedule
+	var ss []taskorch.Schedule
 	err := h.readTx(r.Context(), func(ctx context.Context, tx pgx.Tx) error {
 		var err error
-		ss, err = maintenance.ListSchedules(ctx, tx)
+		ss, err = h.client.SchedulesTx(ctx, tx)
 		return err
 	})
 	if err != nil {

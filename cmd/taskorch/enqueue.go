@@ -46,7 +46,10 @@ a terminal; scripts get the count (or, with --json, the count and the first and 
 			if err := taskorch.ValidateTaskType(args[0]); err != nil {
 				return err
 			}
-			opts := &taskorch.EnqueueOpts{Priority: priority, IdempotencyKey: key, MaxAttempts: maxAttempts}
+			opts := &taskorch.EnqueueOpts{IdempotencyKey: key, MaxAttempts: maxAttempts}
+			if cmd.Flags().Changed("priority") {
+				opts.Priority = &priority
+			}
 			if at != "" {
 				t, err := time.Parse(time.RFC3339Nano, at)
 				if err != nil {

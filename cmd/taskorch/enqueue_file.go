@@ -50,14 +50,14 @@ func enqueueFile(cmd *cobra.Command, g *globals, taskType, path string, opts *ta
 			if len(batch) == 0 {
 				return nil
 			}
-			ids, err := c.EnqueueManyTx(ctx, tx, batch)
+			results, err := c.EnqueueManyTx(ctx, tx, batch)
 			if err != nil {
 				return fmt.Errorf("lines %d to %d: %w", total-len(batch)+1, total, err)
 			}
 			if first == 0 {
-				first = ids[0]
+				first = results[0].TaskID
 			}
-			last = ids[len(ids)-1]
+			last = results[len(results)-1].TaskID
 			batch = batch[:0]
 			if progress != nil && time.Since(lastReport) > time.Second {
 				lastReport = time.Now()

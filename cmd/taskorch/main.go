@@ -9,8 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-
-	"github.com/taskorch/taskorch/internal/maintenance"
 )
 
 func main() {
@@ -28,7 +26,7 @@ func main() {
 //	0  success
 //	1  failure: the database is unreachable, a statement failed, ...
 //	2  bad usage or input: unknown flag, malformed JSON payload, bad timestamp, ...
-//	3  not found: no task with that id
+//	3  not found: no task with that id, no schedule with that name
 //	4  not allowed in the task's current status (retrying a running task, ...)
 const (
 	exitOK       = 0
@@ -55,7 +53,7 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &ue), isInputError(err):
 		return exitUsage
-	case isNotFound(err), errors.Is(err, maintenance.ErrScheduleNotFound):
+	case isNotFound(err):
 		return exitNotFound
 	case isWrongState(err):
 		return exitState

@@ -1,13 +1,13 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/taskorch/taskorch"
 	"github.com/taskorch/taskorch/internal/maintenance"
 )
 
@@ -58,19 +58,16 @@ func newSchedulesCmd(g *globals) *cobra.Command {
 		Short: "List the schedules",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			pool, err := g.connect(cmd.Context())
+			c, closeFn, err := g.client(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer pool.Close()
-			ss, err := maintenance.ListSchedules(cmd.Context(), pool)
+			defer closeFn()
+			ss, err := c.Schedules(cmd.Context())
 			if err != nil {
 				return err
 			}
 			if g.jsonOut {
-				if ss == nil {
-					ss = []maintenance.Schedule{}
-				}
 				return writeJSON(cmd.OutOrStdout(), ss)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
@@ -104,24 +101,24 @@ func newSchedulesCmd(g *globals) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p := maintenance.ScheduleParams{Name: args[0], Cron: args[1], TaskType: args[2],
-				Priority: priority, MaxAttempts: maxAttempts, Disabled: disabled}
+			args0 := taskorch.RawArgs{Type: args[2]}
 			if len(args) == 4 {
 				payload, err := parsePayload(args[3])
 				if err != nil {
 					return err
 				}
-				p.Payload = payload
+				args0.Payload = payload
 			}
-			pool, err := g.connect(cmd.Context())
+			p := &taskorch.ScheduleParams{Name: args[0], Cron: args[1], Args: args0, MaxAttempts: maxAttempts, Disabled: disabled}
+			if cmd.Flags().Changed("priority") {
+				p.Priority = &priority
+			}
+			c, closeFn, err := g.client(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer pool.Close()
-			created, err := maintenance.AddSchedule(cmd.Context(), pool, p)
-			if errors.Is(err, maintenance.ErrInvalidSchedule) {
-				return &usageError{err: err}
-			}
+			defer closeFn()
+			created, err := c.AddSchedule(cmd.Context(), p) // a bad schedule is ErrInvalidInput: exit 2
 			if err != nil {
 				return err
 			}
@@ -146,12 +143,12 @@ func newSchedulesCmd(g *globals) *cobra.Command {
 		Short: "Remove a schedule (the tasks it enqueued stay)",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			pool, err := g.connect(cmd.Context())
+			c, closeFn, err := g.client(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer pool.Close()
-			if err := maintenance.RemoveSchedule(cmd.Context(), pool, args[0]); err != nil {
+			defer closeFn()
+			if err := c.RemoveSchedule(cmd.Context(), args[0]); err != nil { // ErrNotFound: exit 3
 				return err
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "removed schedule %s\n", args[0])
