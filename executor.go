@@ -66,8 +66,9 @@ func (w *Worker) run(ctx context.Context, r *runningTask) outcome {
 		ctx, cancel = context.WithTimeoutCause(ctx, timeout, errTimeout)
 		defer cancel()
 	}
-	log := w.taskLogger(t)
-	log.Debug("task started")
+	if w.log.Enabled(ctx, slog.LevelDebug) {
+		w.taskLogger(t).Debug("task started")
+	}
 	switch {
 	case t.Type == TypeDBFunction:
 		return w.runDBFunction(ctx, t)

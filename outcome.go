@@ -166,10 +166,17 @@ func (w *Worker) record(ctx context.Context, r *runningTask, o outcome) {
 // transport's acknowledgement (only for an outcome that is committed). The task then leaves
 // the worker's running set.
 func (w *Worker) finish(r *runningTask, o outcome) {
-	t, log := r.task, w.taskLogger(r.task)
+	t := r.task
+	var logger *slog.Logger // made on first use: most tasks log nothing at the configured level
+	log := func() *slog.Logger {
+		if logger == nil {
+			logger = w.taskLogger(t)
+		}
+		return logger
+	}
 	switch {
 	case o.err != nil:
-		log.Error("could not record the outcome; the lease will expire and the task run again",
+		log().Error("could not record the outcome; the lease will expire and the task run again",
 			"error", o.err, "outcome", o.describe())
 	case o.refused:
 		w.metrics.outcomeRefused()
@@ -177,30 +184,32 @@ func (w *Worker) finish(r *runningTask, o outcome) {
 		if what == "" {
 			what = o.describe()
 		}
-		log.Warn(what+" refused: the lease was lost", "detail", o.msg)
+		log().Warn(what+" refused: the lease was lost", "detail", o.msg)
 	case o.lost:
 		w.metrics.leaseLost()
-		log.Warn("lease lost before the task's transaction began; nothing done", "detail", o.msg)
+		log().Warn("lease lost before the task's transaction began; nothing done", "detail", o.msg)
 	case o.kind == outcomeNone:
-		log.Info("task stopped without an outcome", "cause", o.msg)
+		log().Info("task stopped without an outcome", "cause", o.msg)
 	case o.kind == outcomeSnooze:
 		w.metrics.taskSnoozed(t)
-		log.Info("task snoozed", "for", o.snooze)
+		log().Info("task snoozed", "for", o.snooze)
 	case o.kind == outcomeFail:
 		w.metrics.taskFailed(t, string(o.status))
-		log.Warn("task failed", "error", logValue(o.msg), "retriable", o.retriable, "status", o.status)
+		log().Warn("task failed", "error", logValue(o.msg), "retriable", o.retriable, "status", o.status)
 	case o.status == StatusCompleted:
 		w.metrics.taskCompleted(t.Type)
 	default: // written by the branch as a failure (a function's named non-success)
 		w.metrics.taskFailed(t, string(o.status))
 	}
 	if o.note != "" && o.committed() {
-		log.Log(r.ctx, o.noteLevel, o.note, o.noteAttrs...)
+		log().Log(r.ctx, o.noteLevel, o.note, o.noteAttrs...)
 	}
 	w.dl.outcomeRecorded(t.ID, o.committed())
 	d := time.Since(r.started)
 	w.metrics.taskFinished(t, d)
-	log.Debug("task finished", "duration", d, "recorded", o.committed())
+	if w.log.Enabled(r.ctx, slog.LevelDebug) {
+		log().Debug("task finished", "duration", d, "recorded", o.committed())
+	}
 	r.endSpan()
 	w.mu.Lock()
 	delete(w.running, t.ID)
