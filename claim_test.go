@@ -235,17 +235,18 @@ func TestCompleteTasksBatch(t *testing.T) {
 	require.ErrorContains(t, err, "2 task ids but 1 lease ids")
 }
 
-// The seed's SQL entry points: dequeue_next_available_task claims one task with a 5-minute
-// lease and returns NULL when nothing is due; the one-argument forms act on the current lease.
-func TestSeedDequeueAndOneArgumentForms(t *testing.T) {
+// The short SQL entry points for psql users: dequeue_next_available_task claims one task with a
+// 5-minute lease and returns NULL when nothing is due; the one-argument forms act on the current
+// lease.
+func TestDequeueNextAndOneArgumentForms(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c, pool := newClient(t)
 	require.Nil(t, scalar[*int64](t, pool, `select task_id from queues.dequeue_next_available_task()`))
 
-	a, err := c.Enqueue(ctx, raw("seed", `{"n":1}`), nil)
+	a, err := c.Enqueue(ctx, raw("psql", `{"n":1}`), nil)
 	require.NoError(t, err)
-	b, err := c.Enqueue(ctx, raw("seed", `{"n":2}`), &taskorch.EnqueueOpts{MaxAttempts: 1})
+	b, err := c.Enqueue(ctx, raw("psql", `{"n":2}`), &taskorch.EnqueueOpts{MaxAttempts: 1})
 	require.NoError(t, err)
 
 	var id int64

@@ -36,7 +36,7 @@ create table biz.canary (n int not null);              -- injections must not to
 insert into biz.canary values (42);
 create table public.x (n int);                         -- the table an injection tries to drop
 
--- granted: returns the whole payload in a seed 002 envelope
+-- granted: returns the whole payload in a status envelope
 create function biz.ok(jsonb) returns jsonb
 language sql security definer set search_path = pg_catalog, pg_temp as
 $$ select jsonb_build_object('status', 'succeeded', 'payload', $1) $$;

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/taskorch/taskorch/internal/maintenance"
+	"github.com/taskorch/taskorch/internal/admin"
 )
 
 // Schedule is a periodic task, a row of queues.schedule: at every tick of Cron the leader (one
@@ -87,7 +87,7 @@ func (c *Client) addSchedule(ctx context.Context, db DBTX, p *ScheduleParams) (b
 	if err != nil {
 		return false, fmt.Errorf("schedule %q: %w", p.Name, err)
 	}
-	mp := maintenance.ScheduleParams{
+	mp := admin.ScheduleParams{
 		Name:     p.Name,
 		Cron:     p.Cron,
 		TaskType: row.taskType,
@@ -98,8 +98,8 @@ func (c *Client) addSchedule(ctx context.Context, db DBTX, p *ScheduleParams) (b
 	if row.maxAttempts != nil {
 		mp.MaxAttempts = int(*row.maxAttempts)
 	}
-	created, err := maintenance.AddSchedule(ctx, db, mp)
-	if errors.Is(err, maintenance.ErrInvalidSchedule) {
+	created, err := admin.AddSchedule(ctx, db, mp)
+	if errors.Is(err, admin.ErrInvalidSchedule) {
 		return false, &InputError{Msg: err.Error()} // "invalid schedule: cron ...: what is wrong"
 	}
 	if err != nil {
@@ -120,8 +120,8 @@ func (c *Client) RemoveScheduleTx(ctx context.Context, tx pgx.Tx, name string) e
 }
 
 func (c *Client) removeSchedule(ctx context.Context, db DBTX, name string) error {
-	err := maintenance.RemoveSchedule(ctx, db, name)
-	if errors.Is(err, maintenance.ErrScheduleNotFound) {
+	err := admin.RemoveSchedule(ctx, db, name)
+	if errors.Is(err, admin.ErrScheduleNotFound) {
 		return &notFoundError{msg: fmt.Sprintf("schedule %q does not exist", name)}
 	}
 	return mapError(err)
@@ -140,7 +140,7 @@ func (c *Client) SchedulesTx(ctx context.Context, tx pgx.Tx) ([]Schedule, error)
 }
 
 func (c *Client) schedules(ctx context.Context, db DBTX) ([]Schedule, error) {
-	ss, err := maintenance.ListSchedules(ctx, db)
+	ss, err := admin.ListSchedules(ctx, db)
 	if err != nil {
 		return nil, mapError(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Status is a task's state. See DESIGN §2 and docs/design.md.
+// Status is a task's state. docs/design.md draws the states and the transitions between them.
 type Status string
 
 // The states of a task.

@@ -63,7 +63,7 @@ type WorkerConfig struct {
 
 	// OnlyKnownTypes makes the worker claim only the types it can run: db_function, its Go
 	// handlers' types and its channels' types. Defaults to false: the worker claims every type
-	// and fails tasks of unknown types (seed 000), which suits a fleet of identical workers.
+	// and fails tasks of unknown types, which suits a fleet of identical workers.
 	OnlyKnownTypes bool
 
 	// Logger receives structured logs; every line about a task carries task_id, task_type,

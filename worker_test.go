@@ -16,7 +16,7 @@ import (
 
 	"github.com/taskorch/taskorch"
 	"github.com/taskorch/taskorch/internal/dbtest"
-	"github.com/taskorch/taskorch/internal/testbiz"
+	"github.com/taskorch/taskorch/internal/testfixtures"
 )
 
 type greet struct {
@@ -55,7 +55,7 @@ func TestWorkerDBFunction(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c, pool := newClient(t)
-	mustExec(t, pool, testbiz.SQL)
+	mustExec(t, pool, testfixtures.WorkerSQL)
 	children := make(chan string, 1)
 	hs := taskorch.NewHandlers()
 	hs.HandleFunc("child", func(ctx context.Context, task *taskorch.Task) error {
@@ -78,7 +78,7 @@ func TestWorkerDBFunctionOutcomes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c, pool := newClient(t)
-	mustExec(t, pool, testbiz.SQL)
+	mustExec(t, pool, testfixtures.WorkerSQL)
 	noRetryDelay(t, pool)
 	startWorker(t, pool, &taskorch.WorkerConfig{TaskTimeout: 300 * time.Millisecond})
 
@@ -197,7 +197,7 @@ func TestWorkerChannelInvoker(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c, pool := newClient(t)
-	mustExec(t, pool, testbiz.SQL)
+	mustExec(t, pool, testfixtures.WorkerSQL)
 	var calls atomic.Int32
 	provider := taskorch.ChannelProviderFunc(func(ctx context.Context, call taskorch.ChannelCall) (json.RawMessage, error) {
 		calls.Add(1)

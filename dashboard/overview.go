@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/taskorch/taskorch/internal/maintenance"
+	"github.com/taskorch/taskorch/internal/admin"
 )
 
 //go:embed sql/*.sql
@@ -115,7 +115,7 @@ func (h *Handler) overviewPage(w http.ResponseWriter, r *http.Request) {
 		if err := h.readCharts(ctx, tx, &d); err != nil {
 			return err
 		}
-		ws, err := maintenance.ListWorkers(ctx, tx)
+		ws, err := admin.ListWorkers(ctx, tx)
 		if err != nil {
 			return err
 		}

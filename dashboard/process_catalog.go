@@ -10,7 +10,7 @@ import (
 )
 
 // A process is a supervisor-driven business process, found in the catalog by the naming
-// pattern of the seeds' building blocks (docs/processes.md): in a schema S, a root table
+// pattern of the process building blocks (docs/processes.md): in a schema S, a root table
 // S.<name>_task (primary key <name>_task_id) with at least one of
 //
 //	S.<name>_attempt            (<name>_attempt_id, <name>_task_id)

@@ -92,7 +92,7 @@ func seed(t *testing.T, pool *pgxpool.Pool) seeded {
 	exec(`insert into queues.outbox_rule (channel, recipient, fail) values ('sms', '+15550100', 'always')`)
 	exec(`select queues.record_outbox_message(null, 'sms', '{"to": "+15550100", "body": "code 1234"}')`)
 
-	// A process in the seeds' shape, as `taskorch scaffold process ship_order` would make it,
+	// A process in the building blocks' shape, as `taskorch scaffold process ship_order` would make it,
 	// and a table that merely ends in _task (not a process).
 	exec(`create schema demo;
 		create table demo.ship_order_task (ship_order_task_id bigint generated always as identity primary key,

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/taskorch/taskorch/internal/maintenance"
+	"github.com/taskorch/taskorch/internal/admin"
 )
 
 // leaderRow is the leader lease.
@@ -32,7 +32,7 @@ type runningTask struct {
 }
 
 type workersData struct {
-	Workers  []maintenance.Worker
+	Workers  []admin.Worker
 	Leader   *leaderRow
 	Running  []runningTask
 	Capacity int // the pool sizes added up
@@ -46,7 +46,7 @@ func (h *Handler) workersPage(w http.ResponseWriter, r *http.Request) {
 	var d workersData
 	err := h.readTx(r.Context(), func(ctx context.Context, tx pgx.Tx) error {
 		var err error
-		if d.Workers, err = maintenance.ListWorkers(ctx, tx); err != nil {
+		if d.Workers, err = admin.ListWorkers(ctx, tx); err != nil {
 			return err
 		}
 		for _, wk := range d.Workers {

@@ -3,7 +3,8 @@
 // `taskorch migrate sql` prints them wrapped with the bookkeeping `taskorch migrate up` does.
 //
 // The "core" set (the queues schema, its SQL API and the worker role) is always applied. Later
-// sets are business processes an operator opts into.
+// sets are business processes an operator opts into; package processtest (the folder of that
+// name, which holds no SQL) tests them end to end.
 package migrations
 
 import "embed"

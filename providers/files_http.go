@@ -54,7 +54,7 @@ type signError struct {
 	Message string `json:"message"`
 }
 
-// HTTPSigner deletes files in two steps (seed 002): it asks the files service for a signed
+// HTTPSigner deletes files in two steps: it asks the files service for a signed
 // DELETE URL for (bucket, object_key), then sends the DELETE to the storage. The files service
 // holds the storage credentials; the worker holds none.
 type HTTPSigner struct {

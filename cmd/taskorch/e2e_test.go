@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch/internal/dbtest"
-	"github.com/taskorch/taskorch/internal/testbiz"
+	"github.com/taskorch/taskorch/internal/testfixtures"
 )
 
 // A stock worker process runs every kind of task and records each outcome clearly.
@@ -20,7 +20,7 @@ func TestE2EWorkerProcess(t *testing.T) {
 	t.Parallel()
 	url := dbtest.NewDBURL(t)
 	pool := openPool(t, url)
-	_, err := pool.Exec(context.Background(), testbiz.SQL)
+	_, err := pool.Exec(context.Background(), testfixtures.WorkerSQL)
 	require.NoError(t, err)
 	startWorkerProc(t, url, "TASKORCH_TASK_TIMEOUT=1s", "TASKORCH_CONCURRENCY=8")
 
@@ -63,7 +63,7 @@ func TestE2ECrashRecoveryDBFunction(t *testing.T) {
 	t.Parallel()
 	url := dbtest.NewDBURL(t)
 	pool := openPool(t, url)
-	_, err := pool.Exec(context.Background(), testbiz.SQL+`update wbiz.sleep_control set ms = 600000;`)
+	_, err := pool.Exec(context.Background(), testfixtures.WorkerSQL+`update wbiz.sleep_control set ms = 600000;`)
 	require.NoError(t, err)
 
 	first := startWorkerProc(t, url, "TASKORCH_LEASE_DURATION=2s", "TASKORCH_WORKER_ID=first")
@@ -144,7 +144,7 @@ func TestE2ELeastPrivilegeWorker(t *testing.T) {
 	ctx := context.Background()
 	url := dbtest.NewDBURL(t)
 	pool := openPool(t, url)
-	_, err := pool.Exec(ctx, testbiz.SQL)
+	_, err := pool.Exec(ctx, testfixtures.WorkerSQL)
 	require.NoError(t, err)
 	role := fmt.Sprintf("tw_e2e_%d", time.Now().UnixNano())
 	_, err = pool.Exec(ctx, fmt.Sprintf(`create role %s login password 'pw'; grant worker_service_user to %s`, role, role))

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/taskorch/taskorch"
-	"github.com/taskorch/taskorch/internal/maintenance"
+	"github.com/taskorch/taskorch/internal/admin"
 )
 
 func newWorkersCmd(g *globals) *cobra.Command {
@@ -23,13 +23,13 @@ func newWorkersCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer pool.Close()
-			ws, err := maintenance.ListWorkers(cmd.Context(), pool)
+			ws, err := admin.ListWorkers(cmd.Context(), pool)
 			if err != nil {
 				return err
 			}
 			if g.jsonOut {
 				if ws == nil {
-					ws = []maintenance.Worker{}
+					ws = []admin.Worker{}
 				}
 				return writeJSON(cmd.OutOrStdout(), ws)
 			}

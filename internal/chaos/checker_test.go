@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskorch/taskorch/internal/humanize"
-
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -151,11 +149,4 @@ func TestCheck(t *testing.T) {
 	require.False(t, rep.Passed())
 	require.Equal(t, []string{FaultPause}, rep.Missing())
 	require.Equal(t, []string{"netns"}, rep.Idle(), "no worker named ns* claimed anything")
-}
-
-func TestThousands(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 100000: "100,000", -1234567: "-1,234,567"} {
-		require.Equal(t, want, humanize.Thousands(in))
-	}
 }

@@ -65,7 +65,7 @@ type DispatcherConfig struct {
 	OnSent, OnRedispatched, OnSendFailed func(n int)
 }
 
-// Dispatcher sends the ids of due pending tasks to a transport (seed 003's due-task enqueuer):
+// Dispatcher sends the ids of due pending tasks to a transport (docs/transports.md):
 // each pass marks a batch dispatched in one statement (queues.dispatch_tasks, under row locks)
 // and sends their ids; a failed send clears the marks (queues.undispatch_tasks), so the tasks
 // stay eligible. Its reclaimer sends again what was dispatched but not claimed within

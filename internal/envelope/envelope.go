@@ -1,10 +1,11 @@
 // Package envelope parses the JSON envelope that SQL functions called by the worker return
-// (supervisors, before/success/error handlers; DESIGN §2 "The envelope").
+// (supervisors, before/success/error handlers). docs/worker.md says what the worker does with
+// each outcome.
 //
 // Two shapes are accepted, and may be mixed:
 //
-//	{"success": true, "error": "", "validation_failure_message": "", "payload": {...}}   // seed 000
-//	{"status": "succeeded", "payload": {...}}                                              // seed 002
+//	{"success": true, "error": "", "validation_failure_message": "", "payload": {...}}   // the success shape
+//	{"status": "succeeded", "payload": {...}}                                              // the status shape
 //
 // The outcome is decided by these rules, in order:
 //
@@ -36,7 +37,7 @@ import (
 // character boundary, without a marker. Payload is not cut: it is the callee's data.
 const MaxTextLen = 8 << 10
 
-// StatusSucceeded is the status value that means success (seed 002).
+// StatusSucceeded is the status value that means success (the status shape).
 const StatusSucceeded = "succeeded"
 
 // ErrMalformed is wrapped by every error Parse returns: the input is not an envelope.
@@ -47,11 +48,11 @@ type Result struct {
 	// Succeeded is the outcome, decided by the rules in the package documentation.
 	Succeeded bool
 
-	// Status is the envelope's "status" (seed 002), cut to MaxTextLen; empty when absent.
+	// Status is the envelope's "status" (the status shape), cut to MaxTextLen; empty when absent.
 	// Any value other than "succeeded" names a non-success outcome.
 	Status string
 
-	// Success is the envelope's "success" (seed 000); nil when absent or null. It only
+	// Success is the envelope's "success" (the success shape); nil when absent or null. It only
 	// decides the outcome when Status is empty.
 	Success *bool
 
@@ -110,7 +111,7 @@ func Parse(raw []byte) (Result, error) {
 
 	hasStatus = hasStatus && status != ""
 	if !hasStatus && r.Success == nil && r.Error == "" && r.ValidationFailureMessage == "" {
-		return Result{}, fmt.Errorf(`%w: no outcome: expected "status" (seed 002) or "success" (seed 000)`, ErrMalformed)
+		return Result{}, fmt.Errorf(`%w: no outcome: expected "status" ("succeeded" or another outcome's name) or "success" (true or false)`, ErrMalformed)
 	}
 	switch {
 	case r.ValidationFailureMessage != "":

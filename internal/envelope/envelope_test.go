@@ -21,13 +21,13 @@ func TestParse(t *testing.T) {
 		outcome string
 	}{
 		{
-			name:    "seed 002 success",
+			name:    "status shape: success",
 			in:      `{"status": "succeeded", "payload": {"to": "a@example.com"}}`,
 			want:    envelope.Result{Succeeded: true, Status: "succeeded", Payload: []byte(`{"to": "a@example.com"}`)},
 			outcome: "succeeded",
 		},
 		{
-			name:    "seed 002 named non-success",
+			name:    "status shape: named non-success",
 			in:      `{"status": "max_attempts_reached"}`,
 			want:    envelope.Result{Status: "max_attempts_reached"},
 			outcome: `status "max_attempts_reached"`,
@@ -45,25 +45,25 @@ func TestParse(t *testing.T) {
 			outcome: `status "Succeeded"`,
 		},
 		{
-			name:    "seed 000 success with payload",
+			name:    "success shape: success with payload",
 			in:      `{"success": true, "error": "", "validation_failure_message": "", "payload": [1, 2]}`,
 			want:    envelope.Result{Succeeded: true, Success: ptr(true), Payload: []byte(`[1, 2]`)},
 			outcome: "succeeded",
 		},
 		{
-			name:    "seed 000 operational error",
+			name:    "success shape: operational error",
 			in:      `{"success": false, "error": "provider timed out"}`,
 			want:    envelope.Result{Success: ptr(false), Error: "provider timed out"},
 			outcome: "error: provider timed out",
 		},
 		{
-			name:    "seed 000 failure without a reason",
+			name:    "success shape: failure without a reason",
 			in:      `{"success": false}`,
 			want:    envelope.Result{Success: ptr(false)},
 			outcome: "success false",
 		},
 		{
-			name:    "seed 000 validation failure",
+			name:    "success shape: validation failure",
 			in:      `{"success": false, "validation_failure_message": "no such account"}`,
 			want:    envelope.Result{Success: ptr(false), ValidationFailureMessage: "no such account"},
 			outcome: "validation failure: no such account",

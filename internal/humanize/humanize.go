@@ -1,5 +1,5 @@
-// Package humanize formats numbers for people: the CLI's tables, the dashboard, the bench and
-// chaos reports.
+// Package humanize formats numbers for people to read: the dashboard's counts and the reports
+// of taskorch bench and the chaos harness.
 package humanize
 
 import (

@@ -8,7 +8,8 @@ import (
 	"github.com/robfig/cron/v3"
 )
 
-// ErrInvalidSchedule is wrapped by the errors of AddSchedule and ParseCron for a bad schedule.
+// ErrInvalidSchedule is wrapped by the errors of ParseCron (and of admin.AddSchedule, which
+// checks schedules with it) for a bad schedule.
 var ErrInvalidSchedule = errors.New("invalid schedule")
 
 // Cron is a parsed cron expression: 5 fields (minute hour day-of-month month day-of-week, in

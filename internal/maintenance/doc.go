@@ -14,6 +14,7 @@
 //	m, err := maintenance.New(pool, maintenance.Config{WorkerID: id, PoolSize: 10})
 //	go m.Run(ctx) // returns when ctx is done, after resigning and deregistering
 //
-// ListWorkers, ListSchedules, AddSchedule and RemoveSchedule serve the CLI and dashboard.
-// docs/operations.md describes the behaviour and its defaults.
+// Reading and changing that state from outside a worker (listing the workers, adding and removing
+// schedules) is package admin, for the CLI, the dashboard and the Client. docs/operations.md
+// describes the behaviour and its defaults.
 package maintenance

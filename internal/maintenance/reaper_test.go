@@ -1,7 +1,6 @@
 package maintenance
 
 import (
-	"slices"
 	"testing"
 	"time"
 
@@ -53,14 +52,9 @@ func TestReapDeadWorker(t *testing.T) {
 	require.Equal(t, 1, e.Workers[0].TasksDead)
 	require.Equal(t, 3, e.Tasks)
 
-	workers, err := ListWorkers(ctx, pool)
-	require.NoError(t, err)
-	var ids []string
-	for _, w := range workers {
-		ids = append(ids, w.ID)
-	}
-	slices.Sort(ids)
-	require.Equal(t, []string{"leader", "live"}, ids, "the dead worker is gone, the live one stays")
+	require.Equal(t, []string{"leader", "live"},
+		scalar[[]string](t, pool, `select array_agg(worker_id order by worker_id) from queues.worker`),
+		"the dead worker is gone, the live one stays")
 
 	for _, l := range ghostLeases {
 		want := "pending"

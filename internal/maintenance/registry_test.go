@@ -10,8 +10,8 @@ import (
 	"github.com/taskorch/taskorch/internal/dbtest"
 )
 
-// A worker registers, writes one UPDATE of its row per heartbeat and nothing else to
-// queues.worker, shows up in ListWorkers, and is gone after Run returns.
+// A worker registers with its Config, writes one UPDATE of its row per heartbeat and nothing else
+// to queues.worker, takes the leader lease, and is gone after Run returns.
 func TestRegistryAndHeartbeats(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.NewDB(t)
@@ -34,19 +34,26 @@ func TestRegistryAndHeartbeats(t *testing.T) {
 	}
 	ev.wait(t, "elected", kind(EventElected))
 
-	workers, err := ListWorkers(t.Context(), pool)
-	require.NoError(t, err)
-	require.Len(t, workers, 1)
-	w := workers[0]
-	require.Equal(t, "w-registry", w.ID)
-	require.Equal(t, "testhost", w.Hostname)
-	require.Equal(t, 4242, w.PID)
-	require.Equal(t, 8, w.PoolSize)
-	require.Equal(t, "test", w.Version)
-	require.Equal(t, "postgres", w.Transport)
-	require.Equal(t, []string{"a", "b"}, w.TaskTypes)
-	require.True(t, w.Leader)
-	require.GreaterOrEqual(t, w.LastHeartbeat, w.StartedAt)
+	require.Equal(t, 1, scalar[int](t, pool, `select count(*) from queues.worker`))
+	var w struct {
+		id, hostname, version, transport string
+		pid, poolSize                    int
+		taskTypes                        []string
+		startedAt, lastHeartbeat         time.Time
+	}
+	require.NoError(t, pool.QueryRow(t.Context(), `select worker_id, hostname, version, transport, pid, pool_size,
+		task_types, started_at, last_heartbeat from queues.worker`).Scan(&w.id, &w.hostname, &w.version, &w.transport,
+		&w.pid, &w.poolSize, &w.taskTypes, &w.startedAt, &w.lastHeartbeat))
+	require.Equal(t, "w-registry", w.id)
+	require.Equal(t, "testhost", w.hostname)
+	require.Equal(t, 4242, w.pid)
+	require.Equal(t, 8, w.poolSize)
+	require.Equal(t, "test", w.version)
+	require.Equal(t, "postgres", w.transport)
+	require.Equal(t, []string{"a", "b"}, w.taskTypes)
+	require.GreaterOrEqual(t, w.lastHeartbeat, w.startedAt)
+	require.True(t, scalar[bool](t, pool, `select worker_id = 'w-registry' and expires_at > now() from queues.leader`),
+		"holds the leader lease")
 
 	r.stop(t)
 	beats := ev.count(kind(EventHeartbeat))

@@ -1,10 +1,11 @@
-// Package testbiz holds the business functions the worker's tests run: a supervisor that
-// enqueues a child, functions that fail in each way a function can, and channel handlers. They
-// live in schema wbiz and are granted to worker_service_user.
-package testbiz
+// Package testfixtures holds SQL fixtures for tests: business functions the worker's tests run
+// and tables they check. It is imported by tests only.
+package testfixtures
 
-// SQL creates schema wbiz and its functions.
-const SQL = `
+// WorkerSQL creates schema wbiz, granted to worker_service_user: a supervisor that enqueues a
+// child, functions that fail in each way a function can, a slow one, channel handlers, and the
+// tables they write (wbiz.effect, wbiz.channel_fact) or read (wbiz.sleep_control).
+const WorkerSQL = `
 create schema wbiz;
 create table wbiz.effect (id serial primary key, note text not null);
 create function wbiz.supervisor(_p jsonb) returns jsonb
@@ -49,7 +50,7 @@ begin
     perform pg_sleep((select ms from wbiz.sleep_control) / 1000.0);
     return '{"status":"succeeded"}';
 end $$;
--- Channel handlers, seed 002's protocol.
+-- Channel handlers: before builds the provider request, on_success and on_error record a fact.
 create table wbiz.channel_fact (id serial primary key, kind text not null, body jsonb not null);
 create function wbiz.before(_p jsonb) returns jsonb
 language plpgsql security definer set search_path = pg_catalog, pg_temp as $$

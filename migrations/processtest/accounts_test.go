@@ -1,4 +1,4 @@
-package processes_test
+package processtest_test
 
 import (
 	"errors"
@@ -22,7 +22,7 @@ func newAccount(t *testing.T, pool *pgxpool.Pool, n int) (account int64, files [
 	return account, files
 }
 
-// Seed 002's checklist, happy path: deletion requested -> 'deleted' flag and one
+// An account deletion, the happy path: deletion requested -> 'deleted' flag and one
 // account_deletion_task -> each file has a file_deletion_task, a success fact and "deleted": true
 // -> an account_anonymization_task and the 'anonymized' flag -> account_deletion_task_succeeded.
 func TestAccountDeletionHappyPath(t *testing.T) {
@@ -109,8 +109,14 @@ func TestAccountDeletionAnonymizationStuck(t *testing.T) {
 	quiet(t, pool, "account_anonymization_task_id", anon)
 	require.Equal(t, 3, scalar[int](t, pool, `select accounts.count_account_anonymization_failed_attempts($1)`, anon))
 	require.True(t, scalar[bool](t, pool, `select accounts.is_account_anonymization_stuck($1)`, account))
-	require.Contains(t, scalar[string](t, pool, `select error_message from accounts.account_deletion_task_failed where account_deletion_task_id = $1`, id),
-		"account anonymization stuck: account "+itoa(account)+" not anonymized after 3 failed attempts (max 3); last error: anonymization backend unavailable")
+	// The deletion supervisor may see the anonymization stuck (every attempt failed) before the
+	// anonymization's own supervisor has recorded its terminal fact; it then records the stuck
+	// state without the last error. Both orders end the process failed, and say why.
+	msg := scalar[string](t, pool, `select error_message from accounts.account_deletion_task_failed where account_deletion_task_id = $1`, id)
+	if msg != "account "+itoa(account)+": account anonymization stuck: attempts exhausted" {
+		require.Contains(t, msg,
+			"account anonymization stuck: account "+itoa(account)+" not anonymized after 3 failed attempts (max 3); last error: anonymization backend unavailable")
+	}
 	require.Equal(t, "ann@example.com", scalar[string](t, pool, `select email from accounts.account where account_id = $1`, account),
 		"each failed attempt is rolled back")
 	require.False(t, scalar[bool](t, pool, `select accounts.has_account_flag($1, 'anonymized')`, account))

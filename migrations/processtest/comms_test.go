@@ -1,4 +1,4 @@
-package processes_test
+package processtest_test
 
 import (
 	"context"
@@ -49,7 +49,7 @@ func (s *scripted) Calls() []call {
 	return append([]call(nil), s.calls...)
 }
 
-// Seed 000's story: send_email -> supervisor -> attempt 1 fails at the provider -> failure fact
+// The story of docs/processes.md's walkthrough: send_email -> supervisor -> attempt 1 fails at the provider -> failure fact
 // -> attempt 2 -> success -> the supervisor stops. Exactly 2 attempts, 1 failed, 1 succeeded,
 // and nothing more is enqueued.
 func TestSendEmailStory(t *testing.T) {

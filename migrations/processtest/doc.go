@@ -1,4 +1,4 @@
-// Package processes documents and tests taskorch's shipped business processes: supervisor-driven
+// Package processtest tests taskorch's shipped business processes end to end: supervisor-driven
 // SQL processes installed with `taskorch migrate up --processes comms,files,accounts` (or
 // taskorch.MigrateOpts.Processes).
 //
@@ -9,11 +9,12 @@
 //   - accounts: api.request_account_deletion(account_id) deletes every file of an account,
 //     then anonymizes it.
 //
-// Each follows seed 002's building blocks: a root *_task row, *_attempt rows, one fact per
+// Each follows the same building blocks: a root *_task row, *_attempt rows, one fact per
 // attempt outcome (*_attempt_succeeded, *_attempt_failed), facts helpers, an idempotent kickoff,
 // a security-definer supervisor that locks the root row, and idempotent before/success/error
 // handlers granted to worker_service_user. See docs/processes.md.
 //
-// The SQL lives in the migrations package (migrations/comms, migrations/files,
-// migrations/accounts); this package holds the end-to-end tests that run it with a real worker.
-package processes
+// The SQL lives in the migration sets beside this folder (migrations/comms, migrations/files,
+// migrations/accounts); this package holds only the tests that run it with a real worker and
+// the channel providers.
+package processtest

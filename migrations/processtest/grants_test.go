@@ -1,4 +1,4 @@
-package processes_test
+package processtest_test
 
 import (
 	"testing"

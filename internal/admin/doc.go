@@ -1,0 +1,10 @@
+// Package admin is what operators' tools read and change of the fleet's state: the registered
+// workers (ListWorkers) and the periodic schedules (AddSchedule, RemoveSchedule, ListSchedules).
+// The CLI (taskorch workers, taskorch schedules), the dashboard and the Client's schedule methods
+// call it; the workers themselves never do.
+//
+// What a worker runs beside its task loop — registering, heartbeating, leadership and the
+// leader's duties, among them enqueueing the schedules' ticks — is package maintenance. AddSchedule
+// checks a cron expression with maintenance's parser, the one the leader computes the ticks
+// with, so a schedule the leader cannot run is refused when it is added.
+package admin

@@ -1,0 +1,9 @@
+package admin
+
+import (
+	"testing"
+
+	"github.com/taskorch/taskorch/internal/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m, dbtest.CoreOptions()) }
