@@ -85,7 +85,7 @@ type channelPayload struct {
 // to a supervisor and is always completed after processing: retries are the supervisor's new
 // attempts. A task without handlers is retried at task level when the provider fails, and its
 // success is a plain completion, written by the completer.
-func (w *Worker) runChannel(ctx context.Context, t *Task) outcome {
+func (w *Worker) runChannel(ctx context.Context, t *Task) *outcome {
 	var p channelPayload
 	if err := json.Unmarshal(t.Payload, &p); err != nil {
 		return failed(fmt.Sprintf("%s task payload: %v", t.Type, err), false, map[string]any{"reason": "bad_payload"})
@@ -144,7 +144,7 @@ func (w *Worker) runChannel(ctx context.Context, t *Task) outcome {
 // records the failure fact and the task is completed (the supervisor retries with a new
 // attempt); without handlers the attempt fails at task level.
 func (w *Worker) channelFailed(ctx context.Context, t *Task, p channelPayload, owned bool,
-	msg string, retriable bool, errCtx map[string]any) outcome {
+	msg string, retriable bool, errCtx map[string]any) *outcome {
 	if !owned {
 		return failed(msg, retriable, errCtx)
 	}
@@ -161,15 +161,15 @@ func (w *Worker) channelFailed(ctx context.Context, t *Task, p channelPayload, o
 // it too. If the handler raises, everything rolls back and the attempt fails (the task runs
 // again: the provider may be called twice, see docs/guarantees.md). It runs even when the
 // task's context was cancelled (a timeout) once the provider has answered.
-func (w *Worker) finishWithHandler(ctx context.Context, t *Task, handler string, body []byte, failure string) outcome {
+func (w *Worker) finishWithHandler(ctx context.Context, t *Task, handler string, body []byte, failure string) *outcome {
 	if failure != "" {
 		spanFailed(ctx, failure, false)
 	}
 	octx, cancel := outcomeContext(ctx)
 	defer cancel()
 	errCtx := map[string]any{"handler": handler}
-	onErr := func(err error) outcome { return failed(fmt.Sprintf("handler %s: %v", handler, err), true, errCtx) }
-	return w.inLeaseTx(octx, t, func(ctx context.Context, tx pgx.Tx) (outcome, bool) {
+	onErr := func(err error) *outcome { return failed(fmt.Sprintf("handler %s: %v", handler, err), true, errCtx) }
+	return w.inLeaseTx(octx, t, func(ctx context.Context, tx pgx.Tx) (*outcome, bool) {
 		if failure != "" {
 			if _, err := tx.Exec(ctx, `select queues.record_error($1, $2, $3, $4)`, t.ID, *t.LeaseID, truncate(failure, maxErrorBytes),
 				map[string]any{"channel": t.Type, "error_handler": handler}); err != nil {

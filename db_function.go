@@ -23,7 +23,7 @@ const TypeDBFunction = "db_function"
 // together, so SQL work takes effect exactly once. An exception in the function rolls
 // everything back and the attempt fails (retried with backoff); the runner's own refusals (no
 // such function, no grant) fail the task for good.
-func (w *Worker) runDBFunction(ctx context.Context, t *Task) outcome {
+func (w *Worker) runDBFunction(ctx context.Context, t *Task) *outcome {
 	var p struct {
 		DBFunction *string `json:"db_function"`
 	}
@@ -33,8 +33,8 @@ func (w *Worker) runDBFunction(ctx context.Context, t *Task) outcome {
 	}
 	fn := *p.DBFunction
 	errCtx := map[string]any{"db_function": truncate(fn, 200)}
-	onErr := func(err error) outcome { return w.dbFunctionError(ctx, fn, err, errCtx) }
-	return w.inLeaseTx(ctx, t, func(ctx context.Context, tx pgx.Tx) (outcome, bool) {
+	onErr := func(err error) *outcome { return w.dbFunctionError(ctx, fn, err, errCtx) }
+	return w.inLeaseTx(ctx, t, func(ctx context.Context, tx pgx.Tx) (*outcome, bool) {
 		var raw []byte
 		if err := tx.QueryRow(ctx, `select internal.run_function($1, $2)`, fn, t.Payload).Scan(&raw); err != nil {
 			return onErr(err), false
@@ -64,7 +64,7 @@ func (w *Worker) runDBFunction(ctx context.Context, t *Task) outcome {
 // malformed name) cannot succeed on retry and fail the task for good; an exception raised by
 // the function, a timeout or a lost connection fail the attempt, which is retried with backoff.
 // A task stopped by the worker (lease lost, shutdown) has no outcome.
-func (w *Worker) dbFunctionError(ctx context.Context, fn string, err error, errCtx map[string]any) outcome {
+func (w *Worker) dbFunctionError(ctx context.Context, fn string, err error, errCtx map[string]any) *outcome {
 	if stopped, cause := stoppedBy(ctx); stopped && cause != errTimeout {
 		return noOutcome(fmt.Sprintf("%v; the function's work was rolled back", cause))
 	}

@@ -50,7 +50,7 @@ func (w *Worker) taskLogger(t *Task) *slog.Logger {
 // outcome. It starts the task's span, which finish ends. A Go handler's options (HandlerOpts)
 // apply here: its timeout in place of the worker's, and its attempt cap and retry delay to the
 // failure it returns.
-func (w *Worker) run(ctx context.Context, r *runningTask) outcome {
+func (w *Worker) run(ctx context.Context, r *runningTask) *outcome {
 	t := r.task
 	ctx, r.endSpan = w.startTaskSpan(ctx, t)
 	r.ctx = ctx
@@ -90,7 +90,7 @@ func (w *Worker) run(ctx context.Context, r *runningTask) outcome {
 
 // runHandler runs a Go handler and turns what it returned into an outcome. timeout is the
 // attempt's bound (0: none), for the message of a timeout.
-func (w *Worker) runHandler(ctx context.Context, t *Task, e handlerEntry, timeout time.Duration) outcome {
+func (w *Worker) runHandler(ctx context.Context, t *Task, e handlerEntry, timeout time.Duration) *outcome {
 	err := safeWork(ctx, e.h, t)
 	if err == nil {
 		// Done, even if the worker is stopping: a completion under a lost lease is refused.
@@ -101,7 +101,7 @@ func (w *Worker) runHandler(ctx context.Context, t *Task, e handlerEntry, timeou
 	}
 	var snooze *SnoozeError
 	var discard *DiscardError
-	var o outcome
+	var o *outcome
 	switch {
 	case errors.As(err, &snooze):
 		return snoozed(snooze.Duration)
@@ -113,7 +113,7 @@ func (w *Worker) runHandler(ctx context.Context, t *Task, e handlerEntry, timeou
 	default:
 		o = failed(err.Error(), true, map[string]any{"handler": "go"})
 	}
-	w.applyRetryPolicy(&o, t, e.opts, err)
+	w.applyRetryPolicy(o, t, e.opts, err)
 	return o
 }
 

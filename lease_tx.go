@@ -11,7 +11,7 @@ import (
 // returns the outcome to commit with the work (completed(), or failed(...) for a named
 // non-success whose writes stand) and commit = true; or, with commit = false, an outcome to
 // record after the transaction is rolled back (an exception, a malformed answer).
-type txWork func(ctx context.Context, tx pgx.Tx) (o outcome, commit bool)
+type txWork func(ctx context.Context, tx pgx.Tx) (o *outcome, commit bool)
 
 // inLeaseTx runs work and the task's outcome in one transaction under the task's locked lease:
 // begin, lock the lease (nobody can take the task over meanwhile; nothing is done when it is
@@ -19,7 +19,7 @@ type txWork func(ctx context.Context, tx pgx.Tx) (o outcome, commit bool)
 // take effect together or not at all, so SQL work happens exactly once even when workers crash.
 // onErr turns an error of the transaction itself (a lost connection, a timeout) into the
 // outcome to record after the rollback.
-func (w *Worker) inLeaseTx(ctx context.Context, t *Task, work txWork, onErr func(error) outcome) outcome {
+func (w *Worker) inLeaseTx(ctx context.Context, t *Task, work txWork, onErr func(error) *outcome) *outcome {
 	tx, err := w.pool.Begin(ctx)
 	if err != nil {
 		return onErr(err)
@@ -72,7 +72,7 @@ func (w *Worker) inLeaseTx(ctx context.Context, t *Task, work txWork, onErr func
 }
 
 // withNote adds a log line to an outcome (see outcome.note).
-func (o outcome) withNote(level slog.Level, note string, attrs ...any) outcome {
+func (o *outcome) withNote(level slog.Level, note string, attrs ...any) *outcome {
 	o.note, o.noteLevel, o.noteAttrs = note, level, attrs
 	return o
 }

@@ -65,36 +65,36 @@ type outcome struct {
 	err     error  // the write failed (the database unreachable past the retry budget)
 }
 
-func completed() outcome { return outcome{kind: outcomeComplete} }
+func completed() *outcome { return &outcome{kind: outcomeComplete} }
 
-func failed(msg string, retriable bool, errCtx map[string]any) outcome {
-	return outcome{kind: outcomeFail, msg: truncate(msg, maxErrorBytes), retriable: retriable, errCtx: errCtx}
+func failed(msg string, retriable bool, errCtx map[string]any) *outcome {
+	return &outcome{kind: outcomeFail, msg: truncate(msg, maxErrorBytes), retriable: retriable, errCtx: errCtx}
 }
 
-func snoozed(d time.Duration) outcome { return outcome{kind: outcomeSnooze, snooze: d} }
+func snoozed(d time.Duration) *outcome { return &outcome{kind: outcomeSnooze, snooze: d} }
 
-func noOutcome(why string) outcome { return outcome{kind: outcomeNone, msg: why} }
+func noOutcome(why string) *outcome { return &outcome{kind: outcomeNone, msg: why} }
 
 // written is the outcome of a branch that committed status itself.
-func written(status Status) outcome { return outcome{kind: outcomeWritten, status: status} }
+func written(status Status) *outcome { return &outcome{kind: outcomeWritten, status: status} }
 
 // refusedOutcome is an outcome the database refused because the lease was lost; what stands
 // for it (a completion, a failure) is named in the log line.
-func refusedOutcome(what, why string) outcome {
-	return outcome{kind: outcomeNone, refused: true, msg: why, note: what}
+func refusedOutcome(what, why string) *outcome {
+	return &outcome{kind: outcomeNone, refused: true, msg: why, note: what}
 }
 
 // leaseLost is the outcome of a branch that found its lease gone before it began.
-func leaseLost(why string) outcome { return outcome{kind: outcomeNone, lost: true, msg: why} }
+func leaseLost(why string) *outcome { return &outcome{kind: outcomeNone, lost: true, msg: why} }
 
 // hasPolicy reports whether a failure carries a handler's retry policy, which fail_task cannot
 // write: a retriable failure with a retry delay or an attempt cap.
-func (o outcome) hasPolicy() bool {
+func (o *outcome) hasPolicy() bool {
 	return o.kind == outcomeFail && o.retriable && (o.retryDelay != nil || o.maxAttempts > 0)
 }
 
 // retryDelayMicros is the retry delay as fail_task_with_policy's argument: nil for none.
-func (o outcome) retryDelayMicros() *int64 {
+func (o *outcome) retryDelayMicros() *int64 {
 	if o.retryDelay == nil {
 		return nil
 	}
@@ -103,7 +103,7 @@ func (o outcome) retryDelayMicros() *int64 {
 }
 
 // maxAttemptsArg is the attempt cap as fail_task_with_policy's argument: nil for none.
-func (o outcome) maxAttemptsArg() *int32 {
+func (o *outcome) maxAttemptsArg() *int32 {
 	if o.maxAttempts <= 0 {
 		return nil
 	}
@@ -112,11 +112,11 @@ func (o outcome) maxAttemptsArg() *int32 {
 }
 
 // committed reports whether the task's outcome is in the database.
-func (o outcome) committed() bool { return o.status != "" && !o.refused && o.err == nil }
+func (o *outcome) committed() bool { return o.status != "" && !o.refused && o.err == nil }
 
 // record writes o, or hands it to the completer, which writes completions in batches and then
 // finishes them. Every other outcome is finished here.
-func (w *Worker) record(ctx context.Context, r *runningTask, o outcome) {
+func (w *Worker) record(ctx context.Context, r *runningTask, o *outcome) {
 	t := r.task
 	switch o.kind {
 	case outcomeComplete:
@@ -165,7 +165,7 @@ func (w *Worker) record(ctx context.Context, r *runningTask, o outcome) {
 // finish observes a task's final outcome, once: metrics, the span, the log line, and the
 // transport's acknowledgement (only for an outcome that is committed). The task then leaves
 // the worker's running set.
-func (w *Worker) finish(r *runningTask, o outcome) {
+func (w *Worker) finish(r *runningTask, o *outcome) {
 	t := r.task
 	var logger *slog.Logger // made on first use: most tasks log nothing at the configured level
 	log := func() *slog.Logger {
@@ -217,7 +217,7 @@ func (w *Worker) finish(r *runningTask, o outcome) {
 }
 
 // describe names the write an outcome stands for, for log lines.
-func (o outcome) describe() string {
+func (o *outcome) describe() string {
 	switch o.kind {
 	case outcomeComplete:
 		return "completion"
