@@ -37,23 +37,17 @@ func (h *Handler) taskPage(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, notFoundf("no task %q", truncate(40, r.PathValue("id"))))
 		return
 	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.QueryTimeout)
+	defer cancel()
 	d := taskDetail{Return: h.path(r.URL.RequestURI())}
-	// The task, its history and its processes from one snapshot.
-	err = h.readTx(r.Context(), func(ctx context.Context, tx pgx.Tx) error {
-		var err error
-		if d.Task, err = h.client.GetTx(ctx, tx, id); err != nil {
-			return err
+	if d.Task, err = h.client.Get(ctx, id); err != nil {
+		if errors.Is(err, taskorch.ErrNotFound) {
+			err = notFoundf("no task %d (it may have been pruned by retention)", id)
 		}
-		if d.History, err = h.client.HistoryTx(ctx, tx, id); err != nil {
-			return err
-		}
-		d.Processes, err = h.processLinks(ctx, tx, d.Task.Payload)
-		return err
-	})
-	if errors.Is(err, taskorch.ErrNotFound) {
-		err = notFoundf("no task %d (it may have been pruned by retention)", id)
+		h.fail(w, r, err)
+		return
 	}
-	if err != nil {
+	if d.History, err = h.client.History(ctx, id); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -66,6 +60,14 @@ func (h *Handler) taskPage(w http.ResponseWriter, r *http.Request) {
 		d.CanCancel = true
 	}
 	d.Timeline = newLeaseTimeline(d.Task, d.History, time.Now())
+	err = h.readTx(r.Context(), func(ctx context.Context, tx pgx.Tx) error {
+		d.Processes, err = h.processLinks(ctx, tx, d.Task.Payload)
+		return err
+	})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	h.render(w, r, http.StatusOK, "task", "Task "+strconv.FormatInt(id, 10), "tasks", d)
 }
 
