@@ -117,6 +117,7 @@ func (o *outcome) committed() bool { return o.status != "" && !o.refused && o.er
 // record writes o, or hands it to the completer, which writes completions in batches and then
 // finishes them. Every other outcome is finished here.
 func (w *Worker) record(ctx context.Context, r *runningTask, o *outcome) {
+	r.recording.Store(true)
 	t := r.task
 	switch o.kind {
 	case outcomeComplete:

@@ -53,7 +53,9 @@ func (w *Worker) renew(ctx context.Context) {
 		if alive[id] {
 			continue
 		}
-		if r, ok := w.running[id]; ok && *r.task.LeaseID == leases[i] {
+		// A task whose outcome is being recorded lost its lease to that outcome, not to
+		// anyone else.
+		if r, ok := w.running[id]; ok && *r.task.LeaseID == leases[i] && !r.recording.Load() {
 			w.metrics.leaseLost()
 			w.taskLogger(r.task).Warn("lease lost; cancelling the task")
 			r.cancel(ErrLeaseLost)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -52,6 +53,10 @@ type runningTask struct {
 	cancel  context.CancelCauseFunc
 	started time.Time
 	endSpan func()
+	// recording is set once the task's outcome is handed to record: from then on the lease may
+	// end by the task's own outcome (a completion waiting for the completer's batch), which the
+	// renewer must not take for a lost lease.
+	recording atomic.Bool
 }
 
 // NewWorker returns a worker over pool. The pool should allow Concurrency + 4 connections: a
