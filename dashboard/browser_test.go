@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -104,6 +105,24 @@ func (b *browser) do(steps ...chromedp.Action[chromedp.Void]) {
 	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
 	require.NoError(b.t, chromedp.Do(ctx, steps...))
+}
+
+// click clicks the first element matching the CSS selector as a user's click does: a link
+// opens, a submit button submits its form (asking its confirmation first), a box toggles. It
+// marks the document stale first (body[data-stale]), so a wait after a click that navigates can
+// skip the old page with body:not([data-stale]).
+//
+// It runs in the page, in one step. The live refresh replaces the page's content every few
+// hundred milliseconds, and chromedp.Click, which finds a node and then clicks it by its
+// DevTools id, fails ("Could not find node with given id") when a refresh lands in between.
+func click(sel string) chromedp.Action[chromedp.Void] {
+	q := strconv.Quote(sel)
+	return chromedp.Evaluate[chromedp.Void](`(() => {
+		const e = document.querySelector(` + q + `);
+		if (!e) { throw new Error('nothing matches ' + ` + q + `); }
+		document.body.dataset.stale = '1';
+		e.click();
+	})()`)
 }
 
 // text returns the text of the first element matching the CSS selector.
@@ -258,7 +277,7 @@ func TestBrowserFilterAndOpenTask(t *testing.T) {
 	// Open a task from the list.
 	b.do(
 		chromedp.Navigate(base+"/tasks?type=billing.charge"),
-		chromedp.Click(chromedp.CSS(`tr[data-task-id="`+itoa(s.secret)+`"] a[href$="/tasks/`+itoa(s.secret)+`"]`)),
+		click(`tr[data-task-id="`+itoa(s.secret)+`"] a[href$="/tasks/`+itoa(s.secret)+`"]`),
 		chromedp.WaitVisible(chromedp.CSS(`pre.json`)),
 	)
 	payload := b.text("pre.json")
@@ -329,7 +348,7 @@ func TestBrowserRetryDeadTaskCompletes(t *testing.T) {
 	b.do(
 		chromedp.Navigate(base+"/tasks/"+itoa(ids[0])),
 		chromedp.WaitVisible(chromedp.CSS(`h1 .st-dead`)),
-		chromedp.Click(chromedp.CSS(`#retry`)),
+		click(`#retry`),
 		chromedp.WaitVisible(chromedp.CSS(`#flash`)),
 	)
 	require.Contains(t, b.text("#flash"), "Retried task "+itoa(ids[0]))
@@ -343,13 +362,13 @@ func TestBrowserRetryDeadTaskCompletes(t *testing.T) {
 	b.do(
 		chromedp.Navigate(base+"/dead?type=flaky.job"),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-task-id="`+itoa(ids[2])+`"]`)),
-		chromedp.Click(chromedp.CSS(`input[name=id][value="`+itoa(ids[1])+`"]`)),
-		chromedp.Click(chromedp.CSS(`input[name=id][value="`+itoa(ids[2])+`"]`)),
+		click(`input[name=id][value="`+itoa(ids[1])+`"]`),
+		click(`input[name=id][value="`+itoa(ids[2])+`"]`),
 	)
 	require.Equal(t, "2 selected", b.text("[data-selected-count]"))
 	b.screenshot("dead_selected")
 	b.do(
-		chromedp.Click(chromedp.CSS(`button[formaction$="/tasks/retry"]`)),
+		click(`button[formaction$="/tasks/retry"]`),
 		chromedp.WaitVisible(chromedp.CSS(`#flash`)),
 	)
 	require.Contains(t, b.text("#flash"), "Retried 2 tasks")
@@ -373,7 +392,7 @@ func TestBrowserCancelPending(t *testing.T) {
 	b.do(
 		chromedp.Navigate(base+"/tasks/"+itoa(s.pending)),
 		chromedp.WaitVisible(chromedp.CSS(`h1 .st-pending`)),
-		chromedp.Click(chromedp.CSS(`#cancel`)),
+		click(`#cancel`),
 		chromedp.WaitVisible(chromedp.CSS(`#flash`)),
 		chromedp.WaitVisible(chromedp.CSS(`h1 .st-cancelled`)),
 	)
@@ -452,7 +471,7 @@ func TestBrowserForgedPostsRefused(t *testing.T) {
 	// The real button works.
 	b.do(
 		chromedp.Navigate(base+"/tasks/"+itoa(s.dead)),
-		chromedp.Click(chromedp.CSS(`#retry`)),
+		click(`#retry`),
 		chromedp.WaitVisible(chromedp.CSS(`#flash`)),
 	)
 	require.Equal(t, taskorch.StatusPending, taskStatus(t, pool, s.dead))

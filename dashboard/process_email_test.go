@@ -86,7 +86,7 @@ func TestEmailProcessEndToEnd(t *testing.T) {
 
 	// An email task's page links back to the process.
 	// The instance page shows JSON too, so wait for the task page's heading.
-	b.do(chromedp.Click(chromedp.CSS(`tr.outcome-failed a[href*="/tasks/"]`)), chromedp.WaitVisible(chromedp.CSS(`h1 .type`)))
+	b.do(click(`tr.outcome-failed a[href*="/tasks/"]`), chromedp.WaitVisible(chromedp.CSS(`body:not([data-stale]) h1 .type`)))
 	require.Contains(t, b.text("#content"), "comms.send_email "+itoa(id))
 
 	// The outbox shows the refused delivery and the sent one.
