@@ -54,6 +54,14 @@ func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}) {
 			continue // there may be more
 		}
 
+		// A short claim may be a limit holding tasks back: then wait as long as it says.
+		hinted := false
+		if err == nil {
+			if d, ok := w.limitWait(inner, types); ok {
+				wait, hinted = d, true
+			}
+		}
+
 		// Idle (or the database is unreachable): wait for a NOTIFY or the poll timer, backing off.
 		timer := time.NewTimer(wait)
 		select {
@@ -67,7 +75,9 @@ func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}) {
 			timer.Stop()
 			wait = w.cfg.PollInterval
 		case <-timer.C:
-			if len(tasks) == 0 {
+			if hinted {
+				wait = w.cfg.PollInterval
+			} else if len(tasks) == 0 {
 				wait = min(wait*2, w.cfg.MaxPollInterval)
 			}
 		}
@@ -163,4 +173,34 @@ func (w *Worker) signalWake() {
 // knownTypes lists the task types a worker with this configuration can run.
 func knownTypes(c WorkerConfig) []string {
 	return append(append([]string{TypeDBFunction}, c.Handlers.Types()...), channelTypesOf(c.Channels)...)
+}
+
+// limitWaitSQL asks how long until a task a limit holds back may be claimed (docs/limits.md).
+const limitWaitSQL = `select queues.limit_wait($1)`
+
+// limitWait is how long the fetcher should wait after a short claim when limits hold tasks back:
+// until the next token of a rate limit, or PollInterval when running slots hold them (a slot
+// frees when a task finishes, anywhere). ok is false when no task is held back; the answer is
+// then kept for a second, so an idle worker without limits asks once a second at most.
+func (w *Worker) limitWait(ctx context.Context, types []string) (time.Duration, bool) {
+	if time.Now().UnixNano() < w.noLimitWaitUntil.Load() {
+		return 0, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
+	defer cancel()
+	asked := time.Now()
+	var secs *float64
+	if err := w.pool.QueryRow(ctx, limitWaitSQL, types).Scan(&secs); err != nil || secs == nil {
+		w.noLimitWaitUntil.Store(time.Now().Add(time.Second).UnixNano())
+		return 0, false
+	}
+	if *secs <= 0 {
+		return w.cfg.PollInterval, true
+	}
+	// The answer is as old as the round trip that brought it, and the next claim takes about as
+	// long to reach the bucket: aim that much earlier. A claim that comes a little early finds
+	// no token and asks again; one that comes late loses the time, as a bucket holds no more
+	// than its burst.
+	d := time.Duration(*secs*float64(time.Second)) - 2*time.Since(asked)
+	return min(max(d, time.Millisecond), w.cfg.MaxPollInterval), true
 }

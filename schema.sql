@@ -1646,6 +1646,7 @@ CREATE TABLE queues.task (
     cancelled_at timestamp with time zone,
     dispatched_at timestamp with time zone,
     dispatch_lease_id bigint,
+    limit_key text,
     CONSTRAINT task_idempotency_key_valid CHECK (((idempotency_key IS NULL) OR ((length(idempotency_key) >= 1) AND (length(idempotency_key) <= 512)))),
     CONSTRAINT task_max_attempts_positive CHECK ((max_attempts > 0)),
     CONSTRAINT task_payload_is_object CHECK ((jsonb_typeof(payload) = 'object'::text)),
@@ -1685,6 +1686,13 @@ COMMENT ON COLUMN queues.task.dispatch_lease_id IS 'The task''s lease_id when it
 
 
 --
+-- Name: COLUMN task.limit_key; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON COLUMN queues.task.limit_key IS 'The limit bucket the task counts in while its type is limited: '''' (no key field), ''=''||value (a scalar key value), ''*'' (the key field missing or not a scalar). NULL for a task of an unlimited type.';
+
+
+--
 -- Name: lease_tasks(text, bigint[], interval); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -1716,6 +1724,123 @@ begin
     )
     select u.* from upd u
     order by u.priority desc, u.run_at, u.task_id;
+end $$;
+
+
+--
+-- Name: limit_key(text, jsonb); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.limit_key(_key_field text, _payload jsonb) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select case
+        when _key_field is null then ''
+        when jsonb_typeof(_payload -> _key_field) in ('string', 'number', 'boolean') then '=' || (_payload ->> _key_field)
+        else '*'
+    end
+$$;
+
+
+--
+-- Name: limit_slack(double precision); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.limit_slack(_rate double precision) RETURNS double precision
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select least(0.5, _rate * 0.002)
+$$;
+
+
+--
+-- Name: limited_candidates(text[], integer, bigint[], timestamp with time zone); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.limited_candidates(_types text[], _want integer, _only_ids bigint[], _clock timestamp with time zone) RETURNS SETOF bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _l queues.task_limit;
+    _ids bigint[] := '{}';
+    _ranks bigint[] := '{}';
+    _got bigint[];
+    _got_ranks bigint[];
+begin
+    for _l in
+        select * from queues.task_limit l
+        where _types is null or l.task_type = any (_types)
+        order by l.task_type
+        for update skip locked
+    loop
+        with recursive keys(k) as (
+            (select t.limit_key from queues.task t
+             where t.task_type = _l.task_type and t.status = 'pending' and t.limit_key is not null
+               and (_only_ids is null or t.task_id = any (_only_ids))
+             order by t.limit_key limit 1)
+            union all
+            select (select t.limit_key from queues.task t
+                    where t.task_type = _l.task_type and t.status = 'pending' and t.limit_key > keys.k
+                      and (_only_ids is null or t.task_id = any (_only_ids))
+                    order by t.limit_key limit 1)
+            from keys where keys.k is not null
+        ), running as (
+            select t.limit_key as k, count(*) as n
+            from queues.task t
+            where t.task_type = _l.task_type and t.status = 'running' and t.limit_key is not null
+            group by t.limit_key
+        ), room as (
+            select keys.k, coalesce(r.n, 0) as busy,
+                   least(_want::bigint,
+                         coalesce(_l.max_running - coalesce(r.n, 0), _want),
+                         case when _l.rate_per_second is null then _want
+                              else floor(least(_l.burst::double precision,
+                                               coalesce(b.tokens, _l.burst) + _l.rate_per_second
+                                                   * greatest(0, extract(epoch from _clock - coalesce(b.refilled_at, _clock))))
+                                         + internal.limit_slack(_l.rate_per_second))::bigint end) as n
+            from keys
+            left join running r on r.k = keys.k
+            left join queues.limit_bucket b on b.task_type = _l.task_type and b.limit_key = keys.k
+            where keys.k is not null
+        )
+        select array_agg(c.task_id order by c.rank, c.priority desc, c.run_at, c.task_id),
+               array_agg(c.rank order by c.rank, c.priority desc, c.run_at, c.task_id)
+        into _got, _got_ranks
+        from room
+        cross join lateral (
+            select t.task_id, t.priority, t.run_at,
+                   room.busy + row_number() over (order by t.priority desc, t.run_at, t.task_id) as rank
+            from (select t.task_id, t.priority, t.run_at
+                  from queues.task t
+                  where t.task_type = _l.task_type and t.limit_key = room.k and t.status = 'pending'
+                    and t.run_at <= now()
+                    and (_only_ids is null or t.task_id = any (_only_ids))
+                  order by t.priority desc, t.run_at, t.task_id
+                  limit room.n) t
+        ) c
+        where room.n > 0;
+
+        if _got is not null then
+            _ids := _ids || _got;
+            _ranks := _ranks || _got_ranks;
+        end if;
+    end loop;
+
+    if cardinality(_ids) = 0 then
+        return;
+    end if;
+    -- Across limits as within one: lowest rank first.
+    return query
+    select t.task_id
+    from queues.task t
+    join unnest(_ids, _ranks) as c(task_id, rank) on c.task_id = t.task_id
+    where t.status = 'pending'
+    order by c.rank, t.priority desc, t.run_at, t.task_id
+    limit _want
+    for update of t skip locked;
 end $$;
 
 
@@ -1770,6 +1895,33 @@ CREATE FUNCTION internal.refuse_update() RETURNS trigger
 begin
     raise exception 'queues.% is append-only: rows are never updated', tg_table_name
         using errcode = 'insufficient_privilege';
+end $$;
+
+
+--
+-- Name: rekey_limited_tasks(text, text, boolean); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.rekey_limited_tasks(_task_type text, _key_field text, _limited boolean) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _timeout text := current_setting('lock_timeout');
+begin
+    begin
+        perform set_config('lock_timeout', '5s', true);
+        lock table queues.task in share row exclusive mode;
+    exception when lock_not_available then
+        raise exception 'limits: queues.task is held by a long transaction; the limit of % was not changed, try again', _task_type
+            using errcode = 'lock_not_available';
+    end;
+    perform set_config('lock_timeout', _timeout, true);
+    update queues.task t
+    set limit_key = case when _limited then internal.limit_key(_key_field, t.payload) end
+    where t.task_type = _task_type
+      and t.status in ('pending', 'running')
+      and t.limit_key is distinct from case when _limited then internal.limit_key(_key_field, t.payload) end;
 end $$;
 
 
@@ -1892,6 +2044,55 @@ CREATE FUNCTION internal.schedule_tick_key(_name text, _tick timestamp with time
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     select 'schedule:' || _name || ':' || to_char(_tick at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+$$;
+
+
+--
+-- Name: set_inserted_limit_keys(); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.set_inserted_limit_keys() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if not exists (select from queues.task_limit) then
+        return null;
+    end if;
+    update queues.task t
+    set limit_key = internal.limit_key(l.key_field, t.payload)
+    from inserted_tasks n
+    join queues.task_limit l on l.task_type = n.task_type
+    where t.task_id = n.task_id;
+    return null;
+end $$;
+
+
+--
+-- Name: take_limit_tokens(bigint[], timestamp with time zone); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.take_limit_tokens(_task_ids bigint[], _clock timestamp with time zone) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    with taken as (
+        select t.task_type, t.limit_key, count(*) as n
+        from queues.task t
+        where t.task_id = any (_task_ids) and t.limit_key is not null
+        group by t.task_type, t.limit_key
+    )
+    insert into queues.limit_bucket as b (task_type, limit_key, tokens, refilled_at)
+    select x.task_type, x.limit_key,
+           least(l.burst::double precision,
+                 coalesce(o.tokens, l.burst) + l.rate_per_second
+                     * greatest(0, extract(epoch from _clock - coalesce(o.refilled_at, _clock)))) - x.n,
+           greatest(_clock, coalesce(o.refilled_at, _clock))
+    from taken x
+    join queues.task_limit l on l.task_type = x.task_type and l.rate_per_second is not null
+    left join queues.limit_bucket o on o.task_type = x.task_type and o.limit_key = x.limit_key
+    on conflict (task_type, limit_key) do update
+    set tokens = excluded.tokens, refilled_at = excluded.refilled_at
 $$;
 
 
@@ -2019,7 +2220,10 @@ CREATE FUNCTION queues.claim_tasks(_worker_id text, _limit integer, _lease_durat
     AS $$
 declare
     _paused text[];
+    _limited text[];
     _ids bigint[];
+    _lim bigint[];
+    _clock timestamptz;
 begin
     if _limit is null or _limit < 1 then
         raise exception 'claim_tasks: _limit must be at least 1, got %', _limit using errcode = 'invalid_parameter_value';
@@ -2033,6 +2237,10 @@ begin
 
     _paused := array(select qp.task_type from queues.queue_pause qp);
 
+    _limited := array(select l.task_type from queues.task_limit l);
+
+    -- Unlimited tasks, as before. A task counts as limited by its type; its limit_key (which
+    -- only serves the indexes) is not trusted to say so.
     _ids := array(
         select t.task_id
         from queues.task t
@@ -2040,9 +2248,27 @@ begin
           and t.run_at <= now()
           and (_task_types is null or t.task_type = any (_task_types))
           and (cardinality(_paused) = 0 or t.task_type <> all (_paused))
+          and (cardinality(_limited) = 0 or t.task_type <> all (_limited))
         order by t.priority desc, t.run_at, t.task_id
         limit _limit
         for update skip locked);
+
+    _limited := array(
+        select l from unnest(_limited) l
+        where (_task_types is null or l = any (_task_types))
+          and (cardinality(_paused) = 0 or l <> all (_paused)));
+    if cardinality(_limited) > 0 then
+        _clock := clock_timestamp();
+        _lim := array(select internal.limited_candidates(_limited, _limit, null, _clock));
+        if cardinality(_lim) > 0 then
+            _ids := array(
+                select t.task_id from queues.task t
+                where t.task_id = any (_ids || _lim)
+                order by t.priority desc, t.run_at, t.task_id
+                limit _limit);
+            perform internal.take_limit_tokens(_ids, _clock);
+        end if;
+    end if;
     if cardinality(_ids) = 0 then
         return;
     end if;
@@ -2064,6 +2290,9 @@ CREATE FUNCTION queues.claim_tasks_by_id(_worker_id text, _task_ids bigint[], _l
 declare
     _paused text[];
     _ids bigint[];
+    _limited text[];
+    _lim bigint[];
+    _clock timestamptz;
 begin
     if _lease_duration is null or _lease_duration <= interval '0' then
         raise exception 'claim_tasks_by_id: _lease_duration must be positive, got %', _lease_duration
@@ -2087,8 +2316,23 @@ begin
           and t.run_at <= now()
           and (_task_types is null or t.task_type = any (_task_types))
           and (cardinality(_paused) = 0 or t.task_type <> all (_paused))
+          and not exists (select from queues.task_limit l where l.task_type = t.task_type)
         order by t.task_id
         for update);
+
+    _limited := array(
+        select l.task_type from queues.task_limit l
+        where exists (select from queues.task t where t.task_id = any (_task_ids) and t.task_type = l.task_type)
+          and (_task_types is null or l.task_type = any (_task_types))
+          and (cardinality(_paused) = 0 or l.task_type <> all (_paused)));
+    if cardinality(_limited) > 0 then
+        _clock := clock_timestamp();
+        _lim := array(select internal.limited_candidates(_limited, cardinality(_task_ids), _task_ids, _clock));
+        if cardinality(_lim) > 0 then
+            perform internal.take_limit_tokens(_lim, _clock);
+            _ids := _ids || _lim;
+        end if;
+    end if;
     if cardinality(_ids) = 0 then
         return;
     end if;
@@ -2606,6 +2850,35 @@ end $$;
 
 
 --
+-- Name: limit_wait(text[]); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.limit_wait(_task_types text[] DEFAULT NULL::text[]) RETURNS double precision
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    with held as (
+        select l.rate_per_second as rate,
+               least(l.burst::double precision,
+                     coalesce(b.tokens, l.burst) + l.rate_per_second
+                         * greatest(0, extract(epoch from clock_timestamp() - coalesce(b.refilled_at, clock_timestamp())))) as tokens
+        from queues.task_limit l
+        cross join lateral (
+            select distinct t.limit_key from queues.task t
+            where t.task_type = l.task_type and t.status = 'pending' and t.limit_key is not null and t.run_at <= now()
+            limit 1000) k
+        left join queues.limit_bucket b on b.task_type = l.task_type and b.limit_key = k.limit_key
+        where _task_types is null or l.task_type = any (_task_types)
+    )
+    select case when count(*) = 0 then null
+                else coalesce(min(case when h.tokens + internal.limit_slack(h.rate) >= 1 then 0.25 / h.rate
+                                       else (1 - internal.limit_slack(h.rate) - h.tokens) / h.rate end)
+                                  filter (where h.rate is not null), 0) end
+    from held h
+$$;
+
+
+--
 -- Name: lock_lease(bigint, bigint); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -3029,6 +3302,24 @@ end $$;
 
 
 --
+-- Name: remove_limit(text); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.remove_limit(_task_type text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    delete from queues.task_limit where task_type = _task_type;
+    if not found then
+        return false;
+    end if;
+    perform internal.rekey_limited_tasks(_task_type, null, false);
+    return true;
+end $$;
+
+
+--
 -- Name: remove_schedule(text); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -3176,7 +3467,8 @@ begin
     end if;
     update queues.task
     set status = 'pending', run_at = now(),
-        attempt = case when _t.status = 'pending' then attempt else 0 end
+        attempt = case when _t.status = 'pending' then attempt else 0 end,
+        limit_key = (select internal.limit_key(l.key_field, _t.payload) from queues.task_limit l where l.task_type = _t.task_type)
     where task_id = _task_id;
     insert into queues.task_event (task_id, event, from_status, to_status, lease_id, worker_id, attempt, detail)
     values (_task_id, 'retried', _t.status, 'pending', null, session_user, _t.attempt,
@@ -3184,6 +3476,57 @@ begin
     perform pg_notify('taskorch_task', '');
     return 'pending';
 end $$;
+
+
+--
+-- Name: set_limit(text, integer, double precision, integer, text); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.set_limit(_task_type text, _max_running integer DEFAULT NULL::integer, _rate_per_second double precision DEFAULT NULL::double precision, _burst integer DEFAULT NULL::integer, _key_field text DEFAULT NULL::text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _old queues.task_limit;
+begin
+    if _task_type is null or _task_type !~ '^[A-Za-z][A-Za-z0-9_.:-]*$' or length(_task_type) > 128 then
+        raise exception 'set_limit: task type % is not valid (a letter, then letters, digits, _ . : -; at most 128)',
+            coalesce(to_jsonb(left(_task_type, 130))::text, 'NULL') using errcode = 'invalid_parameter_value';
+    end if;
+    if _max_running is null and _rate_per_second is null then
+        raise exception 'set_limit: give _max_running, _rate_per_second or both (to lift the limit of %, call queues.remove_limit)', _task_type
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if _max_running < 1 then
+        raise exception 'set_limit: _max_running must be at least 1, got %', _max_running using errcode = 'invalid_parameter_value';
+    end if;
+    if _rate_per_second <= 0 or _rate_per_second > 1000000 or _rate_per_second = 'NaN' then
+        raise exception 'set_limit: _rate_per_second must be above 0 and at most 1000000, got %', _rate_per_second
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if _burst is not null and _rate_per_second is null then
+        raise exception 'set_limit: _burst needs _rate_per_second' using errcode = 'invalid_parameter_value';
+    end if;
+    if _burst < 1 or _burst > 1000000 then
+        raise exception 'set_limit: _burst must be between 1 and 1000000, got %', _burst using errcode = 'invalid_parameter_value';
+    end if;
+    if _key_field is not null and _key_field !~ '^[A-Za-z_][A-Za-z0-9_]{0,62}$' then
+        raise exception 'set_limit: key field % is not a plain identifier (a letter or _, then letters, digits or _; at most 63)',
+            to_jsonb(left(_key_field, 70))::text using errcode = 'invalid_parameter_value';
+    end if;
+
+    select * into _old from queues.task_limit where task_type = _task_type for update;
+    insert into queues.task_limit as l (task_type, max_running, rate_per_second, burst, key_field)
+    values (_task_type, _max_running, _rate_per_second, coalesce(_burst, 1), _key_field)
+    on conflict (task_type) do update
+    set max_running = excluded.max_running, rate_per_second = excluded.rate_per_second,
+        burst = excluded.burst, key_field = excluded.key_field, updated_at = now();
+
+    if _old.task_type is null or _old.key_field is distinct from _key_field then
+        delete from queues.limit_bucket b where b.task_type = _task_type;
+        perform internal.rekey_limited_tasks(_task_type, _key_field, true);
+    end if;
+end $_$;
 
 
 --
@@ -3898,6 +4241,98 @@ COMMENT ON TABLE queues.leader IS 'The leader lease (one row). term grows at eve
 
 
 --
+-- Name: limit_bucket; Type: TABLE; Schema: queues; Owner: -
+--
+
+CREATE TABLE queues.limit_bucket (
+    task_type text NOT NULL,
+    limit_key text NOT NULL,
+    tokens double precision NOT NULL,
+    refilled_at timestamp with time zone NOT NULL
+);
+
+
+--
+-- Name: TABLE limit_bucket; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON TABLE queues.limit_bucket IS 'Token buckets of rate limits: tokens left at refilled_at; a bucket refills at the limit''s rate up to its burst. A missing bucket is a full one.';
+
+
+--
+-- Name: task_limit; Type: TABLE; Schema: queues; Owner: -
+--
+
+CREATE TABLE queues.task_limit (
+    task_type text NOT NULL,
+    max_running integer,
+    rate_per_second double precision,
+    burst integer DEFAULT 1 NOT NULL,
+    key_field text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT task_limit_burst_valid CHECK (((burst >= 1) AND (burst <= 1000000))),
+    CONSTRAINT task_limit_key_field_valid CHECK ((key_field ~ '^[A-Za-z_][A-Za-z0-9_]{0,62}$'::text)),
+    CONSTRAINT task_limit_limits_something CHECK (((max_running IS NOT NULL) OR (rate_per_second IS NOT NULL))),
+    CONSTRAINT task_limit_max_running_positive CHECK ((max_running >= 1)),
+    CONSTRAINT task_limit_rate_valid CHECK (((rate_per_second > (0)::double precision) AND (rate_per_second <= (1000000)::double precision))),
+    CONSTRAINT task_limit_type_valid CHECK (((task_type ~ '^[A-Za-z][A-Za-z0-9_.:-]*$'::text) AND (length(task_type) <= 128)))
+);
+
+
+--
+-- Name: TABLE task_limit; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON TABLE queues.task_limit IS 'Flow control: at most max_running tasks of the type running at once and at most rate_per_second claims (burst: the bucket size), per distinct value of payload->key_field when set. Managed with queues.set_limit and queues.remove_limit.';
+
+
+--
+-- Name: limit_status; Type: VIEW; Schema: queues; Owner: -
+--
+
+CREATE VIEW queues.limit_status AS
+ WITH buckets AS (
+         SELECT t.task_type,
+            t.limit_key,
+            count(*) FILTER (WHERE (t.status = 'running'::queues.task_status)) AS running,
+            count(*) FILTER (WHERE ((t.status = 'pending'::queues.task_status) AND (t.run_at <= now()))) AS held
+           FROM queues.task t
+          WHERE ((t.limit_key IS NOT NULL) AND (t.status = ANY (ARRAY['pending'::queues.task_status, 'running'::queues.task_status])))
+          GROUP BY t.task_type, t.limit_key
+        )
+ SELECT l.task_type,
+    l.max_running,
+    l.rate_per_second,
+        CASE
+            WHEN (l.rate_per_second IS NOT NULL) THEN l.burst
+            ELSE NULL::integer
+        END AS burst,
+    l.key_field,
+        CASE
+            WHEN (b.limit_key ~~ '=%'::text) THEN substr(b.limit_key, 2)
+            ELSE NULL::text
+        END AS key,
+    COALESCE((b.limit_key = '*'::text), false) AS null_key,
+    COALESCE(b.running, (0)::bigint) AS running,
+    COALESCE(b.held, (0)::bigint) AS held,
+        CASE
+            WHEN (l.rate_per_second IS NOT NULL) THEN LEAST((l.burst)::double precision, (COALESCE(k.tokens, (l.burst)::double precision) + (l.rate_per_second * (GREATEST((0)::numeric, EXTRACT(epoch FROM (clock_timestamp() - COALESCE(k.refilled_at, clock_timestamp())))))::double precision)))
+            ELSE NULL::double precision
+        END AS tokens
+   FROM ((queues.task_limit l
+     LEFT JOIN buckets b ON ((b.task_type = l.task_type)))
+     LEFT JOIN queues.limit_bucket k ON (((k.task_type = l.task_type) AND (k.limit_key = b.limit_key))));
+
+
+--
+-- Name: VIEW limit_status; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON VIEW queues.limit_status IS 'Each limit and each of its buckets in use: running tasks, due tasks held back, tokens now (rate limits). A limit with no task in use shows one row with NULL key.';
+
+
+--
 -- Name: outbox_message; Type: TABLE; Schema: queues; Owner: -
 --
 
@@ -4535,6 +4970,14 @@ ALTER TABLE ONLY queues.leader
 
 
 --
+-- Name: limit_bucket limit_bucket_pkey; Type: CONSTRAINT; Schema: queues; Owner: -
+--
+
+ALTER TABLE ONLY queues.limit_bucket
+    ADD CONSTRAINT limit_bucket_pkey PRIMARY KEY (task_type, limit_key);
+
+
+--
 -- Name: outbox_message outbox_message_pkey; Type: CONSTRAINT; Schema: queues; Owner: -
 --
 
@@ -4596,6 +5039,14 @@ ALTER TABLE ONLY queues.task_event
 
 ALTER TABLE ONLY queues.task_lease
     ADD CONSTRAINT task_lease_pkey PRIMARY KEY (task_lease_id);
+
+
+--
+-- Name: task_limit task_limit_pkey; Type: CONSTRAINT; Schema: queues; Owner: -
+--
+
+ALTER TABLE ONLY queues.task_limit
+    ADD CONSTRAINT task_limit_pkey PRIMARY KEY (task_type);
 
 
 --
@@ -4718,6 +5169,20 @@ CREATE INDEX task_lease_expiry_idx ON queues.task USING btree (lease_expires_at)
 --
 
 CREATE INDEX task_lease_task_id_idx ON queues.task_lease USING btree (task_id);
+
+
+--
+-- Name: task_limited_pending_idx; Type: INDEX; Schema: queues; Owner: -
+--
+
+CREATE INDEX task_limited_pending_idx ON queues.task USING btree (task_type, limit_key, priority DESC, run_at, task_id) WHERE ((status = 'pending'::queues.task_status) AND (limit_key IS NOT NULL));
+
+
+--
+-- Name: task_limited_running_idx; Type: INDEX; Schema: queues; Owner: -
+--
+
+CREATE INDEX task_limited_running_idx ON queues.task USING btree (task_type, limit_key) WHERE ((status = 'running'::queues.task_status) AND (limit_key IS NOT NULL));
 
 
 --
@@ -4893,6 +5358,13 @@ CREATE TRIGGER settings_stamp BEFORE UPDATE ON queues.settings FOR EACH ROW EXEC
 --
 
 CREATE TRIGGER task_event_append_only BEFORE UPDATE ON queues.task_event FOR EACH STATEMENT EXECUTE FUNCTION internal.refuse_update();
+
+
+--
+-- Name: task task_inserted_limit_keys; Type: TRIGGER; Schema: queues; Owner: -
+--
+
+CREATE TRIGGER task_inserted_limit_keys AFTER INSERT ON queues.task REFERENCING NEW TABLE AS inserted_tasks FOR EACH STATEMENT EXECUTE FUNCTION internal.set_inserted_limit_keys();
 
 
 --
@@ -5155,6 +5627,14 @@ ALTER TABLE ONLY files.file_deletion_task_succeeded
 
 ALTER TABLE ONLY files.file
     ADD CONSTRAINT file_owner_account_fk FOREIGN KEY (owner_account_id) REFERENCES accounts.account(account_id);
+
+
+--
+-- Name: limit_bucket limit_bucket_task_type_fkey; Type: FK CONSTRAINT; Schema: queues; Owner: -
+--
+
+ALTER TABLE ONLY queues.limit_bucket
+    ADD CONSTRAINT limit_bucket_task_type_fkey FOREIGN KEY (task_type) REFERENCES queues.task_limit(task_type) ON DELETE CASCADE;
 
 
 --
@@ -5564,6 +6044,27 @@ REVOKE ALL ON FUNCTION internal.lease_tasks(_worker_id text, _task_ids bigint[],
 
 
 --
+-- Name: FUNCTION limit_key(_key_field text, _payload jsonb); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.limit_key(_key_field text, _payload jsonb) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION limit_slack(_rate double precision); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.limit_slack(_rate double precision) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION limited_candidates(_types text[], _want integer, _only_ids bigint[], _clock timestamp with time zone); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.limited_candidates(_types text[], _want integer, _only_ids bigint[], _clock timestamp with time zone) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION notify_task_inserted(); Type: ACL; Schema: internal; Owner: -
 --
 
@@ -5585,6 +6086,13 @@ REVOKE ALL ON FUNCTION internal.refuse_update() FROM PUBLIC;
 
 
 --
+-- Name: FUNCTION rekey_limited_tasks(_task_type text, _key_field text, _limited boolean); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.rekey_limited_tasks(_task_type text, _key_field text, _limited boolean) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION run_function(function_name text, payload jsonb); Type: ACL; Schema: internal; Owner: -
 --
 
@@ -5597,6 +6105,20 @@ GRANT ALL ON FUNCTION internal.run_function(function_name text, payload jsonb) T
 --
 
 REVOKE ALL ON FUNCTION internal.schedule_tick_key(_name text, _tick timestamp with time zone) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION set_inserted_limit_keys(); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.set_inserted_limit_keys() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION take_limit_tokens(_task_ids bigint[], _clock timestamp with time zone); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.take_limit_tokens(_task_ids bigint[], _clock timestamp with time zone) FROM PUBLIC;
 
 
 --
@@ -5778,6 +6300,14 @@ GRANT ALL ON FUNCTION queues.heartbeat_worker(_worker_id text) TO worker_service
 
 
 --
+-- Name: FUNCTION limit_wait(_task_types text[]); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.limit_wait(_task_types text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION queues.limit_wait(_task_types text[]) TO worker_service_user;
+
+
+--
 -- Name: FUNCTION lock_lease(_task_id bigint, _lease_id bigint); Type: ACL; Schema: queues; Owner: -
 --
 
@@ -5879,6 +6409,13 @@ GRANT ALL ON FUNCTION queues.release_worker_tasks(_worker_id text, _reason text)
 
 
 --
+-- Name: FUNCTION remove_limit(_task_type text); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.remove_limit(_task_type text) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION remove_schedule(_name text); Type: ACL; Schema: queues; Owner: -
 --
 
@@ -5928,6 +6465,13 @@ REVOKE ALL ON FUNCTION queues.retry_delay(_attempt integer) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION queues.retry_task(_task_id bigint) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION set_limit(_task_type text, _max_running integer, _rate_per_second double precision, _burst integer, _key_field text); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.set_limit(_task_type text, _max_running integer, _rate_per_second double precision, _burst integer, _key_field text) FROM PUBLIC;
 
 
 --

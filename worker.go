@@ -44,6 +44,10 @@ type Worker struct {
 	metrics    *metrics                // nil without WorkerConfig.Registerer
 	dl         *delivery               // the transport's side (delivery.go); nil without a transport (PostgreSQL delivery)
 	tracer     trace.Tracer            // nil without WorkerConfig.TracerProvider
+
+	// noLimitWaitUntil (unix nanoseconds): until then, a short claim does not ask for the
+	// limits' wait hint (fetcher.go's limitWait).
+	noLimitWaitUntil atomic.Int64
 }
 
 // runningTask is a claimed task from start until its outcome is finished (outcome.go).

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskorch/taskorch/internal/dbtest"
+)
+
+// The limits' guarantees (docs/limits.md), each tried with real `taskorch worker` processes
+// claiming at once.
+
+// sampler counts, every 10 ms until stopped, the running tasks of a type per key (the payload
+// field key; "" without one) and keeps the highest count seen of each.
+type sampler struct {
+	mu   sync.Mutex
+	max  map[string]int64
+	stop chan struct{}
+	done chan struct{}
+}
+
+func startSampler(t *testing.T, pool *pgxpool.Pool, taskType, keyField string) *sampler {
+	t.Helper()
+	s := &sampler{max: map[string]int64{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			rows, err := pool.Query(context.Background(), `
+				select coalesce(payload->>$2, ''), count(*) from queues.task
+				where task_type = $1 and status = 'running' group by 1`, taskType, keyField)
+			if err == nil {
+				for rows.Next() {
+					var k string
+					var n int64
+					if rows.Scan(&k, &n) == nil {
+						s.mu.Lock()
+						s.max[k] = max(s.max[k], n)
+						s.mu.Unlock()
+					}
+				}
+				rows.Close()
+			}
+			select {
+			case <-s.stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	t.Cleanup(s.finish)
+	return s
+}
+
+func (s *sampler) finish() {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	<-s.done
+}
+
+func (s *sampler) maxima() map[string]int64 {
+	s.finish()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.max
+}
+
+// 3 workers × concurrency 20 and 200 tasks of 100 ms under max_running 4: never more than 4
+// run at once, 4 do, and a worker killed while it holds slots gives them back with its lease.
+func TestE2ELimitMaxRunning(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDBURL(t)
+	pool := openPool(t, url)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, `select queues.set_limit('taskorch.sleep', _max_running => 4)`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `select queues.enqueue('taskorch.sleep', '{"ms": 100}') from generate_series(1, 200)`)
+	require.NoError(t, err)
+	s := startSampler(t, pool, "taskorch.sleep", "")
+
+	env := []string{"TASKORCH_CONCURRENCY=20", "TASKORCH_LEASE_DURATION=2s"}
+	victim := startWorkerProc(t, url, env...)
+	startWorkerProc(t, url, env...)
+	startWorkerProc(t, url, env...)
+
+	// Kill one worker while it runs limited tasks: its slots stay taken until its leases
+	// expire, then come back.
+	waitFor(t, pool, "the victim runs a task", `select exists (select from queues.task t join queues.worker w using (worker_id)
+		where t.status = 'running' and w.pid = $1)`, victim.cmd.Process.Pid)
+	victim.signal(t, syscall.SIGKILL)
+	victim.wait(t)
+
+	waitFor(t, pool, "all 200 completed", `select count(*) = 200 from queues.task where task_type = 'taskorch.sleep' and status = 'completed'`)
+	got := s.maxima()[""]
+	require.LessOrEqual(t, got, int64(4), "never more than the limit running")
+	require.Equal(t, int64(4), got, "the limit is reached")
+	require.Zero(t, q[int64](t, pool, `select count(*) from queues.task where status <> 'completed'`), "nothing lost")
+}
+
+// Per key: 5 accounts, at most 2 running per account, 6 slots in all, and each account's tasks
+// enqueued after the previous account's. Never more than 2 per account, and every account
+// progresses from the start: within the first 20 completions each has one.
+func TestE2ELimitPerKeyFair(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDBURL(t)
+	pool := openPool(t, url)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, `select queues.set_limit('taskorch.sleep', _max_running => 2, _key_field => 'account')`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `select queues.enqueue('taskorch.sleep', jsonb_build_object('ms', 50, 'account', 'acct-' || (i / 30)))
+		from generate_series(0, 149) i order by i`)
+	require.NoError(t, err)
+	s := startSampler(t, pool, "taskorch.sleep", "account")
+	for range 3 {
+		startWorkerProc(t, url, "TASKORCH_CONCURRENCY=2")
+	}
+
+	waitFor(t, pool, "all 150 completed", `select count(*) = 150 from queues.task where task_type = 'taskorch.sleep' and status = 'completed'`)
+	maxima := s.maxima()
+	require.Len(t, maxima, 5)
+	for k, n := range maxima {
+		require.LessOrEqual(t, n, int64(2), "account %s", k)
+	}
+	require.Equal(t, int64(5), q[int64](t, pool, `
+		select count(distinct payload->>'account') from (
+			select payload from queues.task where task_type = 'taskorch.sleep'
+			order by completed_at, task_id limit 20) first`), "every account among the first 20 completions")
+}
+
+// A rate of 50 claims per second over 500 tasks: the claims spread at 50/s ± 10%.
+func TestE2ELimitRate(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDBURL(t)
+	pool := openPool(t, url)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, `select queues.set_limit('taskorch.noop', _rate_per_second => 50)`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `select queues.enqueue('taskorch.noop', '{}') from generate_series(1, 500)`)
+	require.NoError(t, err)
+	for range 3 {
+		startWorkerProc(t, url, "TASKORCH_CONCURRENCY=20")
+	}
+	waitFor(t, pool, "all 500 completed", `select count(*) = 500 from queues.task where task_type = 'taskorch.noop' and status = 'completed'`)
+	rate := q[float64](t, pool, `select 499 / extract(epoch from max(claimed_at) - min(claimed_at))::float8
+		from queues.task where task_type = 'taskorch.noop'`)
+	t.Logf("claims per second: %.1f", rate)
+	require.InDelta(t, 50, rate, 5, "claims per second")
+	// In no second more than 50 (+1 for the bucket's first token).
+	require.LessOrEqual(t, q[int64](t, pool, `select max(n) from (
+		select count(*) as n from queues.task a join queues.task b
+		  on b.task_type = a.task_type and b.claimed_at >= a.claimed_at and b.claimed_at < a.claimed_at + interval '1 second'
+		where a.task_type = 'taskorch.noop' group by a.task_id) w`), int64(51))
+}

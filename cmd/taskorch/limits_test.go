@@ -1,0 +1,67 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskorch/taskorch/internal/dbtest"
+)
+
+// limits set, list and remove, and their bad input: a clear message, a non-zero exit code and
+// nothing written.
+func TestLimitsCommands(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDBURL(t)
+	db := []string{"--database-url", url}
+
+	r := run(t, append([]string{"limits", "set", "email", "--rate", "2"}, db...)...)
+	require.Equal(t, 0, r.code, r.err)
+	require.Equal(t, "email: 2/s (burst 1)\n", r.out)
+	r = run(t, append([]string{"limits", "set", "report.build", "--max-running", "4", "--key", "tenant"}, db...)...)
+	require.Equal(t, 0, r.code, r.err)
+	require.Equal(t, "report.build: 4 running per tenant\n", r.out)
+	for _, p := range []string{`{"tenant": "a"}`, `{"tenant": "a"}`, `{"tenant": "b"}`, `{}`} {
+		require.Equal(t, 0, run(t, append([]string{"enqueue", "report.build", p}, db...)...).code)
+	}
+
+	r = run(t, append([]string{"limits", "list"}, db...)...)
+	require.Equal(t, 0, r.code, r.err)
+	lines := strings.Split(strings.TrimSpace(r.out), "\n")
+	require.Len(t, lines, 5, r.out)
+	require.Regexp(t, `^TASK TYPE\s+LIMIT\s+KEY\s+RUNNING\s+HELD\s+TOKENS$`, lines[0])
+	require.Regexp(t, `^email\s+2/s \(burst 1\)\s+-\s+0\s+0\s+1.0$`, lines[1])
+	require.Regexp(t, `^report.build\s+4 running per tenant\s+a\s+0\s+2\s+-$`, lines[2])
+	require.Regexp(t, `^report.build\s+4 running per tenant\s+b\s+0\s+1\s+-$`, lines[3])
+	require.Regexp(t, `^report.build\s+4 running per tenant\s+\(no key\)\s+0\s+1\s+-$`, lines[4])
+
+	usage := runJSON[[]map[string]any](t, append([]string{"limits", "list"}, db...)...)
+	require.Len(t, usage, 4)
+	require.Equal(t, "email", usage[0]["task_type"])
+	require.InDelta(t, 2.0, usage[0]["rate_per_second"], 0)
+
+	r = run(t, append([]string{"limits", "remove", "email"}, db...)...)
+	require.Equal(t, 0, r.code, r.err)
+	require.Equal(t, "email: no limit\n", r.out)
+
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"limits", "remove", "email"}, exitNotFound, `task type "email" has no limit`},
+		{[]string{"limits", "set", "email"}, exitUsage, "give --max-running, --rate or both"},
+		{[]string{"limits", "set", "email", "--max-running", "-1"}, exitUsage, "must not be negative"},
+		{[]string{"limits", "set", "email", "--rate", "abc"}, exitUsage, `invalid argument "abc"`},
+		{[]string{"limits", "set", "email", "--max-running", "2", "--burst", "3"}, exitUsage, "_burst needs _rate_per_second"},
+		{[]string{"limits", "set", "email", "--rate", "1", "--key", "a.b"}, exitUsage, "is not a plain identifier"},
+		{[]string{"limits", "set", "bad type", "--rate", "1"}, exitUsage, "is not valid"},
+	} {
+		r := run(t, append(tc.args, db...)...)
+		require.Equal(t, tc.code, r.code, "%v: %s", tc.args, r.err)
+		require.Contains(t, r.err, tc.want, tc.args)
+	}
+	usage = runJSON[[]map[string]any](t, append([]string{"limits", "list"}, db...)...)
+	require.Len(t, usage, 3, "only report.build's buckets: nothing else was written")
+}

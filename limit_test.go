@@ -1,0 +1,231 @@
+package taskorch_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskorch/taskorch"
+)
+
+// Bad limits are refused with a clear error and write nothing; a type with no tasks may be
+// limited; removing a limit that does not exist is ErrNotFound.
+func TestSetLimitInput(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, pool := newClient(t)
+
+	for _, tc := range []struct {
+		p    taskorch.LimitParams
+		want string
+	}{
+		{taskorch.LimitParams{TaskType: "email"}, "give _max_running, _rate_per_second or both"},
+		{taskorch.LimitParams{TaskType: "email", MaxRunning: -2}, "must not be negative"},
+		{taskorch.LimitParams{TaskType: "email", RatePerSecond: -1}, "must not be negative"},
+		{taskorch.LimitParams{TaskType: "email", MaxRunning: 1, Burst: 2}, "_burst needs _rate_per_second"},
+		{taskorch.LimitParams{TaskType: "email", RatePerSecond: 2e6}, "at most 1000000"},
+		{taskorch.LimitParams{TaskType: "email", RatePerSecond: 1, Burst: 2_000_000}, "_burst must be between 1 and 1000000"},
+		{taskorch.LimitParams{TaskType: "email", MaxRunning: 1, KeyField: "a.b"}, `key field "a.b" is not a plain identifier`},
+		{taskorch.LimitParams{TaskType: "email", MaxRunning: 1, KeyField: "x'; drop table queues.task; --"}, "is not a plain identifier"},
+		{taskorch.LimitParams{TaskType: "bad type", MaxRunning: 1}, `task type "bad type" is not valid`},
+		{taskorch.LimitParams{TaskType: "", MaxRunning: 1}, `is not valid`},
+	} {
+		err := c.SetLimit(ctx, &tc.p)
+		require.ErrorIs(t, err, taskorch.ErrInvalidInput, "%+v", tc.p)
+		require.ErrorContains(t, err, tc.want, "%+v", tc.p)
+	}
+	require.ErrorIs(t, c.SetLimit(ctx, nil), taskorch.ErrInvalidInput)
+	// A zero or negative limit straight in SQL, and a non-numeric rate, are refused too.
+	for _, q := range []string{
+		`select queues.set_limit('email', _max_running => 0)`,
+		`select queues.set_limit('email', _rate_per_second => 0)`,
+		`select queues.set_limit('email', _rate_per_second => 'NaN')`,
+		`select queues.set_limit('email', _rate_per_second => 'abc')`,
+	} {
+		_, err := pool.Exec(ctx, q)
+		require.ErrorIs(t, taskorch.MapPgError(err), taskorch.ErrInvalidInput, q)
+	}
+	ls, err := c.Limits(ctx)
+	require.NoError(t, err)
+	require.Empty(t, ls, "nothing half-written")
+
+	require.NoError(t, c.SetLimit(ctx, &taskorch.LimitParams{TaskType: "never.enqueued", MaxRunning: 3}))
+	require.NoError(t, c.SetLimit(ctx, &taskorch.LimitParams{TaskType: "email", RatePerSecond: 2.5, Burst: 4, KeyField: "account_id"}))
+	ls, err = c.Limits(ctx)
+	require.NoError(t, err)
+	require.Len(t, ls, 2)
+	require.Equal(t, "email", ls[0].TaskType)
+	require.InDelta(t, 2.5, ls[0].RatePerSecond, 0)
+	require.Equal(t, 4, ls[0].Burst)
+	require.Equal(t, "account_id", ls[0].KeyField)
+	require.Equal(t, 3, ls[1].MaxRunning)
+	require.Zero(t, ls[1].Burst, "no rate, no burst")
+
+	require.NoError(t, c.RemoveLimit(ctx, "never.enqueued"))
+	require.ErrorIs(t, c.RemoveLimit(ctx, "never.enqueued"), taskorch.ErrNotFound)
+
+	// Tx twins: a limit set in a rolled-back transaction never existed.
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, c.SetLimitTx(ctx, tx, &taskorch.LimitParams{TaskType: "in.tx", MaxRunning: 1}))
+	inTx, err := c.LimitsTx(ctx, tx)
+	require.NoError(t, err)
+	require.Len(t, inTx, 2)
+	require.NoError(t, tx.Rollback(ctx))
+	ls, err = c.Limits(ctx)
+	require.NoError(t, err)
+	require.Len(t, ls, 1)
+}
+
+// Concurrent claimers never overshoot max_running, and a task held back is claimed as soon as a
+// slot frees.
+func TestLimitMaxRunningConcurrentClaims(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, pool := newClient(t)
+	require.NoError(t, c.SetLimit(ctx, &taskorch.LimitParams{TaskType: "lim.a", MaxRunning: 3}))
+	mustExec(t, pool, `select queues.enqueue('lim.a', '{}') from generate_series(1, 50)`)
+	mustExec(t, pool, `select queues.enqueue('free', '{}') from generate_series(1, 20)`)
+
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var got []claimed
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cs := claim(t, pool, fmt.Sprint("w", i), 10, "5 minutes")
+			mu.Lock()
+			got = append(got, cs...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	limited := 0
+	for _, c := range got {
+		if c.Type == "lim.a" {
+			limited++
+		}
+	}
+	require.Equal(t, 3, limited, "exactly the limit")
+	require.Equal(t, int64(3), scalar[int64](t, pool, `select count(*) from queues.task where task_type = 'lim.a' and status = 'running'`))
+	require.Equal(t, int64(20), scalar[int64](t, pool, `select count(*) from queues.task where task_type = 'free' and status = 'running'`),
+		"unlimited tasks are claimed as before")
+
+	// Nothing more while the slots are taken; one slot frees, one task is claimed.
+	require.Empty(t, claim(t, pool, "w9", 10, "5 minutes"))
+	var id, lease int64
+	require.NoError(t, pool.QueryRow(ctx, `select task_id, lease_id from queues.task where task_type = 'lim.a' and status = 'running' limit 1`).Scan(&id, &lease))
+	mustExec(t, pool, `select queues.complete_task($1, $2)`, id, lease)
+	again := claim(t, pool, "w9", 10, "5 minutes")
+	require.Len(t, again, 1)
+	require.Equal(t, "lim.a", again[0].Type)
+}
+
+// Per key: each value of the key field has its own slots; a payload whose field is missing or
+// not a scalar counts in the null-key bucket, which is limited like any key; claims rotate
+// across keys, fewest running first.
+func TestLimitPerKeyBuckets(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, pool := newClient(t)
+	require.NoError(t, c.SetLimit(ctx, &taskorch.LimitParams{TaskType: "lim.k", MaxRunning: 2, KeyField: "tenant"}))
+	// Tenant a's tasks all come first: without rotation a claim of 4 would take a, a.
+	for _, p := range []string{
+		`{"tenant": "a"}`, `{"tenant": "a"}`, `{"tenant": "a"}`, `{"tenant": "a"}`,
+		`{"tenant": "b"}`, `{"tenant": "b"}`, `{"tenant": "b"}`,
+		`{"tenant": 7}`, `{}`, `{"tenant": null}`, `{"tenant": {"x": 1}}`, `{"tenant": [1]}`,
+	} {
+		mustExec(t, pool, `select queues.enqueue('lim.k', $1::jsonb)`, p)
+	}
+	first := claim(t, pool, "w1", 3, "5 minutes")
+	require.Len(t, first, 3)
+	tenants := func(cs []claimed) []string {
+		var out []string
+		for _, c := range cs {
+			out = append(out, scalar[string](t, pool, `select coalesce(payload->>'tenant', '-') from queues.task where task_id = $1`, c.TaskID))
+		}
+		return out
+	}
+	require.ElementsMatch(t, []string{"a", "b", "7"}, tenants(first), "one per key, oldest keys first")
+
+	rest := claim(t, pool, "w2", 20, "5 minutes")
+	// a: 1 more, b: 1 more, 7: nothing more waiting, null-key bucket: 2 of its 4.
+	require.Len(t, rest, 4)
+	us, err := c.LimitUsage(ctx)
+	require.NoError(t, err)
+	byKey := map[string]taskorch.LimitUsage{}
+	for _, u := range us {
+		k := u.Key
+		if u.NullKey {
+			k = "(null)"
+		}
+		byKey[k] = u
+	}
+	require.Equal(t, int64(2), byKey["a"].Running)
+	require.Equal(t, int64(2), byKey["a"].Held)
+	require.Equal(t, int64(2), byKey["b"].Running)
+	require.Equal(t, int64(1), byKey["b"].Held)
+	require.Equal(t, int64(1), byKey["7"].Running)
+	require.Equal(t, int64(2), byKey["(null)"].Running)
+	require.Equal(t, int64(2), byKey["(null)"].Held)
+	require.Empty(t, claim(t, pool, "w3", 20, "5 minutes"))
+}
+
+// A rate limit hands out at most its burst at once and then one task per interval, across
+// claimers; limit_wait says how long until the next token.
+func TestLimitRateTokens(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, pool := newClient(t)
+	require.NoError(t, c.SetLimit(ctx, &taskorch.LimitParams{TaskType: "lim.r", RatePerSecond: 1, Burst: 3}))
+	mustExec(t, pool, `select queues.enqueue('lim.r', '{}') from generate_series(1, 10)`)
+	require.Len(t, claim(t, pool, "w1", 10, "5 minutes"), 3, "the burst")
+	require.Empty(t, claim(t, pool, "w2", 10, "5 minutes"), "no token left")
+	wait := scalar[float64](t, pool, `select queues.limit_wait()`)
+	require.Greater(t, wait, 0.5)
+	require.LessOrEqual(t, wait, 1.0)
+	// A second later (on the bucket's clock, moved back instead of sleeping), one more.
+	mustExec(t, pool, `update queues.limit_bucket set refilled_at = refilled_at - interval '1.05 seconds'`)
+	require.Len(t, claim(t, pool, "w2", 10, "5 minutes"), 1)
+	require.Empty(t, claim(t, pool, "w2", 10, "5 minutes"))
+
+	// Removing the limit frees its tasks at once.
+	require.NoError(t, c.RemoveLimit(ctx, "lim.r"))
+	require.Len(t, claim(t, pool, "w3", 10, "5 minutes"), 6)
+	require.Equal(t, int64(0), scalar[int64](t, pool, `select count(*) from queues.limit_bucket`))
+	require.True(t, scalar[bool](t, pool, `select queues.limit_wait() is null`))
+}
+
+// Tasks enqueued before a limit is set, and a dead task retried by hand after, count under it;
+// the transports' claim by id keeps limits too.
+func TestLimitCoversExistingRetriedAndByID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, pool := newClient(t)
+	mustExec(t, pool, `select queues.enqueue('lim.b', '{}') from generate_series(1, 5)`)
+	require.NoError(t, c.SetLimit(ctx, &taskorch.LimitParams{TaskType: "lim.b", MaxRunning: 2}))
+	ids := scalar[[]int64](t, pool, `select array_agg(task_id order by task_id) from queues.task where task_type = 'lim.b'`)
+	byID := func() int {
+		return int(scalar[int64](t, pool, `select count(*) from queues.claim_tasks_by_id('wb', $1)`, ids))
+	}
+	require.Equal(t, 2, byID())
+	require.Equal(t, 0, byID(), "by id, the limit holds too")
+	require.Empty(t, claim(t, pool, "w", 10, "5 minutes"))
+
+	// A dead task of the type, retried by hand, waits for a slot as well.
+	mustExec(t, pool, `select queues.remove_limit('lim.b')`)
+	dead := scalar[int64](t, pool, `select queues.enqueue('lim.b', '{}', _max_attempts => 1)`)
+	var lease int64
+	require.NoError(t, pool.QueryRow(ctx, `select lease_id from queues.claim_tasks_by_id('w', array[$1::bigint])`, dead).Scan(&lease))
+	mustExec(t, pool, `select queues.fail_task($1, 'boom', $2)`, dead, lease)
+	require.Equal(t, "dead", scalar[string](t, pool, `select status::text from queues.task where task_id = $1`, dead))
+	require.NoError(t, c.SetLimit(ctx, &taskorch.LimitParams{TaskType: "lim.b", MaxRunning: 2}))
+	_, err := c.Retry(ctx, dead)
+	require.NoError(t, err)
+	require.Equal(t, "", scalar[string](t, pool, `select limit_key from queues.task where task_id = $1`, dead))
+	require.Empty(t, claim(t, pool, "w", 10, "5 minutes"), "2 running already")
+}
