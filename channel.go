@@ -122,6 +122,12 @@ func (w *Worker) runChannel(ctx context.Context, t *Task) *outcome {
 		if stopped, cause := stoppedBy(ctx); stopped && cause != errTimeout {
 			return noOutcome(fmt.Sprintf("%v during the provider call", cause))
 		}
+		var limited *RateLimitedError
+		if errors.As(err, &limited) {
+			// Not a failure: the same attempt runs again when the provider said, and no
+			// handler hears of it.
+			return rateLimited(limited)
+		}
 		var discard *DiscardError
 		retriable := !errors.As(err, &discard)
 		if !retriable && discard.Err != nil {

@@ -37,6 +37,40 @@ func (e *DiscardError) Error() string { return "taskorch: discard: " + e.Err.Err
 // Unwrap returns the wrapped error.
 func (e *DiscardError) Unwrap() error { return e.Err }
 
+// DefaultRateLimitBackoff is how long a task waits after RateLimited without a time of its own.
+const DefaultRateLimitBackoff = 2 * time.Second
+
+// RateLimited wraps err in the control error a handler or a channel provider returns when the
+// service it called said "slow down" (an HTTP 429, Twilio's 20429, an SMTP 421 or 451): the
+// task runs again after retryAfter (0 or less: DefaultRateLimitBackoff) without spending an
+// attempt, and a channel task's error handler is not called, so a supervisor's process spends
+// no attempt either. err is kept for the log.
+func RateLimited(err error, retryAfter time.Duration) error {
+	if err == nil {
+		err = errors.New("rate limited")
+	}
+	return &RateLimitedError{Err: err, RetryAfter: retryAfter}
+}
+
+// RateLimitedError is the error RateLimited returns.
+type RateLimitedError struct {
+	Err        error
+	RetryAfter time.Duration // as the service said; 0 when it did not
+}
+
+func (e *RateLimitedError) Error() string { return "taskorch: rate limited: " + e.Err.Error() }
+
+// Unwrap returns the wrapped error.
+func (e *RateLimitedError) Unwrap() error { return e.Err }
+
+// wait is how long the task waits before it runs again.
+func (e *RateLimitedError) wait() time.Duration {
+	if e.RetryAfter <= 0 {
+		return DefaultRateLimitBackoff
+	}
+	return e.RetryAfter
+}
+
 // ErrLeaseLost is the cause of a handler's context cancellation when the worker lost the
 // task's lease: it was cancelled, or it expired and another worker took it.
 var ErrLeaseLost = errors.New("taskorch: the task's lease was lost")

@@ -100,11 +100,14 @@ func (w *Worker) runHandler(ctx context.Context, t *Task, e handlerEntry, timeou
 		return noOutcome(fmt.Sprintf("%v (the handler returned: %v)", cause, err))
 	}
 	var snooze *SnoozeError
+	var limited *RateLimitedError
 	var discard *DiscardError
 	var o *outcome
 	switch {
 	case errors.As(err, &snooze):
 		return snoozed(snooze.Duration)
+	case errors.As(err, &limited):
+		return rateLimited(limited)
 	case errors.As(err, &discard):
 		return failed(discard.Err.Error(), false, map[string]any{"handler": "go", "discarded": true})
 	case context.Cause(ctx) == errTimeout:

@@ -73,6 +73,13 @@ func failed(msg string, retriable bool, errCtx map[string]any) *outcome {
 
 func snoozed(d time.Duration) *outcome { return &outcome{kind: outcomeSnooze, snooze: d} }
 
+// rateLimited is the outcome of a call the service refused as too many: a snooze for as long as
+// it asked, which spends no attempt, logged with what it said.
+func rateLimited(e *RateLimitedError) *outcome {
+	return snoozed(e.wait()).withNote(slog.LevelInfo, "rate limited; the task runs again later without spending an attempt",
+		"error", logValue(e.Err.Error()), "retry_in", e.wait())
+}
+
 func noOutcome(why string) *outcome { return &outcome{kind: outcomeNone, msg: why} }
 
 // written is the outcome of a branch that committed status itself.

@@ -4,17 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/taskorch/taskorch"
 )
 
 // Error is a failed provider call. Providers return it as is when retrying may help (a 5xx, a
-// timeout, a network error, a 429) and wrapped in taskorch.Discard when it cannot (a 4xx, a
-// permanent SMTP reply, a malformed request); errors.As finds it either way.
+// timeout, a network error), wrapped in taskorch.RateLimited when the provider asked to slow
+// down (a 429, Twilio's 20429, an SMTP 421 or 451), and wrapped in taskorch.Discard when it
+// cannot (a 4xx, a permanent SMTP reply, a malformed request); errors.As finds it in each case.
 //
 // Its message never holds a credential: API keys, auth tokens, passwords, secret keys and the
 // signature of a signed URL are replaced by [REDACTED] before the Error is made.
@@ -30,6 +33,11 @@ type Error struct {
 	Message string
 	// Permanent reports that retrying the same request cannot succeed.
 	Permanent bool
+	// RateLimited reports that the provider refused the call as one too many (HTTP 429,
+	// Twilio's 20429, SMTP 421 or 451); RetryAfter is how long it asked to wait (0: it did not
+	// say). The worker runs the task again then, without spending an attempt.
+	RateLimited bool
+	RetryAfter  time.Duration
 
 	cause error // only context errors, which hold no secret
 }
@@ -58,12 +66,48 @@ func (e *Error) Error() string {
 // Unwrap returns context.Canceled or context.DeadlineExceeded when the call was cut short.
 func (e *Error) Unwrap() error { return e.cause }
 
-// result wraps e in taskorch.Discard when it is permanent.
+// result wraps e in taskorch.RateLimited when the provider said "slow down", and in
+// taskorch.Discard when it is permanent.
 func (e *Error) result() error {
-	if e.Permanent {
+	switch {
+	case e.RateLimited:
+		return taskorch.RateLimited(e, e.RetryAfter)
+	case e.Permanent:
 		return taskorch.Discard(e)
 	}
 	return e
+}
+
+// maxRetryAfter caps the wait a provider may ask for.
+const maxRetryAfter = time.Hour
+
+// parseRetryAfter reads a Retry-After header: seconds, or an HTTP date. Empty, unreadable or
+// past: 0 (the worker's default backoff); at most maxRetryAfter.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if secs, err := strconv.ParseFloat(v, 64); err == nil {
+		if secs <= 0 || secs != secs {
+			return 0
+		}
+		d = time.Duration(min(secs, maxRetryAfter.Seconds()) * float64(time.Second))
+	} else if at, err := http.ParseTime(v); err == nil {
+		d = at.Sub(now)
+	}
+	return min(max(d, 0), maxRetryAfter)
+}
+
+// rateLimited reports a provider's "slow down" answer.
+func (r redactor) rateLimited(provider string, status int, code, msg string, retryAfter time.Duration) error {
+	if msg == "" {
+		msg = "too many requests"
+	}
+	e := r.newError(provider, status, code, msg, false)
+	e.RateLimited, e.RetryAfter = true, retryAfter
+	return e.result()
 }
 
 // redactor removes credentials from error text: the configured secrets themselves, the values

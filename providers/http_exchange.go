@@ -20,8 +20,9 @@ const maxResponseBytes = 1 << 20
 // turn into errors that lose the status (Resend) or keep only what they could decode
 // (Twilio). The provider classifies the failure from it.
 type exchange struct {
-	status int
-	body   []byte
+	status     int
+	body       []byte
+	retryAfter string // the Retry-After header, if any
 }
 
 type exchangeKey struct{}
@@ -74,7 +75,7 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 		x, _ = req.Context().Value(exchangeKey{}).(*exchange)
 	}
 	if x != nil {
-		x.status, x.body = resp.StatusCode, body
+		x.status, x.body, x.retryAfter = resp.StatusCode, body, resp.Header.Get("Retry-After")
 	}
 	if rerr != nil {
 		return nil, rerr

@@ -119,6 +119,11 @@ func resendIdempotencyKey(key string) string {
 
 func (p *Resend) statusError(x *exchange) error {
 	var body resendError
+	if x.status == http.StatusTooManyRequests {
+		// rate_limit_exceeded, daily_quota_exceeded: Resend says when in Retry-After.
+		_ = json.Unmarshal(x.body, &body)
+		return p.red.rateLimited("resend", x.status, body.Name, body.Message, parseRetryAfter(x.retryAfter, time.Now()))
+	}
 	if err := json.Unmarshal(x.body, &body); err != nil || (body.Name == "" && body.Message == "") {
 		return p.red.httpStatusError("resend", x.status, "", "unexpected answer: "+snippet(x.body))
 	}

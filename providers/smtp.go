@@ -300,7 +300,13 @@ func smtpAuthType(name string) mail.SMTPAuthType {
 	return mail.SMTPAuthPlain
 }
 
-// classify maps a go-mail error: a 5xx reply is permanent, a 4xx temporary; a server without
+// smtpRateLimited reports the replies servers give a client that sends too much: 421 (service
+// not available, closing: also a server's "too many connections") and 451 (local error in
+// processing: also "too many messages, try later"). SMTP has no Retry-After.
+func smtpRateLimited(code int) bool { return code == 421 || code == 451 }
+
+// classify maps a go-mail error: a 421 or 451 reply is a rate limit (smtpRateLimited), another
+// 5xx reply is permanent, a 4xx temporary; a server without
 // STARTTLS when it is required, a refused certificate and a password that would go out in
 // clear are permanent (configuration); the rest (connection, timeouts) is retriable.
 func (p *SMTP) classify(ctx context.Context, err error) error {
@@ -311,6 +317,10 @@ func (p *SMTP) classify(ctx context.Context, err error) error {
 	var hostErr x509.HostnameError
 	var authorityErr x509.UnknownAuthorityError
 	switch {
+	case errors.As(err, &sendErr) && smtpRateLimited(sendErr.ErrorCode()):
+		return p.red.rateLimited("smtp", sendErr.ErrorCode(), "", msg, 0)
+	case errors.As(err, &tpErr) && smtpRateLimited(tpErr.Code):
+		return p.red.rateLimited("smtp", tpErr.Code, "", msg, 0)
 	case errors.As(err, &sendErr) && sendErr.ErrorCode() != 0:
 		return p.red.newError("smtp", sendErr.ErrorCode(), "", msg, sendErr.ErrorCode() >= 500).result()
 	case errors.As(err, &tpErr):

@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -29,6 +30,7 @@ import (
 	"github.com/emersion/go-smtp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskorch/taskorch"
 	"github.com/taskorch/taskorch/providers"
 )
 
@@ -279,12 +281,15 @@ func TestSMTPAuthFailure(t *testing.T) {
 func TestSMTPReplies(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
-		name      string
-		reply     *smtp.SMTPError
-		permanent bool
+		name        string
+		reply       *smtp.SMTPError
+		permanent   bool
+		rateLimited bool
 	}{
-		{"permanent 550", &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "No such user here"}, true},
-		{"temporary 451", &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Try again later"}, false},
+		{"permanent 550", &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "No such user here"}, true, false},
+		{"temporary 450", &smtp.SMTPError{Code: 450, EnhancedCode: smtp.EnhancedCode{4, 2, 1}, Message: "Mailbox busy"}, false, false},
+		{"slow down 451", &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Try again later"}, false, true},
+		{"slow down 421", &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 7, 0}, Message: "Too many messages, closing"}, false, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -298,6 +303,9 @@ func TestSMTPReplies(t *testing.T) {
 				pe = requireRetriable(t, err)
 			}
 			require.Equal(t, tt.reply.Code, pe.StatusCode)
+			var rl *taskorch.RateLimitedError
+			require.Equal(t, tt.rateLimited, errors.As(err, &rl), "rate limited: %v", err)
+			require.Equal(t, tt.rateLimited, pe.RateLimited)
 			require.Contains(t, err.Error(), fmt.Sprintf("smtp: %d: ", tt.reply.Code))
 			require.Contains(t, err.Error(), tt.reply.Message)
 			requireNoSecret(t, err, smtpPass)

@@ -154,6 +154,9 @@ func (p *Twilio) rewrite(raw string) string {
 func (p *Twilio) statusError(x *exchange) error {
 	var body twilioError
 	if err := json.Unmarshal(x.body, &body); err != nil || (body.Code == 0 && body.Message == "") {
+		if x.status == http.StatusTooManyRequests {
+			return p.red.rateLimited("twilio", x.status, "", "too many requests: "+snippet(x.body), parseRetryAfter(x.retryAfter, time.Now()))
+		}
 		return p.red.httpStatusError("twilio", x.status, "", "unexpected answer: "+snippet(x.body))
 	}
 	code := ""
@@ -163,6 +166,9 @@ func (p *Twilio) statusError(x *exchange) error {
 	msg := body.Message
 	if body.MoreInfo != "" {
 		msg += " (" + body.MoreInfo + ")"
+	}
+	if x.status == http.StatusTooManyRequests || body.Code == 20429 {
+		return p.red.rateLimited("twilio", x.status, code, msg, parseRetryAfter(x.retryAfter, time.Now()))
 	}
 	return p.red.httpStatusError("twilio", x.status, code, msg)
 }

@@ -137,13 +137,17 @@ func TestE2ELimitPerKeyFair(t *testing.T) {
 			order by completed_at, task_id limit 20) first`), "every account among the first 20 completions")
 }
 
-// A rate of 50 claims per second over 500 tasks: the claims spread at 50/s ± 10%.
+// A rate of 50 claims per second over 500 tasks: the claims spread at 50/s ± 10%, and no
+// one-second window holds more than rate + burst. The burst of 5 lets the bucket bank the
+// tokens that a late claim would otherwise lose (a loaded machine's claims come milliseconds
+// late); with a burst of 1 the rate is an upper bound that claim latency eats into
+// (docs/limits.md quotes both).
 func TestE2ELimitRate(t *testing.T) {
 	t.Parallel()
 	url := dbtest.NewDBURL(t)
 	pool := openPool(t, url)
 	ctx := context.Background()
-	_, err := pool.Exec(ctx, `select queues.set_limit('taskorch.noop', _rate_per_second => 50)`)
+	_, err := pool.Exec(ctx, `select queues.set_limit('taskorch.noop', _rate_per_second => 50, _burst => 5)`)
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `select queues.enqueue('taskorch.noop', '{}') from generate_series(1, 500)`)
 	require.NoError(t, err)
@@ -155,9 +159,9 @@ func TestE2ELimitRate(t *testing.T) {
 		from queues.task where task_type = 'taskorch.noop'`)
 	t.Logf("claims per second: %.1f", rate)
 	require.InDelta(t, 50, rate, 5, "claims per second")
-	// In no second more than 50 (+1 for the bucket's first token).
+	// In no second more than 50 + 5 (the burst).
 	require.LessOrEqual(t, q[int64](t, pool, `select max(n) from (
 		select count(*) as n from queues.task a join queues.task b
 		  on b.task_type = a.task_type and b.claimed_at >= a.claimed_at and b.claimed_at < a.claimed_at + interval '1 second'
-		where a.task_type = 'taskorch.noop' group by a.task_id) w`), int64(51))
+		where a.task_type = 'taskorch.noop' group by a.task_id) w`), int64(55))
 }

@@ -65,3 +65,22 @@ func TestLimitsCommands(t *testing.T) {
 	usage = runJSON[[]map[string]any](t, append([]string{"limits", "list"}, db...)...)
 	require.Len(t, usage, 3, "only report.build's buckets: nothing else was written")
 }
+
+// TASKORCH_EMAIL_RATE and TASKORCH_SMS_RATE set the channels' rate limits at start, keeping the
+// rest of a limit set otherwise; a value that is not a number stops the worker with a clear
+// error before it does anything.
+func TestWorkerChannelRates(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDBURL(t)
+	pool := openPool(t, url)
+	require.Equal(t, 0, run(t, "migrate", "up", "--database-url", url).code)
+	require.Equal(t, 0, run(t, "limits", "set", "sms", "--max-running", "3", "--database-url", url).code)
+	startWorkerProc(t, url, "TASKORCH_EMAIL_RATE=2", "TASKORCH_SMS_RATE=0.5")
+	waitFor(t, pool, "the limits set", `select count(*) = 2 from queues.task_limit where rate_per_second is not null`)
+	require.Equal(t, 2.0, q[float64](t, pool, `select rate_per_second from queues.task_limit where task_type = 'email'`))
+	require.Equal(t, "0.5 3", q[string](t, pool, `select rate_per_second || ' ' || max_running from queues.task_limit where task_type = 'sms'`))
+
+	bad := startWorkerProc(t, url, "TASKORCH_EMAIL_RATE=fast")
+	require.Equal(t, exitUsage, bad.wait(t))
+	require.Contains(t, bad.out.String(), `TASKORCH_EMAIL_RATE="fast" is not a number`)
+}

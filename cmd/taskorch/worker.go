@@ -29,6 +29,8 @@ import (
 // workerFlags are the worker's settings; each has an environment variable twin
 // (docs/configuration.md), which is the flag's default.
 type workerFlags struct {
+	emailRate     float64 // claims per second of email tasks, set as a limit at start; 0: leave
+	smsRate       float64 // the same for sms
 	migrate       bool
 	processes     []string
 	tracing       string
@@ -90,6 +92,17 @@ func newWorkerCmd(g *globals) *cobra.Command {
 		}
 		return d
 	}
+	envFloat := func(name string) float64 {
+		v, ok := os.LookupEnv(name)
+		if !ok || v == "" {
+			return 0
+		}
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			envErr = errors.Join(envErr, fmt.Errorf("%s=%q is not a number", name, v))
+		}
+		return x
+	}
 	envString := func(name, def string) string {
 		if v := os.Getenv(name); v != "" {
 			return v
@@ -136,6 +149,8 @@ Every flag has an environment variable twin, listed in docs/configuration.md.`,
 	fl.StringVar(&f.httpAddr, "http-addr", envString("TASKORCH_HTTP_ADDR", ""), "serve /healthz, /readyz and /metrics here, e.g. 127.0.0.1:9090 (env TASKORCH_HTTP_ADDR)")
 	fl.StringVar(&f.transport, "transport", envString("TASKORCH_TRANSPORT", "postgres"), "how task ids reach the worker: postgres, redis or sqs (env TASKORCH_TRANSPORT)")
 	fl.StringVar(&f.tracing, "tracing", envString("TASKORCH_TRACING", "off"), "OpenTelemetry tracing of task runs: off or otlp (OTLP/HTTP, set by the standard OTEL_EXPORTER_OTLP_* variables) (env TASKORCH_TRACING)")
+	fl.Float64Var(&f.emailRate, "email-rate", envFloat("TASKORCH_EMAIL_RATE"), "at start, limit email tasks to this many claims per second, for every worker (queues.set_limit; 0 leaves the limit as it is) (env TASKORCH_EMAIL_RATE)")
+	fl.Float64Var(&f.smsRate, "sms-rate", envFloat("TASKORCH_SMS_RATE"), "at start, limit sms tasks to this many claims per second, for every worker (queues.set_limit; 0 leaves the limit as it is) (env TASKORCH_SMS_RATE)")
 	fl.StringVar(&f.workerID, "worker-id", envString("TASKORCH_WORKER_ID", ""), "this worker's id (default hostname-pid-random) (env TASKORCH_WORKER_ID)")
 	fl.StringVar(&f.logFormat, "log-format", envString("TASKORCH_LOG_FORMAT", "text"), "text or json (env TASKORCH_LOG_FORMAT)")
 	fl.StringVar(&f.logLevel, "log-level", envString("TASKORCH_LOG_LEVEL", "info"), "debug, info, warn or error (env TASKORCH_LOG_LEVEL)")
@@ -234,6 +249,10 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 		if len(applied) > 0 {
 			log.Info("applied migrations", "migrations", applied)
 		}
+	}
+
+	if err := applyChannelRates(ctx, pool, f, log); err != nil {
+		return err
 	}
 
 	hs := taskorch.NewHandlers()
@@ -362,3 +381,44 @@ func serveHealth(addr string, pool *pgxpool.Pool, migrations *taskorch.MigrateOp
 // pgxExecModeForProxy runs statements without server-side prepared statements, which a
 // transaction-pooling proxy cannot keep across transactions.
 const pgxExecModeForProxy = pgx.QueryExecModeExec
+
+// applyChannelRates sets the rate limits --email-rate and --sms-rate ask for (docs/limits.md):
+// the limit is the database's, so it holds for every worker, and the last worker to start
+// with a rate sets it. A rate of 0 leaves the channel's limit as it is.
+func applyChannelRates(ctx context.Context, pool *pgxpool.Pool, f *workerFlags, log *slog.Logger) error {
+	if f.emailRate == 0 && f.smsRate == 0 {
+		return nil
+	}
+	c, err := taskorch.NewClient(pool, nil)
+	if err != nil {
+		return err
+	}
+	limits, err := c.Limits(ctx)
+	if err != nil {
+		return fmt.Errorf("--email-rate/--sms-rate: read the limits: %w", err)
+	}
+	for _, r := range []struct {
+		channel, flag string
+		rate          float64
+	}{{taskorch.TypeEmail, "email-rate", f.emailRate}, {taskorch.TypeSMS, "sms-rate", f.smsRate}} {
+		if r.rate == 0 {
+			continue
+		}
+		if r.rate < 0 {
+			return usageErrorf("--%s must not be negative, got %v", r.flag, r.rate)
+		}
+		// The rest of a limit set otherwise (running slots, burst, key) stays.
+		p := taskorch.LimitParams{TaskType: r.channel, RatePerSecond: r.rate}
+		for _, l := range limits {
+			if l.TaskType == r.channel {
+				p.MaxRunning, p.Burst, p.KeyField = l.MaxRunning, l.Burst, l.KeyField
+			}
+		}
+		if err := c.SetLimit(ctx, &p); err != nil {
+			return fmt.Errorf("--%s: set the %s limit (this database user may not: set it once with taskorch limits set and drop the flag): %w",
+				r.flag, r.channel, err)
+		}
+		log.Info("channel rate limit set", "channel", r.channel, "per_second", r.rate)
+	}
+	return nil
+}

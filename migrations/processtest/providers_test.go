@@ -109,15 +109,16 @@ type resendStub struct {
 }
 
 type stubResponse struct {
-	status int
-	body   string
+	status     int
+	body       string
+	retryAfter string // the Retry-After header, when set
 }
 
 func (s *resendStub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	n := len(s.keys)
 	s.keys = append(s.keys, r.Header.Get("Idempotency-Key"))
-	resp := stubResponse{200, `{"id":"4ef9a417-02e9-4d39-ad75-9611e0fcc33c"}`}
+	resp := stubResponse{200, `{"id":"4ef9a417-02e9-4d39-ad75-9611e0fcc33c"}`, ""}
 	if n < len(s.responses) {
 		resp = s.responses[n]
 	}
@@ -127,6 +128,9 @@ func (s *resendStub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if resp.retryAfter != "" {
+		w.Header().Set("Retry-After", resp.retryAfter)
+	}
 	w.WriteHeader(resp.status)
 	_, _ = io.WriteString(w, resp.body)
 }
@@ -136,9 +140,9 @@ func (s *resendStub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestSendEmailProviderErrorsRecorded(t *testing.T) {
 	t.Parallel()
 	stub := &resendStub{responses: []stubResponse{
-		{422, `{"statusCode":422,"name":"validation_error","message":"Invalid ` + "`to`" + ` field."}`},
-		{500, `{"statusCode":500,"name":"internal_server_error","message":"An unexpected error occurred."}`},
-		{200, `<html>gateway timeout</html>`},
+		{422, `{"statusCode":422,"name":"validation_error","message":"Invalid ` + "`to`" + ` field."}`, ""},
+		{500, `{"statusCode":500,"name":"internal_server_error","message":"An unexpected error occurred."}`, ""},
+		{200, `<html>gateway timeout</html>`, ""},
 	}}
 	srv := httptest.NewServer(stub)
 	t.Cleanup(srv.Close)
@@ -164,6 +168,41 @@ func TestSendEmailProviderErrorsRecorded(t *testing.T) {
 	require.Len(t, stub.keys, 4)
 	require.Regexp(t, `^comms-send-email-attempt-\d+$`, stub.keys[0])
 	require.NotEqual(t, stub.keys[0], stub.keys[1])
+}
+
+// Resend answers 429 (rate_limit_exceeded, Retry-After: 1) once: that is not a failed attempt.
+// The channel task waits the second and sends again under the same attempt, its error handler
+// not called, and the process ends with 1 attempt, 0 failed, 1 succeeded.
+func TestSendEmailRateLimitedOnce(t *testing.T) {
+	t.Parallel()
+	stub := &resendStub{responses: []stubResponse{
+		{429, `{"statusCode":429,"name":"rate_limit_exceeded","message":"Too many requests. You can only make 2 requests per second."}`, "1"},
+	}}
+	srv := httptest.NewServer(stub)
+	t.Cleanup(srv.Close)
+	resend, err := providers.NewResend(providers.ResendConfig{APIKey: "re_test_key", BaseURL: srv.URL, From: "noreply@example.com"})
+	require.NoError(t, err)
+	pool := dbtest.NewDB(t)
+	fastProcesses(t, pool, 2)
+	startWorker(t, pool, map[string]taskorch.ChannelProvider{taskorch.TypeEmail: resend})
+
+	id := scalar[int64](t, pool, `select comms.send_email('ann@example.com', 'Hi', 'text')`)
+	waitTrue(t, pool, "sent", `select exists (select 1 from comms.send_email_task_succeeded where send_email_task_id = $1)`, id)
+	require.Equal(t, 1, scalar[int](t, pool, `select comms.count_send_email_attempts($1)`, id))
+	require.Equal(t, 0, scalar[int](t, pool, `select comms.count_send_email_failed_attempts($1)`, id))
+	require.Equal(t, int64(1), scalar[int64](t, pool, `select count(*) from comms.send_email_attempt a
+		join comms.send_email_attempt_succeeded s using (send_email_attempt_id) where a.send_email_task_id = $1`, id))
+
+	// The provider saw the request twice, under the attempt's one idempotency key, a second apart.
+	require.Len(t, stub.keys, 2)
+	require.Equal(t, stub.keys[0], stub.keys[1])
+	channel := scalar[int64](t, pool, `select task_id from comms.send_email_attempt where send_email_task_id = $1`, id)
+	require.Equal(t, "completed", scalar[string](t, pool, `select status::text from queues.task where task_id = $1`, channel))
+	require.Equal(t, []string{"claimed", "snoozed", "claimed", "completed"},
+		scalar[[]string](t, pool, `select array_agg(event order by task_event_id) from queues.task_event where task_id = $1`, channel))
+	require.Equal(t, 1, scalar[int](t, pool, `select attempt from queues.task where task_id = $1`, channel), "no attempt spent")
+	require.True(t, scalar[bool](t, pool, `select max(occurred_at) filter (where event = 'claimed') - min(occurred_at) >= interval '1 second'
+		from queues.task_event where task_id = $1`, channel), "it waited as Retry-After said")
 }
 
 // A before handler that answers success: false fails each attempt with its message; the process
