@@ -14,6 +14,10 @@ const claimTimeout = 30 * time.Second
 
 const claimSQL = `select ` + taskColumns + ` from queues.claim_tasks($1, $2, $3::interval, $4)`
 
+// claimLimitedSQL claims tasks of limited types only (docs/limits.md): a worker on a transport
+// claims these from the database, as they are not sent as messages.
+const claimLimitedSQL = `select ` + taskColumns + ` from queues.claim_limited_tasks($1, $2, $3::interval, $4)`
+
 // runFetcher claims tasks while there are free slots, until ctx is done or until is closed (nil:
 // never; with a transport, when it is back after an outage). Tasks run on inner, which outlives
 // ctx by the shutdown.
@@ -24,7 +28,7 @@ const claimSQL = `select ` + taskColumns + ` from queues.claim_tasks($1, $2, $3:
 // therefore runs on inner; if the worker was told to stop meanwhile, what it claimed is not
 // started, and the shutdown gives it back with everything else the database says this worker
 // holds (giveBack).
-func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}) {
+func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}, claimSQL string) {
 	var types []string
 	if w.cfg.OnlyKnownTypes {
 		types = knownTypes(w.cfg)
@@ -36,7 +40,7 @@ func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}) {
 		if n == 0 {
 			return
 		}
-		tasks, err := w.claim(inner, n, lease, types)
+		tasks, err := w.claim(inner, claimSQL, n, lease, types)
 		if ctx.Err() != nil {
 			tasks = nil // stopping: not started; given back at the shutdown
 		}
@@ -109,7 +113,7 @@ func (w *Worker) takeSlots(ctx context.Context, until <-chan struct{}) int {
 
 // claim claims up to n tasks. ctx must not be the one whose end stops the worker (see
 // runFetcher); the claim is bounded by claimTimeout instead.
-func (w *Worker) claim(ctx context.Context, n int, lease string, types []string) ([]*Task, error) {
+func (w *Worker) claim(ctx context.Context, claimSQL string, n int, lease string, types []string) ([]*Task, error) {
 	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
 	defer cancel()
 	rows, err := w.pool.Query(ctx, claimSQL, w.cfg.ID, n, lease, types)

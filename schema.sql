@@ -1845,6 +1845,22 @@ end $$;
 
 
 --
+-- Name: limited_claimable(text[], text[], text[], integer, timestamp with time zone); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.limited_claimable(_limited text[], _task_types text[], _paused text[], _limit integer, _clock timestamp with time zone) RETURNS bigint[]
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select coalesce(array(select internal.limited_candidates(
+        array(select l from unnest(_limited) l
+              where (_task_types is null or l = any (_task_types))
+                and (coalesce(cardinality(_paused), 0) = 0 or l <> all (_paused))),
+        _limit, null, _clock)), '{}')
+$$;
+
+
+--
 -- Name: notify_task_inserted(); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -2211,6 +2227,41 @@ end $$;
 
 
 --
+-- Name: claim_limited_tasks(text, integer, interval, text[]); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.claim_limited_tasks(_worker_id text, _limit integer, _lease_duration interval DEFAULT '00:05:00'::interval, _task_types text[] DEFAULT NULL::text[]) RETURNS SETOF queues.task
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _limited text[] := array(select l.task_type from queues.task_limit l);
+    _ids bigint[];
+    _clock timestamptz;
+begin
+    if _limit is null or _limit < 1 then
+        raise exception 'claim_limited_tasks: _limit must be at least 1, got %', _limit using errcode = 'invalid_parameter_value';
+    end if;
+    if _lease_duration is null or _lease_duration <= interval '0' then
+        raise exception 'claim_limited_tasks: _lease_duration must be positive, got %', _lease_duration
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if cardinality(_limited) = 0 then
+        return;
+    end if;
+    perform queues.rescue_expired_leases();
+    _clock := clock_timestamp();
+    _ids := internal.limited_claimable(_limited, _task_types, array(select qp.task_type from queues.queue_pause qp),
+                                       _limit, _clock);
+    if cardinality(_ids) = 0 then
+        return;
+    end if;
+    perform internal.take_limit_tokens(_ids, _clock);
+    return query select * from internal.lease_tasks(_worker_id, _ids, _lease_duration);
+end $$;
+
+
+--
 -- Name: claim_tasks(text, integer, interval, text[]); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -2253,13 +2304,9 @@ begin
         limit _limit
         for update skip locked);
 
-    _limited := array(
-        select l from unnest(_limited) l
-        where (_task_types is null or l = any (_task_types))
-          and (cardinality(_paused) = 0 or l <> all (_paused)));
     if cardinality(_limited) > 0 then
         _clock := clock_timestamp();
-        _lim := array(select internal.limited_candidates(_limited, _limit, null, _clock));
+        _lim := internal.limited_claimable(_limited, _task_types, _paused, _limit, _clock);
         if cardinality(_lim) > 0 then
             _ids := array(
                 select t.task_id from queues.task t
@@ -2493,6 +2540,7 @@ CREATE FUNCTION queues.dispatch_tasks(_transport text, _limit integer DEFAULT 50
     AS $$
 declare
     _paused text[];
+    _limited text[];
     _window integer;
     _ids bigint[];
 begin
@@ -2503,6 +2551,7 @@ begin
     perform queues.rescue_expired_leases();
 
     _paused := array(select qp.task_type from queues.queue_pause qp);
+    _limited := array(select l.task_type from queues.task_limit l);
     _window := greatest(coalesce(_min_window, 100),
                         2 * coalesce((select sum(w.pool_size) from queues.worker w where w.transport = _transport), 0))::integer;
 
@@ -2517,6 +2566,7 @@ begin
           and t.run_at <= now()
           and (_task_types is null or t.task_type = any (_task_types))
           and (cardinality(_paused) = 0 or t.task_type <> all (_paused))
+          and (cardinality(_limited) = 0 or t.task_type <> all (_limited))
         order by t.priority desc, t.run_at, t.task_id
         limit _window
     ) a;
@@ -6065,6 +6115,13 @@ REVOKE ALL ON FUNCTION internal.limited_candidates(_types text[], _want integer,
 
 
 --
+-- Name: FUNCTION limited_claimable(_limited text[], _task_types text[], _paused text[], _limit integer, _clock timestamp with time zone); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.limited_claimable(_limited text[], _task_types text[], _paused text[], _limit integer, _clock timestamp with time zone) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION notify_task_inserted(); Type: ACL; Schema: internal; Owner: -
 --
 
@@ -6149,6 +6206,14 @@ GRANT ALL ON FUNCTION queues.applied_migrations() TO worker_service_user;
 --
 
 REVOKE ALL ON FUNCTION queues.cancel_task(_task_id bigint, _reason text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION claim_limited_tasks(_worker_id text, _limit integer, _lease_duration interval, _task_types text[]); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.claim_limited_tasks(_worker_id text, _limit integer, _lease_duration interval, _task_types text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION queues.claim_limited_tasks(_worker_id text, _limit integer, _lease_duration interval, _task_types text[]) TO worker_service_user;
 
 
 --

@@ -175,9 +175,17 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "lease_duration", w.cfg.LeaseDuration,
 		"poll_only", w.cfg.PollOnly, "transport", transportName(w.cfg.Transport), "handlers", len(w.cfg.Handlers.Types()), "channels", len(w.cfg.Channels))
 	if w.dl != nil {
+		// Tasks of limited types are not sent over the transport: claim them from the database
+		// alongside (docs/limits.md).
+		limitedDone := make(chan struct{})
+		go func() {
+			defer close(limitedDone)
+			w.runFetcher(ctx, inner, nil, claimLimitedSQL)
+		}()
 		w.runTransportFetcher(ctx, inner)
+		<-limitedDone
 	} else {
-		w.runFetcher(ctx, inner, nil)
+		w.runFetcher(ctx, inner, nil, claimSQL)
 	}
 	w.drain()
 	stopServices()

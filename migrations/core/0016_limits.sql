@@ -13,6 +13,9 @@
 --    running slot and a token, rotating across keys; unlimited tasks are claimed as before.
 -- 4. queues.set_limit, queues.remove_limit, the view queues.limit_status, and
 --    queues.limit_wait, the hint a worker asks for when a claim came back short.
+-- 5. Under the Redis and SQS transports, limited tasks are not sent as messages (dispatch_tasks
+--    leaves them out): a worker claims them from PostgreSQL with queues.claim_limited_tasks,
+--    since only the database knows when a slot or a token frees.
 
 -- Tables ----------------------------------------------------------------------------------------
 
@@ -359,13 +362,9 @@ begin
         limit _limit
         for update skip locked);
 
-    _limited := array(
-        select l from unnest(_limited) l
-        where (_task_types is null or l = any (_task_types))
-          and (cardinality(_paused) = 0 or l <> all (_paused)));
     if cardinality(_limited) > 0 then
         _clock := clock_timestamp();
-        _lim := array(select internal.limited_candidates(_limited, _limit, null, _clock));
+        _lim := internal.limited_claimable(_limited, _task_types, _paused, _limit, _clock);
         if cardinality(_lim) > 0 then
             _ids := array(
                 select t.task_id from queues.task t
@@ -379,6 +378,56 @@ begin
         return;
     end if;
 
+    return query select * from internal.lease_tasks(_worker_id, _ids, _lease_duration);
+end $$;
+
+-- Of the limited types _limited, those the claim asked for (_task_types, NULL: any) and not
+-- paused: up to _limit of their tasks that the limits let run now, chosen and locked by
+-- internal.limited_candidates.
+create function internal.limited_claimable(_limited text[], _task_types text[], _paused text[], _limit integer,
+                                           _clock timestamptz)
+returns bigint[]
+language sql volatile security definer set search_path = pg_catalog, pg_temp as $$
+    select coalesce(array(select internal.limited_candidates(
+        array(select l from unnest(_limited) l
+              where (_task_types is null or l = any (_task_types))
+                and (coalesce(cardinality(_paused), 0) = 0 or l <> all (_paused))),
+        _limit, null, _clock)), '{}')
+$$;
+
+-- Claims up to _limit tasks of limited types only, within their limits, as claim_tasks would
+-- (same arguments and results). A worker whose tasks arrive over a transport claims limited tasks
+-- with it, since dispatch_tasks does not send them.
+create function queues.claim_limited_tasks(
+    _worker_id text,
+    _limit integer,
+    _lease_duration interval default interval '5 minutes',
+    _task_types text[] default null)
+returns setof queues.task
+language plpgsql volatile security definer set search_path = pg_catalog, pg_temp as $$
+declare
+    _limited text[] := array(select l.task_type from queues.task_limit l);
+    _ids bigint[];
+    _clock timestamptz;
+begin
+    if _limit is null or _limit < 1 then
+        raise exception 'claim_limited_tasks: _limit must be at least 1, got %', _limit using errcode = 'invalid_parameter_value';
+    end if;
+    if _lease_duration is null or _lease_duration <= interval '0' then
+        raise exception 'claim_limited_tasks: _lease_duration must be positive, got %', _lease_duration
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if cardinality(_limited) = 0 then
+        return;
+    end if;
+    perform queues.rescue_expired_leases();
+    _clock := clock_timestamp();
+    _ids := internal.limited_claimable(_limited, _task_types, array(select qp.task_type from queues.queue_pause qp),
+                                       _limit, _clock);
+    if cardinality(_ids) = 0 then
+        return;
+    end if;
+    perform internal.take_limit_tokens(_ids, _clock);
     return query select * from internal.lease_tasks(_worker_id, _ids, _lease_duration);
 end $$;
 
@@ -473,6 +522,73 @@ language sql stable security definer set search_path = pg_catalog, pg_temp as $$
     from held h
 $$;
 
+-- dispatch_tasks (0008), same signature and results, except that tasks of limited types are not
+-- sent: workers on a transport claim them with claim_limited_tasks.
+create or replace function queues.dispatch_tasks(
+    _transport text,
+    _limit integer default 500,
+    _min_window integer default 100,
+    _task_types text[] default null)
+returns setof bigint
+language plpgsql volatile security definer
+set search_path = pg_catalog, pg_temp set enable_sort = off set jit = off as $$
+declare
+    _paused text[];
+    _limited text[];
+    _window integer;
+    _ids bigint[];
+begin
+    if _limit is null or _limit < 1 then
+        raise exception 'dispatch_tasks: _limit must be at least 1, got %', _limit using errcode = 'invalid_parameter_value';
+    end if;
+
+    perform queues.rescue_expired_leases();
+
+    _paused := array(select qp.task_type from queues.queue_pause qp);
+    _limited := array(select l.task_type from queues.task_limit l);
+    _window := greatest(coalesce(_min_window, 100),
+                        2 * coalesce((select sum(w.pool_size) from queues.worker w where w.transport = _transport), 0))::integer;
+
+    -- The window, in claim order; of it, the tasks not dispatched yet (at most _limit).
+    select (array_agg(a.task_id order by a.ord) filter (where not a.dispatched))[1:_limit] into _ids
+    from (
+        select t.task_id,
+               internal.is_dispatched(t.dispatched_at, t.dispatch_lease_id, t.lease_id) as dispatched,
+               row_number() over (order by t.priority desc, t.run_at, t.task_id) as ord
+        from queues.task t
+        where t.status = 'pending'
+          and t.run_at <= now()
+          and (_task_types is null or t.task_type = any (_task_types))
+          and (cardinality(_paused) = 0 or t.task_type <> all (_paused))
+          and (cardinality(_limited) = 0 or t.task_type <> all (_limited))
+        order by t.priority desc, t.run_at, t.task_id
+        limit _window
+    ) a;
+    if coalesce(cardinality(_ids), 0) = 0 then
+        return;
+    end if;
+
+    return query
+    with picked as (
+        select t.task_id
+        from queues.task t
+        where t.task_id = any (_ids)
+          and t.status = 'pending'
+          and t.run_at <= now()
+          and not internal.is_dispatched(t.dispatched_at, t.dispatch_lease_id, t.lease_id)  -- re-checked under the lock
+        order by t.task_id
+        for update skip locked
+    ), upd as (
+        update queues.task t
+        set dispatched_at = now(), dispatch_lease_id = t.lease_id
+        from picked p
+        where t.task_id = p.task_id
+        returning t.task_id, t.priority, t.run_at
+    )
+    select u.task_id from upd u
+    order by u.priority desc, u.run_at, u.task_id;
+end $$;
+
 -- retry_task (0002), same signature, results and errors: a task retried by hand also gets the
 -- bucket of its type's limit as it is now (its limit_key was last set while it was pending or
 -- running, under whatever limit there was then).
@@ -550,8 +666,11 @@ revoke all on function
     internal.rekey_limited_tasks(text, text, boolean),
     internal.limited_candidates(text[], integer, bigint[], timestamptz),
     internal.take_limit_tokens(bigint[], timestamptz),
+    internal.limited_claimable(text[], text[], text[], integer, timestamptz),
+    queues.claim_limited_tasks(text, integer, interval, text[]),
     queues.set_limit(text, integer, double precision, integer, text),
     queues.remove_limit(text),
     queues.limit_wait(text[])
 from public;
-grant execute on function queues.limit_wait(text[]) to worker_service_user;
+grant execute on function queues.limit_wait(text[]), queues.claim_limited_tasks(text, integer, interval, text[])
+    to worker_service_user;
