@@ -154,7 +154,7 @@ func (w *Worker) runTransportFetcher(ctx, inner context.Context) {
 	backoff := w.cfg.PollInterval
 	for ctx.Err() == nil {
 		if d.health.IsDown() {
-			w.runFetcher(ctx, inner, d.health.Up(), claimSQL)
+			w.runFetcher(ctx, inner, d.health.Up())
 			continue
 		}
 		n := w.takeSlots(ctx, nil)

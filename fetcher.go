@@ -28,7 +28,7 @@ const claimLimitedSQL = `select ` + taskColumns + ` from queues.claim_limited_ta
 // therefore runs on inner; if the worker was told to stop meanwhile, what it claimed is not
 // started, and the shutdown gives it back with everything else the database says this worker
 // holds (giveBack).
-func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}, claimSQL string) {
+func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}) {
 	var types []string
 	if w.cfg.OnlyKnownTypes {
 		types = knownTypes(w.cfg)
@@ -40,16 +40,7 @@ func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}, c
 		if n == 0 {
 			return
 		}
-		tasks, err := w.claim(inner, claimSQL, n, lease, types)
-		if ctx.Err() != nil {
-			tasks = nil // stopping: not started; given back at the shutdown
-		}
-		for range n - len(tasks) {
-			<-w.slots
-		}
-		for _, t := range tasks {
-			w.start(inner, t)
-		}
+		tasks, err := w.claimAndStart(ctx, inner, claimSQL, n, lease, types)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			w.log.Warn("claim failed; retrying", "error", err, "retry_in", wait)
@@ -84,6 +75,70 @@ func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}, c
 			} else if len(tasks) == 0 {
 				wait = min(wait*2, w.cfg.MaxPollInterval)
 			}
+		}
+	}
+}
+
+// claimAndStart claims up to n tasks with claimSQL on inner and starts them; the n slots were
+// taken, and those not filled are given back. What a claim returns after ctx is done is not
+// started: the shutdown gives it back.
+func (w *Worker) claimAndStart(ctx, inner context.Context, claimSQL string, n int, lease string, types []string) ([]*Task, error) {
+	tasks, err := w.claim(inner, claimSQL, n, lease, types)
+	if ctx.Err() != nil {
+		tasks = nil
+	}
+	for range n - len(tasks) {
+		<-w.slots
+	}
+	for _, t := range tasks {
+		w.start(inner, t)
+	}
+	return tasks, err
+}
+
+// runLimitedFetcher claims the tasks of limited types, which a transport does not deliver
+// (docs/limits.md), until ctx is done. It asks queues.limit_wait first and takes slots only
+// when a limited task is due: while none is, it asks once per MaxPollInterval; while limits hold
+// tasks back, it waits as the answer says.
+func (w *Worker) runLimitedFetcher(ctx, inner context.Context) {
+	var types []string
+	if w.cfg.OnlyKnownTypes {
+		types = knownTypes(w.cfg)
+	}
+	lease := w.cfg.LeaseDuration.String()
+	sleep := func(d time.Duration) bool {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		}
+	}
+	for ctx.Err() == nil {
+		d, due, err := w.askLimitWait(inner, types)
+		switch {
+		case err != nil || !due:
+			if !sleep(w.cfg.MaxPollInterval) {
+				return
+			}
+			continue
+		case d > 0 && !sleep(d):
+			return
+		}
+		n := w.takeSlots(ctx, nil)
+		if n == 0 {
+			return
+		}
+		tasks, err := w.claimAndStart(ctx, inner, claimLimitedSQL, n, lease, types)
+		if err != nil && ctx.Err() == nil {
+			w.log.Warn("claiming limited tasks failed; retrying", "error", err, "retry_in", w.cfg.MaxPollInterval)
+			if !sleep(w.cfg.MaxPollInterval) {
+				return
+			}
+		} else if len(tasks) == 0 && !sleep(w.cfg.PollInterval) {
+			return
 		}
 	}
 }
@@ -190,21 +245,34 @@ func (w *Worker) limitWait(ctx context.Context, types []string) (time.Duration, 
 	if time.Now().UnixNano() < w.noLimitWaitUntil.Load() {
 		return 0, false
 	}
+	d, due, err := w.askLimitWait(ctx, types)
+	if err != nil || !due {
+		w.noLimitWaitUntil.Store(time.Now().Add(time.Second).UnixNano())
+		return 0, false
+	}
+	if d == 0 {
+		return w.cfg.PollInterval, true
+	}
+	return d, true
+}
+
+// askLimitWait asks queues.limit_wait: due is false when no task of a limited type is due; d is
+// how long until one may be claimed, 0 when running slots hold them (or one may be claimed now).
+func (w *Worker) askLimitWait(ctx context.Context, types []string) (d time.Duration, due bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
 	defer cancel()
 	asked := time.Now()
 	var secs *float64
 	if err := w.pool.QueryRow(ctx, limitWaitSQL, types).Scan(&secs); err != nil || secs == nil {
-		w.noLimitWaitUntil.Store(time.Now().Add(time.Second).UnixNano())
-		return 0, false
+		return 0, false, err
 	}
 	if *secs <= 0 {
-		return w.cfg.PollInterval, true
+		return 0, true, nil
 	}
 	// The answer is as old as the round trip that brought it, and the next claim takes about as
 	// long to reach the bucket: aim that much earlier. A claim that comes a little early finds
 	// no token and asks again; one that comes late loses the time, as a bucket holds no more
 	// than its burst.
-	d := time.Duration(*secs*float64(time.Second)) - 2*time.Since(asked)
-	return min(max(d, time.Millisecond), w.cfg.MaxPollInterval), true
+	d = time.Duration(*secs*float64(time.Second)) - 2*time.Since(asked)
+	return min(max(d, time.Millisecond), w.cfg.MaxPollInterval), true, nil
 }

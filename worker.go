@@ -180,12 +180,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		limitedDone := make(chan struct{})
 		go func() {
 			defer close(limitedDone)
-			w.runFetcher(ctx, inner, nil, claimLimitedSQL)
+			w.runLimitedFetcher(ctx, inner)
 		}()
 		w.runTransportFetcher(ctx, inner)
 		<-limitedDone
 	} else {
-		w.runFetcher(ctx, inner, nil, claimSQL)
+		w.runFetcher(ctx, inner, nil)
 	}
 	w.drain()
 	stopServices()

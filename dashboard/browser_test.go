@@ -207,6 +207,7 @@ func TestBrowserEveryPage(t *testing.T) {
 		{"processes", "/processes", `tr[data-process="demo.ship_order"]`, "demo.ship_order"},
 		{"process", "/processes/demo.ship_order", `tr[data-root]`, "succeeded"},
 		{"process_instance", "/processes/demo.ship_order/" + itoa(s.processRoot), `tr.outcome-failed`, "carrier timeout"},
+		{"limits", "/limits", `tr[data-limit="report.build"]`, "at most 2 running per report"},
 		{"workers", "/workers", `tr[data-worker="seed-worker"]`, "seed-host"},
 		{"schedules", "/schedules", `tr[data-schedule="nightly-report"]`, "0 3 * * *"},
 		{"outbox", "/outbox", `tr[data-message]`, "ann@example.com"},

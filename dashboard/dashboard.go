@@ -76,6 +76,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /processes", h.view(h.processesPage))
 	m.HandleFunc("GET /processes/{process}", h.view(h.processPage))
 	m.HandleFunc("GET /processes/{process}/{id}", h.view(h.processInstancePage))
+	m.HandleFunc("GET /limits", h.view(h.limitsPage))
 	m.HandleFunc("GET /workers", h.view(h.workersPage))
 	m.HandleFunc("GET /schedules", h.view(h.schedulesPage))
 	m.HandleFunc("GET /outbox", h.view(h.outboxPage))

@@ -90,6 +90,7 @@ func TestEveryPageRenders(t *testing.T) {
 		{"/processes/demo.ship_order/" + itoa(s.processRoot), []string{"carrier timeout", "outcome-failed", "outcome-succeeded",
 			`href="/tasks/` + itoa(s.supervisorTask) + `"`, `href="/tasks/` + itoa(s.channelTask) + `"`}},
 		{"/processes/" + url.PathEscape(`demo.weird"name`) + "/1", []string{"gave up"}},
+		{"/limits", []string{`data-limit="report.build"`, "at most 2 running per report", ">monthly<", `data-limit="sms.alert"`, "1/s (burst 3)"}},
 		{"/workers", []string{`data-worker="seed-worker"`, "leader", "seed-host", `href="/tasks/` + itoa(s.running) + `"`}},
 		{"/schedules", []string{`data-schedule="nightly-report"`, "0 3 * * *"}},
 		{"/outbox", []string{"ann@example.com", "&#43;15550100", "delivery refused by a rule", "Welcome &lt;b&gt;Ann"}},

@@ -88,6 +88,8 @@ func seed(t *testing.T, pool *pgxpool.Pool) seeded {
 
 	exec(`select queues.add_schedule('nightly-report', '0 3 * * *', 'report.build', '{"report": "nightly"}')`)
 	exec(`select queues.pause_queue('img.resize', 'seed')`)
+	exec(`select queues.set_limit('report.build', _max_running => 2, _key_field => 'report')`)
+	exec(`select queues.set_limit('sms.alert', _rate_per_second => 1, _burst => 3)`)
 	exec(`select queues.record_outbox_message($1, 'email', '{"to": "ann@example.com", "subject": "Welcome <b>Ann</b>"}')`, s.completed)
 	exec(`insert into queues.outbox_rule (channel, recipient, fail) values ('sms', '+15550100', 'always')`)
 	exec(`select queues.record_outbox_message(null, 'sms', '{"to": "+15550100", "body": "code 1234"}')`)

@@ -19,6 +19,7 @@ type taskDetail struct {
 	History   *taskorch.History
 	Timeline  leaseTimeline
 	Processes []processLink
+	HeldBy    string // why a pending task of a limited type waits (limits.go)
 	Return    string
 	CanRetry  bool
 	CanCancel bool
@@ -61,7 +62,10 @@ func (h *Handler) taskPage(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Timeline = newLeaseTimeline(d.Task, d.History, time.Now())
 	err = h.readTx(r.Context(), func(ctx context.Context, tx pgx.Tx) error {
-		d.Processes, err = h.processLinks(ctx, tx, d.Task.Payload)
+		if d.Processes, err = h.processLinks(ctx, tx, d.Task.Payload); err != nil {
+			return err
+		}
+		d.HeldBy, err = h.heldBy(ctx, tx, d.Task)
 		return err
 	})
 	if err != nil {
