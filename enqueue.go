@@ -61,6 +61,14 @@ type EnqueueOpts struct {
 	IdempotencyKey string
 	// MaxAttempts: attempts before the task is dead (the first run included). Defaults to 25.
 	MaxAttempts int
+	// DebounceKey and Debounce make the enqueue debounced (queues.enqueue_debounced): while a
+	// task of the type with this key is pending, enqueuing again replaces its payload and
+	// priority and moves it to run Debounce from now, instead of adding a task; once it has
+	// started, the next enqueue adds a new one. A burst runs once, with the last payload,
+	// Debounce after the last enqueue. Not with IdempotencyKey or ScheduledAt, and not in
+	// EnqueueMany.
+	DebounceKey string
+	Debounce    time.Duration
 }
 
 // EnqueueResult is the outcome of enqueuing one task.
@@ -70,6 +78,9 @@ type EnqueueResult struct {
 	// Duplicate is true when a task with the same type and idempotency key already existed and
 	// nothing was inserted.
 	Duplicate bool
+	// Debounced is true when a pending task with the same type and debounce key took this
+	// enqueue (EnqueueOpts.DebounceKey): nothing was inserted.
+	Debounced bool
 }
 
 // EnqueueParams is one task of an EnqueueMany call.
@@ -103,6 +114,8 @@ type enqueueRow struct {
 	priority    int32
 	key         *string
 	maxAttempts *int32
+	debounceKey string
+	debounce    time.Duration
 }
 
 // prepare validates and encodes one task. validType is a type already validated by the caller
@@ -145,6 +158,19 @@ func (c *Client) prepare(args TaskArgs, opts *EnqueueOpts, validType string) (en
 		if opts.MaxAttempts != 0 {
 			o.MaxAttempts = opts.MaxAttempts
 		}
+		o.DebounceKey, o.Debounce = opts.DebounceKey, opts.Debounce
+	}
+	if o.DebounceKey != "" || o.Debounce != 0 {
+		switch {
+		case o.DebounceKey == "":
+			return enqueueRow{}, inputErrorf("Debounce needs a DebounceKey")
+		case len(o.DebounceKey) > 512:
+			return enqueueRow{}, inputErrorf("debounce key must be at most 512 characters, got %d", len(o.DebounceKey))
+		case o.Debounce < 0:
+			return enqueueRow{}, inputErrorf("Debounce must not be negative, got %s", o.Debounce)
+		case o.IdempotencyKey != "" || !o.ScheduledAt.IsZero():
+			return enqueueRow{}, inputErrorf("a debounced enqueue takes neither an IdempotencyKey nor a ScheduledAt (it runs Debounce after the last enqueue)")
+		}
 	}
 	if o.MaxAttempts < 0 || o.MaxAttempts > maxMaxAttempts {
 		return enqueueRow{}, inputErrorf("max attempts must be between 1 and %d, got %d", maxMaxAttempts, o.MaxAttempts)
@@ -173,8 +199,11 @@ func (c *Client) prepare(args TaskArgs, opts *EnqueueOpts, validType string) (en
 		m := int32(o.MaxAttempts) //nolint:gosec // bounded by maxMaxAttempts above
 		row.maxAttempts = &m
 	}
+	row.debounceKey, row.debounce = o.DebounceKey, o.Debounce
 	return row, nil
 }
+
+const enqueueDebouncedSQL = `select task_id, debounced from queues.enqueue_debounced($1, $2::jsonb, $3, $4::interval, $5, $6)`
 
 const enqueueSQL = `select task_id, duplicate from queues.enqueue_with_result($1, $2::jsonb, coalesce($3, now()), $4, $5, $6)`
 
@@ -197,8 +226,13 @@ func (c *Client) enqueue(ctx context.Context, db DBTX, args TaskArgs, opts *Enqu
 		row.payload = injectTraceParent(ctx, row.payload)
 	}
 	var res EnqueueResult
-	err = db.QueryRow(ctx, enqueueSQL, row.taskType, row.payload, row.scheduledAt, row.priority, row.key, row.maxAttempts).
-		Scan(&res.TaskID, &res.Duplicate)
+	if row.debounceKey != "" {
+		err = db.QueryRow(ctx, enqueueDebouncedSQL, row.taskType, row.payload, row.debounceKey, row.debounce, row.priority, row.maxAttempts).
+			Scan(&res.TaskID, &res.Debounced)
+	} else {
+		err = db.QueryRow(ctx, enqueueSQL, row.taskType, row.payload, row.scheduledAt, row.priority, row.key, row.maxAttempts).
+			Scan(&res.TaskID, &res.Duplicate)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("enqueue %s: %w", row.taskType, mapError(err))
 	}
@@ -237,6 +271,9 @@ func (c *Client) enqueueMany(ctx context.Context, db DBTX, params []EnqueueParam
 		row, err := c.prepare(p.Args, p.Opts, validType)
 		if err != nil {
 			return nil, fmt.Errorf("task %d of %d: %w", i+1, n, err)
+		}
+		if row.debounceKey != "" {
+			return nil, fmt.Errorf("task %d of %d: %w", i+1, n, inputErrorf("EnqueueMany does not debounce: enqueue debounced tasks with Enqueue"))
 		}
 		validType = row.taskType
 		if c.cfg.PropagateTraceContext {

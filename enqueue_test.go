@@ -258,7 +258,10 @@ func TestEnqueueMany(t *testing.T) {
 	rows, err := pool.Query(ctx, `select task_id, duplicate from queues.enqueue_many_with_result(
 		array['m', 'm'], array['{}', '{}']::jsonb[], _idempotency_keys => array['k', null])`)
 	require.NoError(t, err)
-	fromSQL, err := pgx.CollectRows(rows, pgx.RowToStructByPos[taskorch.EnqueueResult])
+	fromSQL, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (taskorch.EnqueueResult, error) {
+		var res taskorch.EnqueueResult
+		return res, r.Scan(&res.TaskID, &res.Duplicate)
+	})
 	require.NoError(t, err)
 	require.Len(t, fromSQL, 2)
 	require.Equal(t, taskorch.EnqueueResult{TaskID: ids[1], Duplicate: true}, fromSQL[0])

@@ -1647,6 +1647,8 @@ CREATE TABLE queues.task (
     dispatched_at timestamp with time zone,
     dispatch_lease_id bigint,
     limit_key text,
+    debounce_key text,
+    CONSTRAINT task_debounce_key_valid CHECK (((debounce_key IS NULL) OR ((length(debounce_key) >= 1) AND (length(debounce_key) <= 512)))),
     CONSTRAINT task_idempotency_key_valid CHECK (((idempotency_key IS NULL) OR ((length(idempotency_key) >= 1) AND (length(idempotency_key) <= 512)))),
     CONSTRAINT task_max_attempts_positive CHECK ((max_attempts > 0)),
     CONSTRAINT task_payload_is_object CHECK ((jsonb_typeof(payload) = 'object'::text)),
@@ -1690,6 +1692,13 @@ COMMENT ON COLUMN queues.task.dispatch_lease_id IS 'The task''s lease_id when it
 --
 
 COMMENT ON COLUMN queues.task.limit_key IS 'The limit bucket the task counts in while its type is limited: '''' (no key field), ''=''||value (a scalar key value), ''*'' (the key field missing or not a scalar). NULL for a task of an unlimited type.';
+
+
+--
+-- Name: COLUMN task.debounce_key; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON COLUMN queues.task.debounce_key IS 'The key of queues.enqueue_debounced: at most one pending task per (task_type, debounce_key). NULL for other tasks.';
 
 
 --
@@ -2622,6 +2631,51 @@ CREATE FUNCTION queues.enqueue(_task_type text, _payload jsonb, _scheduled_at ti
     select r.task_id
     from queues.enqueue_with_result(_task_type, _payload, _scheduled_at, _priority, _idempotency_key, _max_attempts) r
 $$;
+
+
+--
+-- Name: enqueue_debounced(text, jsonb, text, interval, integer, integer); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.enqueue_debounced(_task_type text, _payload jsonb, _debounce_key text, _delay interval, _priority integer DEFAULT 0, _max_attempts integer DEFAULT NULL::integer) RETURNS TABLE(task_id bigint, debounced boolean)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+    _new bigint := nextval('queues.task_task_id_seq'::regclass);
+    _id bigint;
+    _run_at timestamptz;
+begin
+    perform internal.check_task_input(_task_type, _payload, _max_attempts, null, 'enqueue_debounced');
+    if _debounce_key is null or length(_debounce_key) not between 1 and 512 then
+        raise exception 'enqueue_debounced: the debounce key must be 1 to 512 characters, got %',
+            coalesce(length(_debounce_key)::text, 'NULL') using errcode = 'invalid_parameter_value';
+    end if;
+    if _delay is null or _delay < interval '0' or _delay > interval '1 year' then
+        raise exception 'enqueue_debounced: the delay must be between 0 and 1 year, got %', coalesce(_delay::text, 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    _run_at := now() + _delay;
+
+    insert into queues.task as t (task_id, task_type, payload, priority, scheduled_at, run_at, max_attempts, debounce_key)
+    values (_new, _task_type, _payload, coalesce(_priority, 0), _run_at, _run_at,
+            coalesce(_max_attempts, queues.default_max_attempts()), _debounce_key)
+    on conflict (task_type, debounce_key) where status = 'pending' and debounce_key is not null
+    do update set payload = excluded.payload, priority = excluded.priority,
+                  scheduled_at = excluded.scheduled_at, run_at = excluded.run_at
+    returning t.task_id into _id;
+
+    if _id <> _new then
+        -- The payload changed: so may the task's limit bucket (0016).
+        update queues.task t
+        set limit_key = (select internal.limit_key(l.key_field, _payload) from queues.task_limit l where l.task_type = _task_type)
+        where t.task_id = _id and t.limit_key is not null;
+        insert into queues.task_event (task_id, event, from_status, to_status, detail)
+        values (_id, 'debounced', 'pending', 'pending', 'enqueued again; runs at ' || _run_at::text);
+    end if;
+    return query select _id, _id <> _new;
+end $$;
 
 
 --
@@ -5180,6 +5234,13 @@ CREATE INDEX task_claim_idx ON queues.task USING btree (priority DESC, run_at, t
 
 
 --
+-- Name: task_debounce_pending_uidx; Type: INDEX; Schema: queues; Owner: -
+--
+
+CREATE UNIQUE INDEX task_debounce_pending_uidx ON queues.task USING btree (task_type, debounce_key) WHERE ((status = 'pending'::queues.task_status) AND (debounce_key IS NOT NULL));
+
+
+--
 -- Name: task_dispatched_idx; Type: INDEX; Schema: queues; Owner: -
 --
 
@@ -6301,6 +6362,13 @@ GRANT ALL ON FUNCTION queues.due_schedules(_now timestamp with time zone) TO wor
 --
 
 REVOKE ALL ON FUNCTION queues.enqueue(_task_type text, _payload jsonb, _scheduled_at timestamp with time zone, _priority integer, _idempotency_key text, _max_attempts integer) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION enqueue_debounced(_task_type text, _payload jsonb, _debounce_key text, _delay interval, _priority integer, _max_attempts integer); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.enqueue_debounced(_task_type text, _payload jsonb, _debounce_key text, _delay interval, _priority integer, _max_attempts integer) FROM PUBLIC;
 
 
 --

@@ -1,0 +1,72 @@
+-- Debounced enqueue: many enqueues of one key within a delay become one task.
+--
+-- queues.enqueue_debounced(type, payload, key, delay): while a task of the type with that
+-- debounce key is pending, another enqueue of the key replaces its payload and priority and moves
+-- its run time to now + delay, instead of adding a task; once it has started (or finished), the
+-- next enqueue adds a new one. A burst runs once, with the last payload, a delay after the last
+-- enqueue. docs/sql.md says the rest.
+
+alter table queues.task add column debounce_key text;
+comment on column queues.task.debounce_key is
+    'The key of queues.enqueue_debounced: at most one pending task per (task_type, debounce_key). NULL for other tasks.';
+alter table queues.task add constraint task_debounce_key_valid
+    check (debounce_key is null or length(debounce_key) between 1 and 512);
+
+-- Only pending debounced tasks are in it: other tasks pay nothing for it.
+create unique index task_debounce_pending_uidx on queues.task (task_type, debounce_key)
+    where status = 'pending' and debounce_key is not null;
+
+-- Enqueues a task of _task_type with _payload to run at now() + _delay, unless a task of the
+-- type with _debounce_key is pending: then that task takes _payload and _priority, and its run
+-- time becomes now() + _delay (its id, attempts and max_attempts stay; a 'debounced' event
+-- records it). Returns the task's id, and whether it was an existing task (debounced). A task
+-- that is running or finished no longer takes debounced enqueues. Checks its input as
+-- queues.enqueue does; _delay must be between 0 and 1 year.
+create function queues.enqueue_debounced(
+    _task_type text,
+    _payload jsonb,
+    _debounce_key text,
+    _delay interval,
+    _priority integer default 0,
+    _max_attempts integer default null)
+returns table (task_id bigint, debounced boolean)
+language plpgsql volatile security definer set search_path = pg_catalog, pg_temp as $$
+#variable_conflict use_column
+declare
+    _new bigint := nextval('queues.task_task_id_seq'::regclass);
+    _id bigint;
+    _run_at timestamptz;
+begin
+    perform internal.check_task_input(_task_type, _payload, _max_attempts, null, 'enqueue_debounced');
+    if _debounce_key is null or length(_debounce_key) not between 1 and 512 then
+        raise exception 'enqueue_debounced: the debounce key must be 1 to 512 characters, got %',
+            coalesce(length(_debounce_key)::text, 'NULL') using errcode = 'invalid_parameter_value';
+    end if;
+    if _delay is null or _delay < interval '0' or _delay > interval '1 year' then
+        raise exception 'enqueue_debounced: the delay must be between 0 and 1 year, got %', coalesce(_delay::text, 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    _run_at := now() + _delay;
+
+    insert into queues.task as t (task_id, task_type, payload, priority, scheduled_at, run_at, max_attempts, debounce_key)
+    values (_new, _task_type, _payload, coalesce(_priority, 0), _run_at, _run_at,
+            coalesce(_max_attempts, queues.default_max_attempts()), _debounce_key)
+    on conflict (task_type, debounce_key) where status = 'pending' and debounce_key is not null
+    do update set payload = excluded.payload, priority = excluded.priority,
+                  scheduled_at = excluded.scheduled_at, run_at = excluded.run_at
+    returning t.task_id into _id;
+
+    if _id <> _new then
+        -- The payload changed: so may the task's limit bucket (0016).
+        update queues.task t
+        set limit_key = (select internal.limit_key(l.key_field, _payload) from queues.task_limit l where l.task_type = _task_type)
+        where t.task_id = _id and t.limit_key is not null;
+        insert into queues.task_event (task_id, event, from_status, to_status, detail)
+        values (_id, 'debounced', 'pending', 'pending', 'enqueued again; runs at ' || _run_at::text);
+    end if;
+    return query select _id, _id <> _new;
+end $$;
+
+-- Privileges: as the other enqueue functions, granted to applications by the operator
+-- (docs/security.md).
+revoke all on function queues.enqueue_debounced(text, jsonb, text, interval, integer, integer) from public;
