@@ -78,6 +78,7 @@ func newBenchThroughputCmd(g *globals, f *benchFlags) *cobra.Command {
 	}
 	addWorkerFlags(cmd, &c.WorkerOptions, 200)
 	addThroughputFlags(cmd, &c)
+	cmd.Flags().IntVar(&c.LimitKeys, "limit-keys", 0, "limit the tasks to 1 running per key over this many keys (the limited claim path's cost; bulk only)")
 	cmd.Flags().BoolVar(&c.Steady, "steady", false, "enqueue while working and measure for --duration")
 	cmd.Flags().DurationVar(&c.Duration, "duration", 10*time.Second, "steady: how long to measure")
 	cmd.Flags().DurationVar(&c.Warmup, "warmup", time.Second, "steady: how long to run before measuring")

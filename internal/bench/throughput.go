@@ -26,6 +26,12 @@ type ThroughputConfig struct {
 	// "copy" (COPY into queues.task). Defaults to "many".
 	Enqueue string
 
+	// LimitKeys, when above 0 (bulk only), puts the no-op type under a limit of one running
+	// task per key (queues.set_limit, key field "k") and spreads the tasks over this many keys:
+	// the cost of the limited claim path. Keys outnumbering the workers' slots, the limit itself
+	// never holds a task back.
+	LimitKeys int
+
 	// Steady enqueues while the workers work, keeping a small backlog, and measures for
 	// Duration after Warmup instead of working a bulk-enqueued set.
 	Steady   bool
@@ -47,6 +53,9 @@ func (c ThroughputConfig) withDefaults() (ThroughputConfig, error) {
 	if c.Duration <= 0 {
 		c.Duration = 10 * time.Second
 	}
+	if c.LimitKeys < 0 || (c.LimitKeys > 0 && c.Steady) {
+		return c, fmt.Errorf("bench: --limit-keys must be positive, and is for the bulk mode only")
+	}
 	if c.Warmup < 0 {
 		c.Warmup = 0
 	} else if c.Warmup == 0 {
@@ -64,6 +73,7 @@ type ThroughputRun struct {
 	Metrics     bool   `json:"metrics"`
 	Steady      bool   `json:"steady"`
 	Enqueue     string `json:"enqueue"`
+	LimitKeys   int    `json:"limit_keys,omitempty"`
 	// EnqueueSeconds is the bulk enqueue's wall time (before the workers start); in steady mode,
 	// EnqueueTasksPerSecond is the rate the enqueuer kept up during the window.
 	EnqueueSeconds        float64 `json:"enqueue_seconds,omitempty"`
@@ -89,6 +99,9 @@ func (r *ThroughputRun) runRows() []Row {
 	how := "bulk-enqueued, then worked"
 	if r.Steady {
 		how = "steady: enqueued while worked"
+	}
+	if r.LimitKeys > 0 {
+		how += fmt.Sprintf(", limited to 1 running per key over %s keys", humanize.Thousands(int64(r.LimitKeys)))
 	}
 	rows := []Row{
 		{"tasks", fmt.Sprintf("%s no-op (%s)", humanize.Thousands(r.Tasks), how)},
@@ -152,11 +165,18 @@ func noopHandlers(c *counter) *taskorch.Handlers {
 
 const noopType = "taskorch.noop"
 
-// enqueueNoops enqueues n no-op tasks with method ("many" or "copy").
-func (e *Env) enqueueNoops(ctx context.Context, n int, method string) error {
+// enqueueNoops enqueues n no-op tasks with method ("many" or "copy"); with keys above 0, their
+// payloads spread over that many values of "k".
+func (e *Env) enqueueNoops(ctx context.Context, n int, method string, keys int) error {
+	payload := func(i int) []byte {
+		if keys > 0 {
+			return []byte(fmt.Sprintf(`{"k": %d}`, i%keys))
+		}
+		return []byte("{}")
+	}
 	if method == "copy" {
 		_, err := e.admin.CopyFrom(ctx, pgx.Identifier{"queues", "task"}, []string{"task_type", "payload"},
-			pgx.CopyFromSlice(n, func(int) ([]any, error) { return []any{noopType, []byte("{}")}, nil }))
+			pgx.CopyFromSlice(n, func(i int) ([]any, error) { return []any{noopType, payload(i)}, nil }))
 		return err
 	}
 	c, err := taskorch.NewClient(e.admin, nil)
@@ -167,6 +187,9 @@ func (e *Env) enqueueNoops(ctx context.Context, n int, method string) error {
 	params := make([]taskorch.EnqueueParams, min(n, batch))
 	for i := range params {
 		params[i] = taskorch.EnqueueParams{Args: builtinhandlers.NoopArgs{}}
+		if keys > 0 {
+			params[i] = taskorch.EnqueueParams{Args: taskorch.RawArgs{Type: noopType, Payload: payload(i)}}
+		}
 	}
 	for done := 0; done < n; done += batch {
 		if _, err := c.EnqueueMany(ctx, params[:min(batch, n-done)]); err != nil {
@@ -181,7 +204,13 @@ func (e *Env) enqueueNoops(ctx context.Context, n int, method string) error {
 // start to the moment the last completion is committed.
 func (e *Env) runBulk(ctx context.Context, cfg ThroughputConfig) (ThroughputRun, error) {
 	run := ThroughputRun{Tasks: int64(cfg.Tasks), Workers: cfg.Workers, Concurrency: cfg.Concurrency,
-		FetchBatch: cfg.FetchBatch, Metrics: cfg.Metrics, Enqueue: cfg.Enqueue}
+		FetchBatch: cfg.FetchBatch, Metrics: cfg.Metrics, Enqueue: cfg.Enqueue, LimitKeys: cfg.LimitKeys}
+	if cfg.LimitKeys > 0 {
+		if _, err := e.admin.Exec(ctx, `select queues.set_limit($1, _max_running => 1, _key_field => 'k')`, noopType); err != nil {
+			return run, fmt.Errorf("bench: set the limit: %w", err)
+		}
+		defer func() { _, _ = e.admin.Exec(context.WithoutCancel(ctx), `select queues.remove_limit($1)`, noopType) }()
+	}
 	e.checkpoint(ctx)
 	mark, err := e.taskMark(ctx)
 	if err != nil {
@@ -189,7 +218,7 @@ func (e *Env) runBulk(ctx context.Context, cfg ThroughputConfig) (ThroughputRun,
 	}
 	e.progress.phase("enqueueing %s tasks", humanize.Thousands(run.Tasks))
 	t0 := time.Now()
-	if err := e.enqueueNoops(ctx, cfg.Tasks, cfg.Enqueue); err != nil {
+	if err := e.enqueueNoops(ctx, cfg.Tasks, cfg.Enqueue, cfg.LimitKeys); err != nil {
 		return run, fmt.Errorf("bench: enqueue: %w", err)
 	}
 	enq := time.Since(t0)
