@@ -30,7 +30,8 @@ type Limit struct {
 // LimitParams sets the limit of a task type for SetLimit. At least one of MaxRunning and
 // RatePerSecond is required.
 type LimitParams struct {
-	// TaskType is the limited type. It need not have tasks yet.
+	// TaskType is the limited type. It need not have tasks yet. "db_function:schema.name"
+	// limits the db_function tasks of that one SQL function (docs/limits.md).
 	TaskType string
 	// MaxRunning, when above 0, caps the tasks of the type running at once.
 	MaxRunning int

@@ -270,3 +270,41 @@ func TestLimitUnderTransport(t *testing.T) {
 	require.Equal(t, int64(30), scalar[int64](t, pool, `select count(*) from queues.task where task_type = 'free.t' and dispatched_at is not null`),
 		"the others are")
 }
+
+// A limit named db_function:<schema.function> holds that function's db_function tasks only:
+// one billing.close_month at a time while the other functions run freely, and they do not count
+// under a limit of db_function itself. A name that is not a function is refused.
+func TestLimitOneDBFunction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, pool := newClient(t)
+	require.NoError(t, c.SetLimit(ctx, &taskorch.LimitParams{TaskType: "db_function:billing.close_month", MaxRunning: 1}))
+	for _, fn := range []string{"billing.close_month", "billing.close_month", "billing.close_month", "billing.other", "reports.daily", "reports.daily"} {
+		mustExec(t, pool, `select queues.enqueue('db_function', jsonb_build_object('db_function', $1::text))`, fn)
+	}
+	functions := func(cs []claimed) map[string]int {
+		out := map[string]int{}
+		for _, c := range cs {
+			out[scalar[string](t, pool, `select payload->>'db_function' from queues.task where task_id = $1`, c.TaskID)]++
+		}
+		return out
+	}
+	require.Equal(t, map[string]int{"billing.close_month": 1, "billing.other": 1, "reports.daily": 2},
+		functions(claim(t, pool, "w", 10, "5 minutes")))
+	require.Empty(t, claim(t, pool, "w", 10, "5 minutes"), "the other two wait for the one running")
+
+	// A limit on db_function as a whole leaves the function's own limit in charge of its tasks.
+	require.NoError(t, c.SetLimit(ctx, &taskorch.LimitParams{TaskType: "db_function", MaxRunning: 100}))
+	require.Empty(t, claim(t, pool, "w", 10, "5 minutes"))
+	require.Equal(t, int64(1), scalar[int64](t, pool, `select running from queues.limit_status where task_type = 'db_function:billing.close_month'`))
+	require.Equal(t, int64(3), scalar[int64](t, pool, `select running from queues.limit_status where task_type = 'db_function'`))
+
+	// Removing the function's limit puts its tasks under db_function's.
+	require.NoError(t, c.RemoveLimit(ctx, "db_function:billing.close_month"))
+	require.Equal(t, map[string]int{"billing.close_month": 2}, functions(claim(t, pool, "w", 10, "5 minutes")))
+
+	for _, name := range []string{"db_function:Billing.close", "db_function:close_month", "db_function:a.b.c", "db_function:"} {
+		err := c.SetLimit(ctx, &taskorch.LimitParams{TaskType: name, MaxRunning: 1})
+		require.ErrorIs(t, err, taskorch.ErrInvalidInput, name)
+	}
+}

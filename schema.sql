@@ -1646,6 +1646,7 @@ CREATE TABLE queues.task (
     cancelled_at timestamp with time zone,
     dispatched_at timestamp with time zone,
     dispatch_lease_id bigint,
+    limit_name text,
     limit_key text,
     debounce_key text,
     CONSTRAINT task_debounce_key_valid CHECK (((debounce_key IS NULL) OR ((length(debounce_key) >= 1) AND (length(debounce_key) <= 512)))),
@@ -1688,10 +1689,17 @@ COMMENT ON COLUMN queues.task.dispatch_lease_id IS 'The task''s lease_id when it
 
 
 --
+-- Name: COLUMN task.limit_name; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON COLUMN queues.task.limit_name IS 'The limit (queues.task_limit.task_type) the task counts under while it is pending or running; NULL when no limit governs it.';
+
+
+--
 -- Name: COLUMN task.limit_key; Type: COMMENT; Schema: queues; Owner: -
 --
 
-COMMENT ON COLUMN queues.task.limit_key IS 'The limit bucket the task counts in while its type is limited: '''' (no key field), ''=''||value (a scalar key value), ''*'' (the key field missing or not a scalar). NULL for a task of an unlimited type.';
+COMMENT ON COLUMN queues.task.limit_key IS 'The task''s bucket in its limit: '''' (no key field), ''=''||value (a scalar key value), ''*'' (the key field missing or not a scalar). NULL when no limit governs it.';
 
 
 --
@@ -1753,6 +1761,50 @@ $$;
 
 
 --
+-- Name: task_limit; Type: TABLE; Schema: queues; Owner: -
+--
+
+CREATE TABLE queues.task_limit (
+    task_type text NOT NULL,
+    max_running integer,
+    rate_per_second double precision,
+    burst integer DEFAULT 1 NOT NULL,
+    key_field text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT task_limit_burst_valid CHECK (((burst >= 1) AND (burst <= 1000000))),
+    CONSTRAINT task_limit_key_field_valid CHECK ((key_field ~ '^[A-Za-z_][A-Za-z0-9_]{0,62}$'::text)),
+    CONSTRAINT task_limit_limits_something CHECK (((max_running IS NOT NULL) OR (rate_per_second IS NOT NULL))),
+    CONSTRAINT task_limit_max_running_positive CHECK ((max_running >= 1)),
+    CONSTRAINT task_limit_rate_valid CHECK (((rate_per_second > (0)::double precision) AND (rate_per_second <= (1000000)::double precision))),
+    CONSTRAINT task_limit_type_valid CHECK (((task_type ~ '^[A-Za-z][A-Za-z0-9_.:-]*$'::text) AND (length(task_type) <= 128)))
+);
+
+
+--
+-- Name: TABLE task_limit; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON TABLE queues.task_limit IS 'Flow control, one row per limit, named by its task type or db_function:<schema.function>: at most max_running of its tasks running at once and at most rate_per_second claims (burst: the bucket size), per distinct value of payload->key_field when set. Managed with queues.set_limit and queues.remove_limit.';
+
+
+--
+-- Name: limit_of(text, jsonb); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.limit_of(_task_type text, _payload jsonb) RETURNS queues.task_limit
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select l.* from queues.task_limit l
+    where l.task_type = _task_type
+       or (_task_type = 'db_function' and l.task_type = 'db_function:' || (_payload ->> 'db_function'))
+    order by l.task_type = _task_type  -- false first: the function's own limit
+    limit 1
+$$;
+
+
+--
 -- Name: limit_slack(double precision); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -1761,6 +1813,18 @@ CREATE FUNCTION internal.limit_slack(_rate double precision) RETURNS double prec
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     select least(0.5, _rate * 0.002)
+$$;
+
+
+--
+-- Name: limit_task_type(text); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.limit_task_type(_limit_name text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select case when _limit_name like 'db_function:%' then 'db_function' else _limit_name end
 $$;
 
 
@@ -1787,19 +1851,19 @@ begin
     loop
         with recursive keys(k) as (
             (select t.limit_key from queues.task t
-             where t.task_type = _l.task_type and t.status = 'pending' and t.limit_key is not null
+             where t.limit_name = _l.task_type and t.status = 'pending'
                and (_only_ids is null or t.task_id = any (_only_ids))
              order by t.limit_key limit 1)
             union all
             select (select t.limit_key from queues.task t
-                    where t.task_type = _l.task_type and t.status = 'pending' and t.limit_key > keys.k
+                    where t.limit_name = _l.task_type and t.status = 'pending' and t.limit_key > keys.k
                       and (_only_ids is null or t.task_id = any (_only_ids))
                     order by t.limit_key limit 1)
             from keys where keys.k is not null
         ), running as (
             select t.limit_key as k, count(*) as n
             from queues.task t
-            where t.task_type = _l.task_type and t.status = 'running' and t.limit_key is not null
+            where t.limit_name = _l.task_type and t.status = 'running'
             group by t.limit_key
         ), room as (
             select keys.k, coalesce(r.n, 0) as busy,
@@ -1824,7 +1888,7 @@ begin
                    room.busy + row_number() over (order by t.priority desc, t.run_at, t.task_id) as rank
             from (select t.task_id, t.priority, t.run_at
                   from queues.task t
-                  where t.task_type = _l.task_type and t.limit_key = room.k and t.status = 'pending'
+                  where t.limit_name = _l.task_type and t.limit_key = room.k and t.status = 'pending'
                     and t.run_at <= now()
                     and (_only_ids is null or t.task_id = any (_only_ids))
                   order by t.priority desc, t.run_at, t.task_id
@@ -1863,8 +1927,8 @@ CREATE FUNCTION internal.limited_claimable(_limited text[], _task_types text[], 
     AS $$
     select coalesce(array(select internal.limited_candidates(
         array(select l from unnest(_limited) l
-              where (_task_types is null or l = any (_task_types))
-                and (coalesce(cardinality(_paused), 0) = 0 or l <> all (_paused))),
+              where (_task_types is null or internal.limit_task_type(l) = any (_task_types))
+                and (coalesce(cardinality(_paused), 0) = 0 or internal.limit_task_type(l) <> all (_paused))),
         _limit, null, _clock)), '{}')
 $$;
 
@@ -1924,10 +1988,10 @@ end $$;
 
 
 --
--- Name: rekey_limited_tasks(text, text, boolean); Type: FUNCTION; Schema: internal; Owner: -
+-- Name: rekey_limited_tasks(text); Type: FUNCTION; Schema: internal; Owner: -
 --
 
-CREATE FUNCTION internal.rekey_limited_tasks(_task_type text, _key_field text, _limited boolean) RETURNS void
+CREATE FUNCTION internal.rekey_limited_tasks(_limit_name text) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1938,15 +2002,20 @@ begin
         perform set_config('lock_timeout', '5s', true);
         lock table queues.task in share row exclusive mode;
     exception when lock_not_available then
-        raise exception 'limits: queues.task is held by a long transaction; the limit of % was not changed, try again', _task_type
+        raise exception 'limits: queues.task is held by a long transaction; the limit % was not changed, try again', _limit_name
             using errcode = 'lock_not_available';
     end;
     perform set_config('lock_timeout', _timeout, true);
     update queues.task t
-    set limit_key = case when _limited then internal.limit_key(_key_field, t.payload) end
-    where t.task_type = _task_type
-      and t.status in ('pending', 'running')
-      and t.limit_key is distinct from case when _limited then internal.limit_key(_key_field, t.payload) end;
+    set limit_name = l.task_type,
+        limit_key = case when l.task_type is not null then internal.limit_key(l.key_field, t.payload) end
+    from queues.task o
+    cross join lateral (select * from internal.limit_of(o.task_type, o.payload)) l
+    where o.task_id = t.task_id
+      and o.task_type = internal.limit_task_type(_limit_name)
+      and o.status in ('pending', 'running')
+      and (o.limit_name, o.limit_key) is distinct from
+          (l.task_type, case when l.task_type is not null then internal.limit_key(l.key_field, o.payload) end);
 end $$;
 
 
@@ -2085,10 +2154,10 @@ begin
         return null;
     end if;
     update queues.task t
-    set limit_key = internal.limit_key(l.key_field, t.payload)
+    set limit_name = l.task_type, limit_key = internal.limit_key(l.key_field, t.payload)
     from inserted_tasks n
-    join queues.task_limit l on l.task_type = n.task_type
-    where t.task_id = n.task_id;
+    cross join lateral (select * from internal.limit_of(n.task_type, n.payload)) l
+    where t.task_id = n.task_id and l.task_type is not null;
     return null;
 end $$;
 
@@ -2102,10 +2171,10 @@ CREATE FUNCTION internal.take_limit_tokens(_task_ids bigint[], _clock timestamp 
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     with taken as (
-        select t.task_type, t.limit_key, count(*) as n
+        select t.limit_name as task_type, t.limit_key, count(*) as n
         from queues.task t
-        where t.task_id = any (_task_ids) and t.limit_key is not null
-        group by t.task_type, t.limit_key
+        where t.task_id = any (_task_ids) and t.limit_name is not null
+        group by t.limit_name, t.limit_key
     )
     insert into queues.limit_bucket as b (task_type, limit_key, tokens, refilled_at)
     select x.task_type, x.limit_key,
@@ -2299,8 +2368,7 @@ begin
 
     _limited := array(select l.task_type from queues.task_limit l);
 
-    -- Unlimited tasks, as before. A task counts as limited by its type; its limit_key (which
-    -- only serves the indexes) is not trusted to say so.
+    -- Unlimited tasks, as before: no limit governs them, and their type has none either.
     _ids := array(
         select t.task_id
         from queues.task t
@@ -2308,7 +2376,7 @@ begin
           and t.run_at <= now()
           and (_task_types is null or t.task_type = any (_task_types))
           and (cardinality(_paused) = 0 or t.task_type <> all (_paused))
-          and (cardinality(_limited) = 0 or t.task_type <> all (_limited))
+          and (cardinality(_limited) = 0 or (t.limit_name is null and t.task_type <> all (_limited)))
         order by t.priority desc, t.run_at, t.task_id
         limit _limit
         for update skip locked);
@@ -2372,15 +2440,16 @@ begin
           and t.run_at <= now()
           and (_task_types is null or t.task_type = any (_task_types))
           and (cardinality(_paused) = 0 or t.task_type <> all (_paused))
+          and t.limit_name is null
           and not exists (select from queues.task_limit l where l.task_type = t.task_type)
         order by t.task_id
         for update);
 
     _limited := array(
         select l.task_type from queues.task_limit l
-        where exists (select from queues.task t where t.task_id = any (_task_ids) and t.task_type = l.task_type)
-          and (_task_types is null or l.task_type = any (_task_types))
-          and (cardinality(_paused) = 0 or l.task_type <> all (_paused)));
+        where exists (select from queues.task t where t.task_id = any (_task_ids) and t.limit_name = l.task_type)
+          and (_task_types is null or internal.limit_task_type(l.task_type) = any (_task_types))
+          and (cardinality(_paused) = 0 or internal.limit_task_type(l.task_type) <> all (_paused)));
     if cardinality(_limited) > 0 then
         _clock := clock_timestamp();
         _lim := array(select internal.limited_candidates(_limited, cardinality(_task_ids), _task_ids, _clock));
@@ -2575,7 +2644,7 @@ begin
           and t.run_at <= now()
           and (_task_types is null or t.task_type = any (_task_types))
           and (cardinality(_paused) = 0 or t.task_type <> all (_paused))
-          and (cardinality(_limited) = 0 or t.task_type <> all (_limited))
+          and (cardinality(_limited) = 0 or (t.limit_name is null and t.task_type <> all (_limited)))
         order by t.priority desc, t.run_at, t.task_id
         limit _window
     ) a;
@@ -2669,8 +2738,10 @@ begin
     if _id <> _new then
         -- The payload changed: so may the task's limit bucket (0016).
         update queues.task t
-        set limit_key = (select internal.limit_key(l.key_field, _payload) from queues.task_limit l where l.task_type = _task_type)
-        where t.task_id = _id and t.limit_key is not null;
+        set limit_name = l.task_type,
+            limit_key = case when l.task_type is not null then internal.limit_key(l.key_field, _payload) end
+        from (select * from internal.limit_of(_task_type, _payload)) l
+        where t.task_id = _id and (t.limit_name is not null or l.task_type is not null);
         insert into queues.task_event (task_id, event, from_status, to_status, detail)
         values (_id, 'debounced', 'pending', 'pending', 'enqueued again; runs at ' || _run_at::text);
     end if;
@@ -2969,10 +3040,10 @@ CREATE FUNCTION queues.limit_wait(_task_types text[] DEFAULT NULL::text[]) RETUR
         from queues.task_limit l
         cross join lateral (
             select distinct t.limit_key from queues.task t
-            where t.task_type = l.task_type and t.status = 'pending' and t.limit_key is not null and t.run_at <= now()
+            where t.limit_name = l.task_type and t.status = 'pending' and t.run_at <= now()
             limit 1000) k
         left join queues.limit_bucket b on b.task_type = l.task_type and b.limit_key = k.limit_key
-        where _task_types is null or l.task_type = any (_task_types)
+        where _task_types is null or internal.limit_task_type(l.task_type) = any (_task_types)
     )
     select case when count(*) = 0 then null
                 else coalesce(min(case when h.tokens + internal.limit_slack(h.rate) >= 1 then 0.25 / h.rate
@@ -3418,7 +3489,7 @@ begin
     if not found then
         return false;
     end if;
-    perform internal.rekey_limited_tasks(_task_type, null, false);
+    perform internal.rekey_limited_tasks(_task_type);
     return true;
 end $$;
 
@@ -3572,7 +3643,9 @@ begin
     update queues.task
     set status = 'pending', run_at = now(),
         attempt = case when _t.status = 'pending' then attempt else 0 end,
-        limit_key = (select internal.limit_key(l.key_field, _t.payload) from queues.task_limit l where l.task_type = _t.task_type)
+        limit_name = (select l.task_type from internal.limit_of(_t.task_type, _t.payload) l),
+        limit_key = (select internal.limit_key(l.key_field, _t.payload) from internal.limit_of(_t.task_type, _t.payload) l
+                     where l.task_type is not null)
     where task_id = _task_id;
     insert into queues.task_event (task_id, event, from_status, to_status, lease_id, worker_id, attempt, detail)
     values (_task_id, 'retried', _t.status, 'pending', null, session_user, _t.attempt,
@@ -3596,6 +3669,10 @@ begin
     if _task_type is null or _task_type !~ '^[A-Za-z][A-Za-z0-9_.:-]*$' or length(_task_type) > 128 then
         raise exception 'set_limit: task type % is not valid (a letter, then letters, digits, _ . : -; at most 128)',
             coalesce(to_jsonb(left(_task_type, 130))::text, 'NULL') using errcode = 'invalid_parameter_value';
+    end if;
+    if _task_type like 'db_function:%' and _task_type !~ '^db_function:[a-z_][a-z0-9_$]*[.][a-z_][a-z0-9_$]*$' then
+        raise exception 'set_limit: % does not name a function: db_function:schema.name, two lowercase SQL identifiers',
+            to_jsonb(left(_task_type, 130))::text using errcode = 'invalid_parameter_value';
     end if;
     if _max_running is null and _rate_per_second is null then
         raise exception 'set_limit: give _max_running, _rate_per_second or both (to lift the limit of %, call queues.remove_limit)', _task_type
@@ -3628,7 +3705,7 @@ begin
 
     if _old.task_type is null or _old.key_field is distinct from _key_field then
         delete from queues.limit_bucket b where b.task_type = _task_type;
-        perform internal.rekey_limited_tasks(_task_type, _key_field, true);
+        perform internal.rekey_limited_tasks(_task_type);
     end if;
 end $_$;
 
@@ -4364,46 +4441,18 @@ COMMENT ON TABLE queues.limit_bucket IS 'Token buckets of rate limits: tokens le
 
 
 --
--- Name: task_limit; Type: TABLE; Schema: queues; Owner: -
---
-
-CREATE TABLE queues.task_limit (
-    task_type text NOT NULL,
-    max_running integer,
-    rate_per_second double precision,
-    burst integer DEFAULT 1 NOT NULL,
-    key_field text,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT task_limit_burst_valid CHECK (((burst >= 1) AND (burst <= 1000000))),
-    CONSTRAINT task_limit_key_field_valid CHECK ((key_field ~ '^[A-Za-z_][A-Za-z0-9_]{0,62}$'::text)),
-    CONSTRAINT task_limit_limits_something CHECK (((max_running IS NOT NULL) OR (rate_per_second IS NOT NULL))),
-    CONSTRAINT task_limit_max_running_positive CHECK ((max_running >= 1)),
-    CONSTRAINT task_limit_rate_valid CHECK (((rate_per_second > (0)::double precision) AND (rate_per_second <= (1000000)::double precision))),
-    CONSTRAINT task_limit_type_valid CHECK (((task_type ~ '^[A-Za-z][A-Za-z0-9_.:-]*$'::text) AND (length(task_type) <= 128)))
-);
-
-
---
--- Name: TABLE task_limit; Type: COMMENT; Schema: queues; Owner: -
---
-
-COMMENT ON TABLE queues.task_limit IS 'Flow control: at most max_running tasks of the type running at once and at most rate_per_second claims (burst: the bucket size), per distinct value of payload->key_field when set. Managed with queues.set_limit and queues.remove_limit.';
-
-
---
 -- Name: limit_status; Type: VIEW; Schema: queues; Owner: -
 --
 
 CREATE VIEW queues.limit_status AS
  WITH buckets AS (
-         SELECT t.task_type,
+         SELECT t.limit_name AS task_type,
             t.limit_key,
             count(*) FILTER (WHERE (t.status = 'running'::queues.task_status)) AS running,
             count(*) FILTER (WHERE ((t.status = 'pending'::queues.task_status) AND (t.run_at <= now()))) AS held
            FROM queues.task t
-          WHERE ((t.limit_key IS NOT NULL) AND (t.status = ANY (ARRAY['pending'::queues.task_status, 'running'::queues.task_status])))
-          GROUP BY t.task_type, t.limit_key
+          WHERE ((t.limit_name IS NOT NULL) AND (t.status = ANY (ARRAY['pending'::queues.task_status, 'running'::queues.task_status])))
+          GROUP BY t.limit_name, t.limit_key
         )
  SELECT l.task_type,
     l.max_running,
@@ -5286,14 +5335,14 @@ CREATE INDEX task_lease_task_id_idx ON queues.task_lease USING btree (task_id);
 -- Name: task_limited_pending_idx; Type: INDEX; Schema: queues; Owner: -
 --
 
-CREATE INDEX task_limited_pending_idx ON queues.task USING btree (task_type, limit_key, priority DESC, run_at, task_id) WHERE ((status = 'pending'::queues.task_status) AND (limit_key IS NOT NULL));
+CREATE INDEX task_limited_pending_idx ON queues.task USING btree (limit_name, limit_key, priority DESC, run_at, task_id) WHERE ((status = 'pending'::queues.task_status) AND (limit_name IS NOT NULL));
 
 
 --
 -- Name: task_limited_running_idx; Type: INDEX; Schema: queues; Owner: -
 --
 
-CREATE INDEX task_limited_running_idx ON queues.task USING btree (task_type, limit_key) WHERE ((status = 'running'::queues.task_status) AND (limit_key IS NOT NULL));
+CREATE INDEX task_limited_running_idx ON queues.task USING btree (limit_name, limit_key) WHERE ((status = 'running'::queues.task_status) AND (limit_name IS NOT NULL));
 
 
 --
@@ -6162,10 +6211,24 @@ REVOKE ALL ON FUNCTION internal.limit_key(_key_field text, _payload jsonb) FROM 
 
 
 --
+-- Name: FUNCTION limit_of(_task_type text, _payload jsonb); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.limit_of(_task_type text, _payload jsonb) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION limit_slack(_rate double precision); Type: ACL; Schema: internal; Owner: -
 --
 
 REVOKE ALL ON FUNCTION internal.limit_slack(_rate double precision) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION limit_task_type(_limit_name text); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.limit_task_type(_limit_name text) FROM PUBLIC;
 
 
 --
@@ -6204,10 +6267,10 @@ REVOKE ALL ON FUNCTION internal.refuse_update() FROM PUBLIC;
 
 
 --
--- Name: FUNCTION rekey_limited_tasks(_task_type text, _key_field text, _limited boolean); Type: ACL; Schema: internal; Owner: -
+-- Name: FUNCTION rekey_limited_tasks(_limit_name text); Type: ACL; Schema: internal; Owner: -
 --
 
-REVOKE ALL ON FUNCTION internal.rekey_limited_tasks(_task_type text, _key_field text, _limited boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION internal.rekey_limited_tasks(_limit_name text) FROM PUBLIC;
 
 
 --

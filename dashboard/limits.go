@@ -78,7 +78,7 @@ func (h *Handler) heldBy(ctx context.Context, tx pgx.Tx, t *taskorch.Task) (stri
 		select s.task_type, coalesce(s.max_running, 0), coalesce(s.rate_per_second, 0), coalesce(s.burst, 0),
 		       coalesce(s.key_field, ''), coalesce(s.key, ''), s.null_key, s.running, s.held, s.tokens
 		from queues.task t
-		join queues.limit_status s on s.task_type = t.task_type
+		join queues.limit_status s on s.task_type = t.limit_name
 		 and case when t.limit_key = '*' then s.null_key
 		          when t.limit_key like '=%' then s.key = substr(t.limit_key, 2)
 		          else s.key is null and not s.null_key end

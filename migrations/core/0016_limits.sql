@@ -2,13 +2,15 @@
 -- claimed, for the type as a whole or per value of a payload field. docs/limits.md describes
 -- them; this file is their definition.
 --
--- 1. queues.task_limit: one row per limited task type. queues.limit_bucket: the token buckets of
---    rate limits, one per (type, key), so a rate holds across workers and restarts.
--- 2. queues.task.limit_key: the bucket a task of a limited type counts in ('' for a limit
---    without a key field, '=' || value for a scalar key value, '*' for the null-key bucket: the
---    field missing, null, an object or an array). NULL for every task of an unlimited type, so
---    the indexes that serve limited claims hold nothing else. Set by a statement trigger on
---    insert and by set_limit/remove_limit for the tasks already there.
+-- 1. queues.task_limit: one row per limit, named by the task type it limits, or by
+--    'db_function:<schema.function>' for the db_function tasks of one function (which then do
+--    not count under a limit of db_function itself). queues.limit_bucket: the token buckets of
+--    rate limits, one per (limit, key), so a rate holds across workers and restarts.
+-- 2. queues.task.limit_name and limit_key: the limit a task counts under and its bucket in it
+--    ('' for a limit without a key field, '=' || value for a scalar key value, '*' for the
+--    null-key bucket: the field missing, null, an object or an array). Both NULL for a task no
+--    limit governs, so the indexes that serve limited claims hold nothing else. Set by a
+--    statement trigger on insert and by set_limit/remove_limit for the tasks already there.
 -- 3. claim_tasks and claim_tasks_by_id hand out a limited task only while its bucket has a free
 --    running slot and a token, rotating across keys; unlimited tasks are claimed as before.
 -- 4. queues.set_limit, queues.remove_limit, the view queues.limit_status, and
@@ -35,7 +37,7 @@ create table queues.task_limit (
     constraint task_limit_key_field_valid check (key_field ~ '^[A-Za-z_][A-Za-z0-9_]{0,62}$')
 );
 comment on table queues.task_limit is
-    'Flow control: at most max_running tasks of the type running at once and at most rate_per_second claims (burst: the bucket size), per distinct value of payload->key_field when set. Managed with queues.set_limit and queues.remove_limit.';
+    'Flow control, one row per limit, named by its task type or db_function:<schema.function>: at most max_running of its tasks running at once and at most rate_per_second claims (burst: the bucket size), per distinct value of payload->key_field when set. Managed with queues.set_limit and queues.remove_limit.';
 
 create table queues.limit_bucket (
     task_type text not null references queues.task_limit on delete cascade,
@@ -47,15 +49,17 @@ create table queues.limit_bucket (
 comment on table queues.limit_bucket is
     'Token buckets of rate limits: tokens left at refilled_at; a bucket refills at the limit''s rate up to its burst. A missing bucket is a full one.';
 
-alter table queues.task add column limit_key text;
+alter table queues.task add column limit_name text, add column limit_key text;
+comment on column queues.task.limit_name is
+    'The limit (queues.task_limit.task_type) the task counts under while it is pending or running; NULL when no limit governs it.';
 comment on column queues.task.limit_key is
-    'The limit bucket the task counts in while its type is limited: '''' (no key field), ''=''||value (a scalar key value), ''*'' (the key field missing or not a scalar). NULL for a task of an unlimited type.';
+    'The task''s bucket in its limit: '''' (no key field), ''=''||value (a scalar key value), ''*'' (the key field missing or not a scalar). NULL when no limit governs it.';
 
--- Only tasks of limited types are in these; unlimited tasks pay nothing for them.
-create index task_limited_pending_idx on queues.task (task_type, limit_key, priority desc, run_at, task_id)
-    where status = 'pending' and limit_key is not null;
-create index task_limited_running_idx on queues.task (task_type, limit_key)
-    where status = 'running' and limit_key is not null;
+-- Only tasks a limit governs are in these; other tasks pay nothing for them.
+create index task_limited_pending_idx on queues.task (limit_name, limit_key, priority desc, run_at, task_id)
+    where status = 'pending' and limit_name is not null;
+create index task_limited_running_idx on queues.task (limit_name, limit_key)
+    where status = 'running' and limit_name is not null;
 
 -- Keys ------------------------------------------------------------------------------------------
 
@@ -80,7 +84,25 @@ language sql immutable parallel safe set search_path = pg_catalog, pg_temp as $$
     select least(0.5, _rate * 0.002)
 $$;
 
--- Gives the tasks a statement inserted their limit bucket, when their type is limited. One
+-- The task type a limit's tasks have: db_function for 'db_function:<schema.function>', else the
+-- limit's name.
+create function internal.limit_task_type(_limit_name text) returns text
+language sql immutable parallel safe set search_path = pg_catalog, pg_temp as $$
+    select case when _limit_name like 'db_function:%' then 'db_function' else _limit_name end
+$$;
+
+-- The limit that governs a task of _task_type with _payload, or NULL: for a db_function task,
+-- the limit of its function if there is one, else the limit of its type.
+create function internal.limit_of(_task_type text, _payload jsonb) returns queues.task_limit
+language sql stable set search_path = pg_catalog, pg_temp as $$
+    select l.* from queues.task_limit l
+    where l.task_type = _task_type
+       or (_task_type = 'db_function' and l.task_type = 'db_function:' || (_payload ->> 'db_function'))
+    order by l.task_type = _task_type  -- false first: the function's own limit
+    limit 1
+$$;
+
+-- Gives the tasks a statement inserted their limit and bucket, when a limit governs them. One
 -- EXISTS on an empty table per statement when no limit is set.
 create function internal.set_inserted_limit_keys() returns trigger
 language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
@@ -89,10 +111,10 @@ begin
         return null;
     end if;
     update queues.task t
-    set limit_key = internal.limit_key(l.key_field, t.payload)
+    set limit_name = l.task_type, limit_key = internal.limit_key(l.key_field, t.payload)
     from inserted_tasks n
-    join queues.task_limit l on l.task_type = n.task_type
-    where t.task_id = n.task_id;
+    cross join lateral (select * from internal.limit_of(n.task_type, n.payload)) l
+    where t.task_id = n.task_id and l.task_type is not null;
     return null;
 end $$;
 
@@ -102,11 +124,11 @@ create trigger task_inserted_limit_keys after insert on queues.task
 
 -- Managing limits -------------------------------------------------------------------------------
 
--- Puts the limit's bucket on every pending and running task of its type (NULL: the type is no
--- longer limited). Holds queues.task in SHARE ROW EXCLUSIVE mode until the caller commits, so
+-- Gives every pending and running task that the limit _limit_name could govern its limit and
+-- bucket as the limits now are (none: NULL). Holds queues.task in SHARE ROW EXCLUSIVE mode until the caller commits, so
 -- that no insert made under the old limit commits after this: writers wait for the change (at
 -- most 5 seconds are spent waiting for writers already in flight).
-create function internal.rekey_limited_tasks(_task_type text, _key_field text, _limited boolean)
+create function internal.rekey_limited_tasks(_limit_name text)
 returns void
 language plpgsql volatile security definer set search_path = pg_catalog, pg_temp as $$
 declare
@@ -116,18 +138,25 @@ begin
         perform set_config('lock_timeout', '5s', true);
         lock table queues.task in share row exclusive mode;
     exception when lock_not_available then
-        raise exception 'limits: queues.task is held by a long transaction; the limit of % was not changed, try again', _task_type
+        raise exception 'limits: queues.task is held by a long transaction; the limit % was not changed, try again', _limit_name
             using errcode = 'lock_not_available';
     end;
     perform set_config('lock_timeout', _timeout, true);
     update queues.task t
-    set limit_key = case when _limited then internal.limit_key(_key_field, t.payload) end
-    where t.task_type = _task_type
-      and t.status in ('pending', 'running')
-      and t.limit_key is distinct from case when _limited then internal.limit_key(_key_field, t.payload) end;
+    set limit_name = l.task_type,
+        limit_key = case when l.task_type is not null then internal.limit_key(l.key_field, t.payload) end
+    from queues.task o
+    cross join lateral (select * from internal.limit_of(o.task_type, o.payload)) l
+    where o.task_id = t.task_id
+      and o.task_type = internal.limit_task_type(_limit_name)
+      and o.status in ('pending', 'running')
+      and (o.limit_name, o.limit_key) is distinct from
+          (l.task_type, case when l.task_type is not null then internal.limit_key(l.key_field, o.payload) end);
 end $$;
 
--- Creates or replaces the limit of a task type (a type with no tasks yet is fine):
+-- Creates or replaces the limit of a task type (a type with no tasks yet is fine), or, named
+-- 'db_function:<schema.function>', of the db_function tasks of that function, which then do not
+-- count under a limit of db_function itself:
 --   _max_running      at most that many tasks of the type running at once, across every worker;
 --   _rate_per_second  at most that many claims per second, with bursts of up to _burst (a token
 --                     bucket kept in queues.limit_bucket, so it holds across workers and restarts);
@@ -150,6 +179,10 @@ begin
     if _task_type is null or _task_type !~ '^[A-Za-z][A-Za-z0-9_.:-]*$' or length(_task_type) > 128 then
         raise exception 'set_limit: task type % is not valid (a letter, then letters, digits, _ . : -; at most 128)',
             coalesce(to_jsonb(left(_task_type, 130))::text, 'NULL') using errcode = 'invalid_parameter_value';
+    end if;
+    if _task_type like 'db_function:%' and _task_type !~ '^db_function:[a-z_][a-z0-9_$]*[.][a-z_][a-z0-9_$]*$' then
+        raise exception 'set_limit: % does not name a function: db_function:schema.name, two lowercase SQL identifiers',
+            to_jsonb(left(_task_type, 130))::text using errcode = 'invalid_parameter_value';
     end if;
     if _max_running is null and _rate_per_second is null then
         raise exception 'set_limit: give _max_running, _rate_per_second or both (to lift the limit of %, call queues.remove_limit)', _task_type
@@ -182,7 +215,7 @@ begin
 
     if _old.task_type is null or _old.key_field is distinct from _key_field then
         delete from queues.limit_bucket b where b.task_type = _task_type;
-        perform internal.rekey_limited_tasks(_task_type, _key_field, true);
+        perform internal.rekey_limited_tasks(_task_type);
     end if;
 end $$;
 
@@ -195,7 +228,7 @@ begin
     if not found then
         return false;
     end if;
-    perform internal.rekey_limited_tasks(_task_type, null, false);
+    perform internal.rekey_limited_tasks(_task_type);
     return true;
 end $$;
 
@@ -227,19 +260,19 @@ begin
     loop
         with recursive keys(k) as (
             (select t.limit_key from queues.task t
-             where t.task_type = _l.task_type and t.status = 'pending' and t.limit_key is not null
+             where t.limit_name = _l.task_type and t.status = 'pending'
                and (_only_ids is null or t.task_id = any (_only_ids))
              order by t.limit_key limit 1)
             union all
             select (select t.limit_key from queues.task t
-                    where t.task_type = _l.task_type and t.status = 'pending' and t.limit_key > keys.k
+                    where t.limit_name = _l.task_type and t.status = 'pending' and t.limit_key > keys.k
                       and (_only_ids is null or t.task_id = any (_only_ids))
                     order by t.limit_key limit 1)
             from keys where keys.k is not null
         ), running as (
             select t.limit_key as k, count(*) as n
             from queues.task t
-            where t.task_type = _l.task_type and t.status = 'running' and t.limit_key is not null
+            where t.limit_name = _l.task_type and t.status = 'running'
             group by t.limit_key
         ), room as (
             select keys.k, coalesce(r.n, 0) as busy,
@@ -264,7 +297,7 @@ begin
                    room.busy + row_number() over (order by t.priority desc, t.run_at, t.task_id) as rank
             from (select t.task_id, t.priority, t.run_at
                   from queues.task t
-                  where t.task_type = _l.task_type and t.limit_key = room.k and t.status = 'pending'
+                  where t.limit_name = _l.task_type and t.limit_key = room.k and t.status = 'pending'
                     and t.run_at <= now()
                     and (_only_ids is null or t.task_id = any (_only_ids))
                   order by t.priority desc, t.run_at, t.task_id
@@ -298,10 +331,10 @@ end $$;
 create function internal.take_limit_tokens(_task_ids bigint[], _clock timestamptz) returns void
 language sql volatile security definer set search_path = pg_catalog, pg_temp as $$
     with taken as (
-        select t.task_type, t.limit_key, count(*) as n
+        select t.limit_name as task_type, t.limit_key, count(*) as n
         from queues.task t
-        where t.task_id = any (_task_ids) and t.limit_key is not null
-        group by t.task_type, t.limit_key
+        where t.task_id = any (_task_ids) and t.limit_name is not null
+        group by t.limit_name, t.limit_key
     )
     insert into queues.limit_bucket as b (task_type, limit_key, tokens, refilled_at)
     select x.task_type, x.limit_key,
@@ -348,8 +381,7 @@ begin
 
     _limited := array(select l.task_type from queues.task_limit l);
 
-    -- Unlimited tasks, as before. A task counts as limited by its type; its limit_key (which
-    -- only serves the indexes) is not trusted to say so.
+    -- Unlimited tasks, as before: no limit governs them, and their type has none either.
     _ids := array(
         select t.task_id
         from queues.task t
@@ -357,7 +389,7 @@ begin
           and t.run_at <= now()
           and (_task_types is null or t.task_type = any (_task_types))
           and (cardinality(_paused) = 0 or t.task_type <> all (_paused))
-          and (cardinality(_limited) = 0 or t.task_type <> all (_limited))
+          and (cardinality(_limited) = 0 or (t.limit_name is null and t.task_type <> all (_limited)))
         order by t.priority desc, t.run_at, t.task_id
         limit _limit
         for update skip locked);
@@ -390,8 +422,8 @@ returns bigint[]
 language sql volatile security definer set search_path = pg_catalog, pg_temp as $$
     select coalesce(array(select internal.limited_candidates(
         array(select l from unnest(_limited) l
-              where (_task_types is null or l = any (_task_types))
-                and (coalesce(cardinality(_paused), 0) = 0 or l <> all (_paused))),
+              where (_task_types is null or internal.limit_task_type(l) = any (_task_types))
+                and (coalesce(cardinality(_paused), 0) = 0 or internal.limit_task_type(l) <> all (_paused))),
         _limit, null, _clock)), '{}')
 $$;
 
@@ -470,15 +502,16 @@ begin
           and t.run_at <= now()
           and (_task_types is null or t.task_type = any (_task_types))
           and (cardinality(_paused) = 0 or t.task_type <> all (_paused))
+          and t.limit_name is null
           and not exists (select from queues.task_limit l where l.task_type = t.task_type)
         order by t.task_id
         for update);
 
     _limited := array(
         select l.task_type from queues.task_limit l
-        where exists (select from queues.task t where t.task_id = any (_task_ids) and t.task_type = l.task_type)
-          and (_task_types is null or l.task_type = any (_task_types))
-          and (cardinality(_paused) = 0 or l.task_type <> all (_paused)));
+        where exists (select from queues.task t where t.task_id = any (_task_ids) and t.limit_name = l.task_type)
+          and (_task_types is null or internal.limit_task_type(l.task_type) = any (_task_types))
+          and (cardinality(_paused) = 0 or internal.limit_task_type(l.task_type) <> all (_paused)));
     if cardinality(_limited) > 0 then
         _clock := clock_timestamp();
         _lim := array(select internal.limited_candidates(_limited, cardinality(_task_ids), _task_ids, _clock));
@@ -510,10 +543,10 @@ language sql stable security definer set search_path = pg_catalog, pg_temp as $$
         from queues.task_limit l
         cross join lateral (
             select distinct t.limit_key from queues.task t
-            where t.task_type = l.task_type and t.status = 'pending' and t.limit_key is not null and t.run_at <= now()
+            where t.limit_name = l.task_type and t.status = 'pending' and t.run_at <= now()
             limit 1000) k
         left join queues.limit_bucket b on b.task_type = l.task_type and b.limit_key = k.limit_key
-        where _task_types is null or l.task_type = any (_task_types)
+        where _task_types is null or internal.limit_task_type(l.task_type) = any (_task_types)
     )
     select case when count(*) = 0 then null
                 else coalesce(min(case when h.tokens + internal.limit_slack(h.rate) >= 1 then 0.25 / h.rate
@@ -560,7 +593,7 @@ begin
           and t.run_at <= now()
           and (_task_types is null or t.task_type = any (_task_types))
           and (cardinality(_paused) = 0 or t.task_type <> all (_paused))
-          and (cardinality(_limited) = 0 or t.task_type <> all (_limited))
+          and (cardinality(_limited) = 0 or (t.limit_name is null and t.task_type <> all (_limited)))
         order by t.priority desc, t.run_at, t.task_id
         limit _window
     ) a;
@@ -589,9 +622,9 @@ begin
     order by u.priority desc, u.run_at, u.task_id;
 end $$;
 
--- retry_task (0002), same signature, results and errors: a task retried by hand also gets the
--- bucket of its type's limit as it is now (its limit_key was last set while it was pending or
--- running, under whatever limit there was then).
+-- retry_task (0002), same signature, results and errors: a task retried by hand also gets its
+-- limit and bucket as the limits are now (they were last set while it was pending or running,
+-- under whatever limits there were then).
 create or replace function queues.retry_task(_task_id bigint) returns queues.task_status
 language plpgsql volatile security definer set search_path = pg_catalog, pg_temp as $$
 declare
@@ -612,7 +645,9 @@ begin
     update queues.task
     set status = 'pending', run_at = now(),
         attempt = case when _t.status = 'pending' then attempt else 0 end,
-        limit_key = (select internal.limit_key(l.key_field, _t.payload) from queues.task_limit l where l.task_type = _t.task_type)
+        limit_name = (select l.task_type from internal.limit_of(_t.task_type, _t.payload) l),
+        limit_key = (select internal.limit_key(l.key_field, _t.payload) from internal.limit_of(_t.task_type, _t.payload) l
+                     where l.task_type is not null)
     where task_id = _task_id;
     insert into queues.task_event (task_id, event, from_status, to_status, lease_id, worker_id, attempt, detail)
     values (_task_id, 'retried', _t.status, 'pending', null, session_user, _t.attempt,
@@ -627,12 +662,12 @@ end $$;
 -- the limit, how many of its tasks run, how many due tasks it holds back, and its tokens now.
 create view queues.limit_status as
 with buckets as (
-    select t.task_type, t.limit_key,
+    select t.limit_name as task_type, t.limit_key,
            count(*) filter (where t.status = 'running') as running,
            count(*) filter (where t.status = 'pending' and t.run_at <= now()) as held
     from queues.task t
-    where t.limit_key is not null and t.status in ('pending', 'running')
-    group by t.task_type, t.limit_key
+    where t.limit_name is not null and t.status in ('pending', 'running')
+    group by t.limit_name, t.limit_key
 )
 select l.task_type,
        l.max_running,
@@ -663,7 +698,9 @@ revoke all on function
     internal.limit_key(text, jsonb),
     internal.limit_slack(double precision),
     internal.set_inserted_limit_keys(),
-    internal.rekey_limited_tasks(text, text, boolean),
+    internal.rekey_limited_tasks(text),
+    internal.limit_task_type(text),
+    internal.limit_of(text, jsonb),
     internal.limited_candidates(text[], integer, bigint[], timestamptz),
     internal.take_limit_tokens(bigint[], timestamptz),
     internal.limited_claimable(text[], text[], text[], integer, timestamptz),

@@ -59,8 +59,10 @@ begin
     if _id <> _new then
         -- The payload changed: so may the task's limit bucket (0016).
         update queues.task t
-        set limit_key = (select internal.limit_key(l.key_field, _payload) from queues.task_limit l where l.task_type = _task_type)
-        where t.task_id = _id and t.limit_key is not null;
+        set limit_name = l.task_type,
+            limit_key = case when l.task_type is not null then internal.limit_key(l.key_field, _payload) end
+        from (select * from internal.limit_of(_task_type, _payload)) l
+        where t.task_id = _id and (t.limit_name is not null or l.task_type is not null);
         insert into queues.task_event (task_id, event, from_status, to_status, detail)
         values (_id, 'debounced', 'pending', 'pending', 'enqueued again; runs at ' || _run_at::text);
     end if;
