@@ -82,7 +82,7 @@ func TestDebounceConcurrentAndRunOnce(t *testing.T) {
 	startWorker(t, pool, &taskorch.WorkerConfig{Handlers: hs, PollInterval: 10 * time.Millisecond})
 	var id int64
 	for i := range 10 {
-		res, err := c.Enqueue(ctx, raw("burst", fmt.Sprintf(`{"i": %d}`, i)), &taskorch.EnqueueOpts{DebounceKey: "b", Debounce: 300 * time.Millisecond})
+		res, err := c.Enqueue(ctx, raw("burst", fmt.Sprintf(`{"i": %d}`, i)), &taskorch.EnqueueOpts{DebounceKey: "b", Debounce: 2 * time.Second})
 		require.NoError(t, err)
 		id = res.TaskID
 	}

@@ -308,3 +308,28 @@ func TestLimitOneDBFunction(t *testing.T) {
 		require.ErrorIs(t, err, taskorch.ErrInvalidInput, name)
 	}
 }
+
+// A claim looks at a bounded window of keys, from a cursor that moves on: successive small
+// claims over many keys reach every key, and each key runs one task at a time.
+func TestLimitKeysRotate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, pool := newClient(t)
+	require.NoError(t, c.SetLimit(ctx, &taskorch.LimitParams{TaskType: "lim.many", MaxRunning: 1, KeyField: "k"}))
+	mustExec(t, pool, `select queues.enqueue('lim.many', jsonb_build_object('k', i % 100)) from generate_series(0, 199) i`)
+	seen := map[string]int{}
+	for range 100 {
+		got := claim(t, pool, "w", 5, "5 minutes")
+		if len(got) == 0 {
+			break
+		}
+		for _, cl := range got {
+			seen[scalar[string](t, pool, `select payload->>'k' from queues.task where task_id = $1`, cl.TaskID)]++
+		}
+	}
+	require.Len(t, seen, 100, "every key reached")
+	for k, n := range seen {
+		require.Equal(t, 1, n, "key %s: one running at a time", k)
+	}
+	require.Empty(t, claim(t, pool, "w", 5, "5 minutes"))
+}

@@ -57,10 +57,12 @@ func TestRegistryAndHeartbeats(t *testing.T) {
 
 	r.stop(t)
 	beats := ev.count(kind(EventHeartbeat))
+	// A heartbeat that timed out on a loaded machine may have committed all the same.
+	timedOut := ev.count(func(_ string, e Event) bool { return e.Kind == EventError && e.Op == "heartbeat" })
 	updates := scalar[int](t, pool, `select count(*) from worker_updates where worker_id = 'w-registry'`)
 	// One UPDATE per heartbeat (the last one may have committed as the context was cancelled).
 	require.GreaterOrEqual(t, updates, beats)
-	require.LessOrEqual(t, updates, beats+1)
+	require.LessOrEqual(t, updates, beats+timedOut+1)
 
 	require.Zero(t, scalar[int](t, pool, `select count(*) from queues.worker`), "deregistered at shutdown")
 	require.True(t, scalar[bool](t, pool, `select worker_id is null and expires_at <= now() from queues.leader`),
