@@ -116,8 +116,13 @@ func TestLimitMaxRunningConcurrentClaims(t *testing.T) {
 	}
 	require.Equal(t, 3, limited, "exactly the limit")
 	require.Equal(t, int64(3), scalar[int64](t, pool, `select count(*) from queues.task where task_type = 'lim.a' and status = 'running'`))
+	// A claim locks up to its size of unlimited tasks before it knows how many limited ones it
+	// takes; those it drops stay locked until it commits, so a claimer racing it may skip them.
+	// The next claim takes them.
+	claim(t, pool, "w8", 30, "5 minutes")
 	require.Equal(t, int64(20), scalar[int64](t, pool, `select count(*) from queues.task where task_type = 'free' and status = 'running'`),
 		"unlimited tasks are claimed as before")
+	require.Equal(t, int64(3), scalar[int64](t, pool, `select count(*) from queues.task where task_type = 'lim.a' and status = 'running'`))
 
 	// Nothing more while the slots are taken; one slot frees, one task is claimed.
 	require.Empty(t, claim(t, pool, "w9", 10, "5 minutes"))
