@@ -142,7 +142,7 @@ func TestLimitPerKeyBuckets(t *testing.T) {
 	ctx := context.Background()
 	c, pool := newClient(t)
 	require.NoError(t, c.SetLimit(ctx, &taskorch.LimitParams{TaskType: "lim.k", MaxRunning: 2, KeyField: "tenant"}))
-	// Tenant a's tasks all come first: without rotation a claim of 4 would take a, a.
+	// Tenant a's tasks all come first: without rotation a claim would take a, a.
 	for _, p := range []string{
 		`{"tenant": "a"}`, `{"tenant": "a"}`, `{"tenant": "a"}`, `{"tenant": "a"}`,
 		`{"tenant": "b"}`, `{"tenant": "b"}`, `{"tenant": "b"}`,
@@ -159,10 +159,11 @@ func TestLimitPerKeyBuckets(t *testing.T) {
 		}
 		return out
 	}
-	require.ElementsMatch(t, []string{"a", "b", "7"}, tenants(first), "one per key, oldest keys first")
+	// Keys in key order ('*' the null-key bucket, then '=7', '=a', '=b'): one per key.
+	require.ElementsMatch(t, []string{"-", "7", "a"}, tenants(first), "one per key, in key order")
 
 	rest := claim(t, pool, "w2", 20, "5 minutes")
-	// a: 1 more, b: 1 more, 7: nothing more waiting, null-key bucket: 2 of its 4.
+	// a: 1 more, b: 2, 7: nothing more waiting, null-key bucket: 1 more of its 4.
 	require.Len(t, rest, 4)
 	us, err := c.LimitUsage(ctx)
 	require.NoError(t, err)
@@ -337,4 +338,26 @@ func TestLimitKeysRotate(t *testing.T) {
 		require.Equal(t, 1, n, "key %s: one running at a time", k)
 	}
 	require.Empty(t, claim(t, pool, "w", 5, "5 minutes"))
+}
+
+// Claims rotate across keys even when every task finishes before the next claim (so no key
+// has a task running to rank it behind the others): a claim of 2 at a time over 5 keys whose
+// tasks were enqueued key after key reaches every key within 3 claims.
+func TestLimitKeysRotateWhenIdle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, pool := newClient(t)
+	require.NoError(t, c.SetLimit(ctx, &taskorch.LimitParams{TaskType: "lim.idle", MaxRunning: 2, KeyField: "acct"}))
+	mustExec(t, pool, `select queues.enqueue('lim.idle', jsonb_build_object('acct', 'acct-' || (i / 10))) from generate_series(0, 49) i order by i`)
+	seen := map[string]bool{}
+	for range 3 {
+		for _, cl := range claim(t, pool, "w", 2, "5 minutes") {
+			var acct string
+			var lease int64
+			require.NoError(t, pool.QueryRow(ctx, `select payload->>'acct', lease_id from queues.task where task_id = $1`, cl.TaskID).Scan(&acct, &lease))
+			seen[acct] = true
+			mustExec(t, pool, `select queues.complete_task($1, $2)`, cl.TaskID, lease)
+		}
+	}
+	require.Len(t, seen, 5, "every key within 3 claims of 2, though each finished before the next")
 }

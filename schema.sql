@@ -1906,10 +1906,10 @@ begin
             where keys.k is not null
         )
         , candidates as (
-            select c.task_id, c.rank, c.priority, c.run_at, room.ord, room.k
+            select c.task_id, c.rank, c.rn, room.ord, room.k
             from room
             cross join lateral (
-                select t.task_id, t.priority, t.run_at, room.busy + t.rn as rank
+                select t.task_id, t.rn, room.busy + t.rn as rank
                 from (select t.task_id, t.priority, t.run_at,
                              row_number() over (order by t.priority desc, t.run_at, t.task_id) as rn
                       from queues.task t
@@ -1921,11 +1921,12 @@ begin
             ) c
             where room.n > 0
         ), picked as (
-            -- Fewest running first; among equals, priority, then age.
-            select * from candidates order by rank, priority desc, run_at, task_id limit _want
+            -- Fewest running first; among equals, keys in order from the cursor, so that
+            -- successive claims rotate through the keys; within a key, priority then age.
+            select * from candidates order by rank, ord, rn limit _want
         )
-        select array_agg(p.task_id order by p.rank, p.priority desc, p.run_at, p.task_id),
-               array_agg(p.rank order by p.rank, p.priority desc, p.run_at, p.task_id),
+        select array_agg(p.task_id order by p.rank, p.ord, p.rn),
+               array_agg(p.rank order by p.rank, p.ord, p.rn),
                (select p2.k from picked p2 order by p2.ord desc limit 1)
         into _got, _got_ranks, _last
         from picked p;
@@ -1943,7 +1944,7 @@ begin
     if cardinality(_ids) = 0 then
         return;
     end if;
-    -- Across limits as within one: lowest rank first, then in each limit's order (priority, age).
+    -- Across limits as within one: lowest rank first, then in each limit's order.
     return query
     select t.task_id
     from queues.task t
