@@ -3,6 +3,8 @@ package taskorch
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,6 +27,23 @@ type Limit struct {
 	KeyField  string    `json:"key_field,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// String describes the limit in words, as the CLI and the dashboard show it: "at most 4
+// running, 2/s (burst 10) per tenant".
+func (l Limit) String() string {
+	var parts []string
+	if l.MaxRunning > 0 {
+		parts = append(parts, fmt.Sprintf("at most %d running", l.MaxRunning))
+	}
+	if l.RatePerSecond > 0 {
+		parts = append(parts, fmt.Sprintf("%s/s (burst %d)", strconv.FormatFloat(l.RatePerSecond, 'f', -1, 64), l.Burst))
+	}
+	s := strings.Join(parts, ", ")
+	if l.KeyField != "" {
+		s += " per " + l.KeyField
+	}
+	return s
 }
 
 // LimitParams sets the limit of a task type for SetLimit. At least one of MaxRunning and

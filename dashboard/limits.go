@@ -30,7 +30,7 @@ func (h *Handler) limitsPage(w http.ResponseWriter, r *http.Request) {
 	err := h.readTx(r.Context(), func(ctx context.Context, tx pgx.Tx) error {
 		us, err := h.client.LimitUsageTx(ctx, tx)
 		for _, u := range us {
-			row := limitRow{LimitUsage: u, Limit: describeLimit(u.Limit), Full: limitFull(u)}
+			row := limitRow{LimitUsage: u, Limit: u.Limit.String(), Full: limitFull(u)}
 			if u.Tokens != nil {
 				row.Tokens = strconv.FormatFloat(*u.Tokens, 'f', 1, 64)
 			}
@@ -43,22 +43,6 @@ func (h *Handler) limitsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.render(w, r, http.StatusOK, "limits", "Limits", "limits", d)
-}
-
-// describeLimit says a limit in a few words: "4 running, 2/s (burst 1) per tenant".
-func describeLimit(l taskorch.Limit) string {
-	var parts []string
-	if l.MaxRunning > 0 {
-		parts = append(parts, fmt.Sprintf("at most %d running", l.MaxRunning))
-	}
-	if l.RatePerSecond > 0 {
-		parts = append(parts, fmt.Sprintf("%s/s (burst %d)", strconv.FormatFloat(l.RatePerSecond, 'f', -1, 64), l.Burst))
-	}
-	s := strings.Join(parts, ", ")
-	if l.KeyField != "" {
-		s += " per " + l.KeyField
-	}
-	return s
 }
 
 // limitFull reports a bucket that lets nothing more start now.
@@ -90,7 +74,7 @@ func (h *Handler) heldBy(ctx context.Context, tx pgx.Tx, t *taskorch.Task) (stri
 	if err != nil {
 		return "", err
 	}
-	s := "limit " + u.TaskType + ": " + describeLimit(u.Limit)
+	s := "limit " + u.TaskType + ": " + u.Limit.String()
 	switch {
 	case u.NullKey:
 		s += " (this task's " + u.KeyField + " is missing or not a scalar: the null-key bucket)"

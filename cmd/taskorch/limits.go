@@ -39,9 +39,9 @@ func newLimitsCmd(g *globals) *cobra.Command {
 			if g.jsonOut {
 				return writeJSON(cmd.OutOrStdout(), map[string]any{"task_type": p.TaskType, "set": true})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", p.TaskType, describeLimit(taskorch.Limit{
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", p.TaskType, taskorch.Limit{
 				MaxRunning: p.MaxRunning, RatePerSecond: p.RatePerSecond, Burst: max(p.Burst, 1), KeyField: p.KeyField,
-			}))
+			})
 			return nil
 		},
 	}
@@ -99,7 +99,7 @@ func newLimitsCmd(g *globals) *cobra.Command {
 				if u.Tokens != nil {
 					tokens = strconv.FormatFloat(*u.Tokens, 'f', 1, 64)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", u.TaskType, describeLimit(u.Limit), key, u.Running, u.Held, tokens)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", u.TaskType, u.Limit.String(), key, u.Running, u.Held, tokens)
 			}
 			return tw.Flush()
 		},
@@ -109,22 +109,4 @@ func newLimitsCmd(g *globals) *cobra.Command {
 	}
 	cmd.AddCommand(set, remove, list)
 	return cmd
-}
-
-// describeLimit says a limit in a few words: "4 running, 2/s (burst 1) per tenant".
-func describeLimit(l taskorch.Limit) string {
-	s := ""
-	if l.MaxRunning > 0 {
-		s = fmt.Sprintf("%d running", l.MaxRunning)
-	}
-	if l.RatePerSecond > 0 {
-		if s != "" {
-			s += ", "
-		}
-		s += fmt.Sprintf("%s/s (burst %d)", strconv.FormatFloat(l.RatePerSecond, 'f', -1, 64), l.Burst)
-	}
-	if l.KeyField != "" {
-		s += " per " + l.KeyField
-	}
-	return s
 }

@@ -21,7 +21,7 @@ func TestLimitsCommands(t *testing.T) {
 	require.Equal(t, "email: 2/s (burst 1)\n", r.out)
 	r = run(t, append([]string{"limits", "set", "report.build", "--max-running", "4", "--key", "tenant"}, db...)...)
 	require.Equal(t, 0, r.code, r.err)
-	require.Equal(t, "report.build: 4 running per tenant\n", r.out)
+	require.Equal(t, "report.build: at most 4 running per tenant\n", r.out)
 	for _, p := range []string{`{"tenant": "a"}`, `{"tenant": "a"}`, `{"tenant": "b"}`, `{}`} {
 		require.Equal(t, 0, run(t, append([]string{"enqueue", "report.build", p}, db...)...).code)
 	}
@@ -32,9 +32,9 @@ func TestLimitsCommands(t *testing.T) {
 	require.Len(t, lines, 5, r.out)
 	require.Regexp(t, `^TASK TYPE\s+LIMIT\s+KEY\s+RUNNING\s+HELD\s+TOKENS$`, lines[0])
 	require.Regexp(t, `^email\s+2/s \(burst 1\)\s+-\s+0\s+0\s+1.0$`, lines[1])
-	require.Regexp(t, `^report.build\s+4 running per tenant\s+a\s+0\s+2\s+-$`, lines[2])
-	require.Regexp(t, `^report.build\s+4 running per tenant\s+b\s+0\s+1\s+-$`, lines[3])
-	require.Regexp(t, `^report.build\s+4 running per tenant\s+\(no key\)\s+0\s+1\s+-$`, lines[4])
+	require.Regexp(t, `^report.build\s+at most 4 running per tenant\s+a\s+0\s+2\s+-$`, lines[2])
+	require.Regexp(t, `^report.build\s+at most 4 running per tenant\s+b\s+0\s+1\s+-$`, lines[3])
+	require.Regexp(t, `^report.build\s+at most 4 running per tenant\s+\(no key\)\s+0\s+1\s+-$`, lines[4])
 
 	usage := runJSON[[]map[string]any](t, append([]string{"limits", "list"}, db...)...)
 	require.Len(t, usage, 4)
