@@ -20,6 +20,10 @@ var (
 	// ErrWrongState: the task's status does not allow the operation (retrying a running task,
 	// cancelling a completed one).
 	ErrWrongState = errors.New("taskorch: operation not allowed in the task's status")
+
+	// ErrListenProbe: a worker's direct LISTEN connection (WorkerConfig.ListenConfig) did not
+	// receive a NOTIFY sent through its pool, so it would never wake the worker.
+	ErrListenProbe = errors.New("taskorch: the LISTEN connection does not hear the pool's notifications")
 )
 
 // InputError says what was wrong with the input. It matches ErrInvalidInput.

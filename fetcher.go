@@ -2,6 +2,9 @@ package taskorch
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -179,11 +182,22 @@ func (w *Worker) claim(ctx context.Context, claimSQL string, n int, lease string
 }
 
 // runListener holds a LISTEN taskorch_task connection and turns notifications into wake-ups,
-// reconnecting with backoff when the connection drops. Polling covers the gaps.
-func (w *Worker) runListener(ctx context.Context) {
+// reconnecting with backoff when the connection drops. Polling covers the gaps. first, when not
+// nil, is a connection already listening (Run opened and checked it).
+func (w *Worker) runListener(ctx context.Context, first *pgx.Conn) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		err := w.listenOnce(ctx, &backoff)
+		pc := first
+		first = nil
+		var err error
+		if pc == nil {
+			pc, err = w.openListen(ctx)
+		}
+		if err == nil {
+			backoff = 100 * time.Millisecond
+			w.signalWake() // anything enqueued while we were not listening
+			err = w.listen(ctx, pc)
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -197,19 +211,79 @@ func (w *Worker) runListener(ctx context.Context) {
 	}
 }
 
-func (w *Worker) listenOnce(ctx context.Context, backoff *time.Duration) error {
-	conn, err := w.pool.Acquire(ctx)
-	if err != nil {
-		return err
+// openListen opens the LISTEN connection: a connection of the pool taken out of it for good
+// (it keeps session state), or with ListenConfig a direct connection, checked with a probe.
+func (w *Worker) openListen(ctx context.Context) (*pgx.Conn, error) {
+	var pc *pgx.Conn
+	if w.cfg.ListenConfig != nil {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		c, err := pgx.ConnectConfig(cctx, w.cfg.ListenConfig)
+		if err != nil {
+			return nil, fmt.Errorf("connect for LISTEN: %w", err)
+		}
+		pc = c
+	} else {
+		conn, err := w.pool.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		pc = conn.Hijack()
 	}
-	// The connection keeps session state (LISTEN): it never goes back to the pool.
-	pc := conn.Hijack()
-	defer func() { _ = pc.Close(context.WithoutCancel(ctx)) }()
 	if _, err := pc.Exec(ctx, "listen taskorch_task"); err != nil {
+		_ = pc.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	if w.cfg.ListenConfig != nil {
+		if err := w.probeListen(ctx, pc); err != nil {
+			_ = pc.Close(context.WithoutCancel(ctx))
+			return nil, err
+		}
+	}
+	return pc, nil
+}
+
+// listenProbeTimeout bounds the wait for the probe's NOTIFY on a direct LISTEN connection.
+const listenProbeTimeout = 5 * time.Second
+
+// probeListen checks that a NOTIFY sent through the pool reaches pc: it does not when pc goes
+// through a transaction-pooling proxy (its server connection changes between transactions) or
+// to another server than the pool's.
+func (w *Worker) probeListen(ctx context.Context, pc *pgx.Conn) error {
+	if _, err := pc.Exec(ctx, "listen taskorch_listen_probe"); err != nil {
 		return err
 	}
-	*backoff = 100 * time.Millisecond
-	w.signalWake() // anything enqueued while we were not listening
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	token := w.cfg.ID + "/" + hex.EncodeToString(b)
+	if _, err := w.pool.Exec(ctx, "select pg_notify('taskorch_listen_probe', $1)", token); err != nil {
+		return fmt.Errorf("send the LISTEN probe: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, listenProbeTimeout)
+	defer cancel()
+	for {
+		n, err := pc.WaitForNotification(pctx)
+		if err != nil {
+			if ctx.Err() == nil && pctx.Err() != nil {
+				return fmt.Errorf("%w: a NOTIFY sent through the pool did not arrive on the LISTEN connection within %s: "+
+					"it must reach the same PostgreSQL directly, not through a transaction-pooling proxy", ErrListenProbe, listenProbeTimeout)
+			}
+			return err
+		}
+		if n.Channel == "taskorch_listen_probe" && n.Payload == token {
+			break
+		}
+		if n.Channel == "taskorch_task" {
+			w.signalWake()
+		}
+	}
+	_, err := pc.Exec(ctx, "unlisten taskorch_listen_probe")
+	return err
+}
+
+// listen turns notifications on pc into wake-ups until pc fails or ctx is done; it closes pc.
+func (w *Worker) listen(ctx context.Context, pc *pgx.Conn) error {
+	defer func() { _ = pc.Close(context.WithoutCancel(ctx)) }()
 	for {
 		if _, err := pc.WaitForNotification(ctx); err != nil {
 			return err

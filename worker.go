@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 
@@ -155,15 +156,28 @@ func (w *Worker) AddBackground(fn func(ctx context.Context)) {
 // has, gives back to pending every task the database says this worker still holds (their
 // attempt not spent), and returns. HardStop cuts the grace period short.
 func (w *Worker) Run(ctx context.Context) error {
+	var listenConn *pgx.Conn
+	if w.cfg.ListenConfig != nil {
+		// A direct LISTEN connection that cannot hear the pool's NOTIFY would leave the worker
+		// polling while its operator believes otherwise: refuse to start.
+		c, err := w.openListen(ctx)
+		if err != nil {
+			return fmt.Errorf("taskorch: the LISTEN connection (ListenConfig): %w", err)
+		}
+		listenConn = c
+	}
 	if w.dl != nil {
 		if err := w.dl.open(ctx); err != nil {
+			if listenConn != nil {
+				_ = listenConn.Close(context.WithoutCancel(ctx))
+			}
 			return err
 		}
 	}
 	// The worker's own machinery outlives ctx by the shutdown; it stops when Run returns.
 	inner, stopInner := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopInner()
-	stopServices := startServices(inner, w.services())
+	stopServices := startServices(inner, w.services(listenConn))
 
 	// Claim nothing before the worker is registered: the leader recovers the tasks of dead
 	// workers it knows of, so a worker that claimed first and died at once would leave its tasks
@@ -206,7 +220,7 @@ type service struct {
 }
 
 // services lists the worker's components in start order; they stop in reverse.
-func (w *Worker) services() []service {
+func (w *Worker) services(listenConn *pgx.Conn) []service {
 	s := []service{
 		// Registers the worker, heartbeats, and leads when elected; stopped last, it resigns and
 		// deregisters once everything the worker held is written or given back.
@@ -233,7 +247,7 @@ func (w *Worker) services() []service {
 		service{name: "completer", run: w.runCompleter, stop: func(context.Context) { w.completions.close() }},
 	)
 	if !w.cfg.PollOnly {
-		s = append(s, service{name: "listener", run: w.runListener})
+		s = append(s, service{name: "listener", run: func(ctx context.Context) { w.runListener(ctx, listenConn) }})
 	}
 	return s
 }

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
@@ -49,6 +50,14 @@ type WorkerConfig struct {
 	// transaction-pooling proxy (PgBouncer in transaction mode), which cannot hold a LISTEN.
 	// The worker keeps no session state then. Defaults to false.
 	PollOnly bool
+
+	// ListenConfig, when set, is a direct connection to PostgreSQL (not through a pooler) that
+	// the worker holds for LISTEN, while all its work goes through the pool: for a pool behind a
+	// transaction-pooling proxy, with the wake-up latency of LISTEN/NOTIFY. Before the worker
+	// starts, it checks that a NOTIFY sent through the pool arrives on this connection, and
+	// refuses to start if it does not (a URL through a transaction pooler; another server).
+	// Excludes PollOnly. See docs/operations.md, "Production topology".
+	ListenConfig *pgx.ConnConfig
 
 	// ShutdownGrace is how long a stopping worker lets running tasks finish before it cancels
 	// them and gives them back to pending. Defaults to 30s.
@@ -205,6 +214,8 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 		return c, inputErrorf("poll interval must be at least 1ms and at most the max poll interval (%s, %s)", c.PollInterval, c.MaxPollInterval)
 	case c.ShutdownGrace < 0:
 		return c, inputErrorf("shutdown grace must not be negative, got %s", c.ShutdownGrace)
+	case c.PollOnly && c.ListenConfig != nil:
+		return c, inputErrorf("PollOnly and ListenConfig exclude each other: poll only, or LISTEN on the direct connection")
 	case c.QueueStatsInterval < 10*time.Millisecond:
 		return c, inputErrorf("queue stats interval must be at least 10ms, got %s", c.QueueStatsInterval)
 	}

@@ -19,7 +19,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// LockKey is the pg_advisory_lock key every migration run holds ("taskorch" in ASCII).
+// LockKey is the advisory lock key every migration transaction holds (pg_advisory_xact_lock;
+// "taskorch" in ASCII).
 const LockKey int64 = 0x7461736b6f726368
 
 // bookkeepingSQL creates the table that records applied migrations. It is idempotent.
@@ -117,28 +118,20 @@ type Applied struct {
 var ErrChecksumMismatch = errors.New("migration changed after it was applied")
 
 // Up applies, on conn, every migration in ms not yet applied, in order, each in its own
-// transaction together with its bookkeeping row. It holds the advisory lock for the whole run,
-// so concurrent callers apply each migration once. It returns the migrations it applied.
+// transaction together with its bookkeeping row. Each of those transactions takes the advisory
+// lock (pg_advisory_xact_lock) and checks again that its migration is still missing, so
+// concurrent callers apply each migration once. The lock is a transaction's, never the
+// session's, so Up works through a transaction-pooling proxy too (PgBouncer in transaction
+// mode), where consecutive transactions may run on different server connections. It returns
+// the migrations it applied.
 func Up(ctx context.Context, conn *pgx.Conn, ms []Migration) ([]Migration, error) {
 	return UpNotify(ctx, conn, ms, nil)
 }
 
 // UpNotify is Up that calls before(m), when not nil, just before applying each migration m.
 func UpNotify(ctx context.Context, conn *pgx.Conn, ms []Migration, before func(Migration)) ([]Migration, error) {
-	if _, err := conn.Exec(ctx, "select pg_advisory_lock($1)", LockKey); err != nil {
-		return nil, fmt.Errorf("migrate: take advisory lock: %w", err)
-	}
-	defer func() {
-		// A fresh context: the lock must go even when ctx is done. If the connection is gone,
-		// the server has released the lock already.
-		unlockCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_, _ = conn.Exec(unlockCtx, "select pg_advisory_unlock($1)", LockKey)
-	}()
-
-	if _, err := conn.Exec(ctx, bookkeepingSQL); err != nil {
-		return nil, fmt.Errorf("migrate: create bookkeeping table: %w", err)
-	}
+	// Without the lock first: when everything is applied (every start of every process), the
+	// run takes no lock and writes nothing.
 	applied, err := appliedMap(ctx, conn)
 	if err != nil {
 		return nil, err
@@ -146,42 +139,69 @@ func UpNotify(ctx context.Context, conn *pgx.Conn, ms []Migration, before func(M
 	var done []Migration
 	for _, m := range ms {
 		if a, ok := applied[key(m.Set, m.Version)]; ok {
-			if a.Checksum != m.Checksum {
-				return done, fmt.Errorf("%w: %s (applied %s, checksum %.12s, file now %.12s); write a new migration instead of editing an applied one",
-					ErrChecksumMismatch, m.ID(), a.AppliedAt.Format(time.RFC3339), a.Checksum, m.Checksum)
+			if err := sameChecksum(m, a); err != nil {
+				return done, err
 			}
 			continue
 		}
-		if before != nil {
-			before(m)
-		}
-		if err := applyOne(ctx, conn, m); err != nil {
+		ran, err := applyOne(ctx, conn, m, before)
+		if err != nil {
 			return done, err
 		}
-		done = append(done, m)
+		if ran {
+			done = append(done, m)
+		}
 	}
 	return done, nil
 }
 
-func applyOne(ctx context.Context, conn *pgx.Conn, m Migration) error {
+func sameChecksum(m Migration, a Applied) error {
+	if a.Checksum == m.Checksum {
+		return nil
+	}
+	return fmt.Errorf("%w: %s (applied %s, checksum %.12s, file now %.12s); write a new migration instead of editing an applied one",
+		ErrChecksumMismatch, m.ID(), a.AppliedAt.Format(time.RFC3339), a.Checksum, m.Checksum)
+}
+
+// applyOne applies m in one transaction under the advisory lock, unless another process applied
+// it meanwhile; ran reports whether this call applied it.
+func applyOne(ctx context.Context, conn *pgx.Conn, m Migration, before func(Migration)) (ran bool, err error) {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("migrate %s: %w", m.ID(), err)
+		return false, fmt.Errorf("migrate %s: %w", m.ID(), err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, "select pg_advisory_xact_lock($1)", LockKey); err != nil {
+		return false, fmt.Errorf("migrate: take advisory lock: %w", err)
+	}
+	if _, err := tx.Exec(ctx, bookkeepingSQL); err != nil {
+		return false, fmt.Errorf("migrate: create bookkeeping table: %w", err)
+	}
+	var a Applied
+	err = tx.QueryRow(ctx, `select checksum, applied_at from queues.schema_migration
+		where migration_set = $1 and version = $2`, m.Set, m.Version).Scan(&a.Checksum, &a.AppliedAt)
+	switch {
+	case err == nil: // applied by another process while this one waited for the lock
+		return false, sameChecksum(m, a)
+	case !errors.Is(err, pgx.ErrNoRows):
+		return false, fmt.Errorf("migrate: read applied migrations: %w", err)
+	}
+	if before != nil {
+		before(m)
+	}
 	// No arguments: pgx sends the file with the simple protocol, so it may hold many statements.
 	if _, err := tx.Exec(ctx, m.SQL); err != nil {
-		return fmt.Errorf("migrate %s: %w", m.ID(), err)
+		return false, fmt.Errorf("migrate %s: %w", m.ID(), err)
 	}
 	if _, err := tx.Exec(ctx,
 		"insert into queues.schema_migration (migration_set, version, name, checksum) values ($1, $2, $3, $4)",
 		m.Set, m.Version, m.Name, m.Checksum); err != nil {
-		return fmt.Errorf("migrate %s: record: %w", m.ID(), err)
+		return false, fmt.Errorf("migrate %s: record: %w", m.ID(), err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("migrate %s: commit: %w", m.ID(), err)
+		return false, fmt.Errorf("migrate %s: commit: %w", m.ID(), err)
 	}
-	return nil
+	return true, nil
 }
 
 func key(set string, version int) string { return set + "/" + strconv.Itoa(version) }

@@ -1,0 +1,194 @@
+package taskorch_test
+
+import (
+	"context"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/internal/dbtest"
+	"github.com/taskorch/taskorch/internal/pgbouncertest"
+)
+
+// Behind a transaction pooler (a real PgBouncer in transaction mode), as docs/operations.md,
+// "Production topology", tells a Go team to connect: default_query_exec_mode=exec in the URL
+// (no named prepared statements), and the worker polls or LISTENs on a direct connection.
+
+// pooledURL gives the test a migrated database and its URL through a PgBouncer in transaction
+// mode, with pgx's exec mode, as the docs say.
+func pooledURL(t *testing.T) (direct, pooled string, b *pgbouncertest.Bouncer) {
+	t.Helper()
+	direct = dbtest.NewDBURL(t)
+	b = pgbouncertest.Start(t, direct, pgbouncertest.Options{})
+	return direct, withExecMode(t, b.URL(direct)), b
+}
+
+func withExecMode(t *testing.T, u string) string {
+	t.Helper()
+	pu, err := url.Parse(u)
+	require.NoError(t, err)
+	q := pu.Query()
+	q.Set("default_query_exec_mode", "exec")
+	pu.RawQuery = q.Encode()
+	return pu.String()
+}
+
+func poolFor(t *testing.T, u string, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(u)
+	require.NoError(t, err)
+	cfg.MaxConns = maxConns
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// A poll-only worker and a client through the pooler: every task runs once, and the enqueues,
+// reads and outcomes that go through it hold no session state.
+func TestPoolerWorkerPollOnly(t *testing.T) {
+	t.Parallel()
+	_, pooled, _ := pooledURL(t)
+	pool := poolFor(t, pooled, 16)
+	client, err := taskorch.NewClient(pool, nil)
+	require.NoError(t, err)
+
+	var mu sync.Mutex
+	runs := map[int64]int{}
+	hs := taskorch.NewHandlers()
+	hs.HandleFunc("pooled", func(_ context.Context, task *taskorch.Task) error {
+		mu.Lock()
+		defer mu.Unlock()
+		runs[task.ID]++
+		return nil
+	})
+	startWorker(t, pool, &taskorch.WorkerConfig{Handlers: hs, PollOnly: true, Concurrency: 8})
+
+	const n = 300
+	batch := make([]taskorch.EnqueueParams, n)
+	for i := range batch {
+		batch[i] = taskorch.EnqueueParams{Args: raw("pooled", `{}`)}
+	}
+	res, err := client.EnqueueMany(t.Context(), batch)
+	require.NoError(t, err)
+	for i := 0; i < 3; i++ { // reads through the pooler, more than once (no statement cache)
+		_, err := client.Get(t.Context(), res[0].TaskID)
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool {
+		return scalar[int64](t, pool, `select count(*) from queues.task where task_type = 'pooled' and status = 'completed'`) == n
+	}, 60*time.Second, 20*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, runs, n)
+	for id, c := range runs {
+		require.Equal(t, 1, c, "task %d ran %d times", id, c)
+	}
+	require.Zero(t, scalar[int64](t, pool, `select count(*) from queues.error`), "no refusal, no error")
+}
+
+// With a direct LISTEN connection, a worker whose work goes through the pooler wakes on NOTIFY:
+// with a poll interval of a minute, only the notification can start the task within seconds.
+func TestPoolerWorkerListensDirectly(t *testing.T) {
+	t.Parallel()
+	direct, pooled, _ := pooledURL(t)
+	pool := poolFor(t, pooled, 8)
+	listenCfg, err := pgx.ParseConfig(direct)
+	require.NoError(t, err)
+	started := make(chan struct{}, 1)
+	hs := taskorch.NewHandlers()
+	hs.HandleFunc("woken", func(context.Context, *taskorch.Task) error {
+		started <- struct{}{}
+		return nil
+	})
+	reg := prometheus.NewRegistry()
+	w, err := taskorch.NewWorker(pool, &taskorch.WorkerConfig{
+		Handlers: hs, ListenConfig: listenCfg, Concurrency: 2, Registerer: reg,
+		PollInterval: time.Minute, MaxPollInterval: time.Minute, Logger: testLogger(t),
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	runErr := make(chan error, 1)
+	go func() { runErr <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-runErr })
+
+	require.Eventually(t, func() bool {
+		return scalar[int64](t, pool, `select count(*) from queues.worker`) == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	client, err := taskorch.NewClient(pool, nil)
+	require.NoError(t, err)
+	_, err = client.Enqueue(t.Context(), raw("woken", `{}`), nil)
+	require.NoError(t, err)
+	select {
+	case <-started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the task did not start within 5s: the NOTIFY did not reach the worker")
+	}
+	// Its first claim may have taken the task; what proves the direct connection is the
+	// notification it received.
+	require.Eventually(t, func() bool {
+		return gather(t, reg)["taskorch_notifications_received_total"] >= 1
+	}, 5*time.Second, 10*time.Millisecond, "no NOTIFY received on the direct LISTEN connection")
+}
+
+// A LISTEN connection through the transaction pooler would never hear the pool's NOTIFY: the
+// worker refuses to start, and says why.
+func TestPoolerListenThroughPoolerRefused(t *testing.T) {
+	t.Parallel()
+	_, pooled, _ := pooledURL(t)
+	pool := poolFor(t, pooled, 8)
+	listenCfg, err := pgx.ParseConfig(pooled)
+	require.NoError(t, err)
+	w, err := taskorch.NewWorker(pool, &taskorch.WorkerConfig{ListenConfig: listenCfg, Logger: testLogger(t)})
+	require.NoError(t, err)
+	err = w.Run(t.Context())
+	require.ErrorIs(t, err, taskorch.ErrListenProbe)
+	require.ErrorContains(t, err, "transaction-pooling proxy")
+	require.Zero(t, scalar[int64](t, pool, `select count(*) from queues.worker`), "nothing registered")
+
+	_, err = taskorch.NewWorker(pool, &taskorch.WorkerConfig{ListenConfig: listenCfg, PollOnly: true})
+	require.ErrorIs(t, err, taskorch.ErrInvalidInput)
+	require.ErrorContains(t, err, "exclude each other")
+}
+
+// Migrations through the pooler, from four processes at once: each applied once, and no
+// advisory lock left behind on a server connection (a session lock taken through a transaction
+// pooler can be released on another server connection, and then is never released).
+func TestPoolerMigrateConcurrent(t *testing.T) {
+	t.Parallel()
+	direct := dbtest.NewEmptyDBURL(t)
+	b := pgbouncertest.Start(t, direct, pgbouncertest.Options{PoolSize: 3})
+	pooled := withExecMode(t, b.URL(direct))
+	applied := make([][]string, 4)
+	var g errgroup.Group
+	for i := range applied {
+		g.Go(func() error {
+			p, err := pgxpool.New(t.Context(), pooled)
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			applied[i], err = taskorch.Migrate(t.Context(), p, nil)
+			return err
+		})
+	}
+	require.NoError(t, g.Wait())
+	var total []string
+	for _, a := range applied {
+		total = append(total, a...)
+	}
+	require.ElementsMatch(t, coreMigrationIDs(t), total, "every migration applied exactly once across the four callers")
+
+	directPool := poolFor(t, direct, 2)
+	require.Zero(t, scalar[int64](t, directPool,
+		`select count(*) from pg_locks where locktype = 'advisory' and database = (select oid from pg_database where datname = current_database())`),
+		"no advisory lock held after the migrations")
+}
