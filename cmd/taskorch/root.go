@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
@@ -75,6 +76,7 @@ func (g *globals) connect(ctx context.Context) (*pgxpool.Pool, error) {
 		return nil, usageErrorf("DATABASE_URL is not a valid PostgreSQL URL: %v", redact(err))
 	}
 	cfg.MaxConns = 4
+	unnamedStatements(cfg, g.databaseURL)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to the database: %w", redact(err))
@@ -99,6 +101,19 @@ func (g *globals) client(ctx context.Context) (*taskorch.Client, func(), error) 
 		return nil, nil, err
 	}
 	return c, pool.Close, nil
+}
+
+// execModeParam is pgx's connection-string parameter that chooses how statements are sent.
+const execModeParam = "default_query_exec_mode"
+
+// unnamedStatements makes cfg send every statement unnamed (pgx's exec mode), unless the URL
+// chose a mode itself: named prepared statements fail through a transaction-pooling proxy
+// (PgBouncer in transaction mode), where consecutive statements may run on different server
+// connections, and the operator's commands and the dashboard gain nothing from caching them.
+func unnamedStatements(cfg *pgxpool.Config, url string) {
+	if !strings.Contains(url, execModeParam) {
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	}
 }
 
 // safeURL hides the password in a database URL.

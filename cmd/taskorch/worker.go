@@ -39,6 +39,7 @@ type workerFlags struct {
 	taskTimeout   time.Duration
 	shutdownGrace time.Duration
 	pollOnly      bool
+	listenURL     string
 	httpAddr      string
 	transport     string
 	workerID      string
@@ -146,6 +147,9 @@ Every flag has an environment variable twin, listed in docs/configuration.md.`,
 	fl.DurationVar(&f.taskTimeout, "task-timeout", envDuration("TASKORCH_TASK_TIMEOUT", 0), "bound on one attempt, 0 for none (env TASKORCH_TASK_TIMEOUT)")
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", envDuration("TASKORCH_SHUTDOWN_GRACE", 30*time.Second), "how long running tasks may finish at shutdown (env TASKORCH_SHUTDOWN_GRACE)")
 	fl.BoolVar(&f.pollOnly, "poll-only", envBool("TASKORCH_POLL_ONLY", false), "no LISTEN/NOTIFY: for transaction-pooling proxies (env TASKORCH_POLL_ONLY)")
+	// No default from the environment: a flag's default is printed by --help, and this URL may
+	// hold a password. runWorker reads the variable.
+	fl.StringVar(&f.listenURL, "listen-database-url", "", "a direct PostgreSQL URL (not through a pooler) for LISTEN, while DATABASE_URL goes through a transaction pooler (env TASKORCH_LISTEN_DATABASE_URL)")
 	fl.StringVar(&f.httpAddr, "http-addr", envString("TASKORCH_HTTP_ADDR", ""), "serve /healthz, /readyz and /metrics here, e.g. 127.0.0.1:9090 (env TASKORCH_HTTP_ADDR)")
 	fl.StringVar(&f.transport, "transport", envString("TASKORCH_TRANSPORT", "postgres"), "how task ids reach the worker: postgres, redis or sqs (env TASKORCH_TRANSPORT)")
 	fl.StringVar(&f.tracing, "tracing", envString("TASKORCH_TRACING", "off"), "OpenTelemetry tracing of task runs: off or otlp (OTLP/HTTP, set by the standard OTEL_EXPORTER_OTLP_* variables) (env TASKORCH_TRACING)")
@@ -217,9 +221,22 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 		}
 		return err
 	}
-	if f.pollOnly {
+	if f.listenURL == "" {
+		f.listenURL = os.Getenv("TASKORCH_LISTEN_DATABASE_URL")
+	}
+	var listenCfg *pgx.ConnConfig
+	if f.listenURL != "" {
+		if f.pollOnly {
+			return usageErrorf("--poll-only and --listen-database-url (TASKORCH_LISTEN_DATABASE_URL) exclude each other: poll only, or LISTEN on the direct connection")
+		}
+		listenCfg, err = pgx.ParseConfig(f.listenURL)
+		if err != nil {
+			return usageErrorf("TASKORCH_LISTEN_DATABASE_URL is not a valid PostgreSQL URL: %v", redact(err))
+		}
+	}
+	if f.pollOnly || listenCfg != nil {
 		// Behind a transaction-pooling proxy: no prepared statements, no session state.
-		cfg.ConnConfig.DefaultQueryExecMode = pgxExecModeForProxy
+		unnamedStatements(cfg, g.databaseURL)
 	}
 
 	// The first signal stops the worker gracefully; the second cuts the grace short.
@@ -277,6 +294,7 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 		TaskTimeout:    f.taskTimeout,
 		ShutdownGrace:  f.shutdownGrace,
 		PollOnly:       f.pollOnly,
+		ListenConfig:   listenCfg,
 		Handlers:       hs,
 		Channels:       channels,
 		Logger:         log,
@@ -377,10 +395,6 @@ func serveHealth(addr string, pool *pgxpool.Pool, migrations *taskorch.MigrateOp
 	log.Info("serving /healthz, /readyz and /metrics", "addr", ln.Addr().String())
 	return srv, nil
 }
-
-// pgxExecModeForProxy runs statements without server-side prepared statements, which a
-// transaction-pooling proxy cannot keep across transactions.
-const pgxExecModeForProxy = pgx.QueryExecModeExec
 
 // applyChannelRates sets the rate limits --email-rate and --sms-rate ask for (docs/limits.md):
 // the limit is the database's, so it holds for every worker, and the last worker to start
