@@ -21,6 +21,8 @@ type benchFlags struct {
 	keep       bool
 	cpuProfile string
 	timeout    time.Duration
+	pollOnly   bool
+	listenURL  string
 }
 
 func newBenchCmd(g *globals) *cobra.Command {
@@ -50,6 +52,8 @@ terminal. The method and the figures: docs/benchmarks.md.
 	pf.BoolVar(&f.keep, "keep", false, "keep the benchmark's database (or rows) afterwards, for a look")
 	pf.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (pprof) to this file")
 	pf.DurationVar(&f.timeout, "timeout", 30*time.Minute, "give up after this long")
+	pf.BoolVar(&f.pollOnly, "poll-only", false, "workers without LISTEN, for a DATABASE_URL through a transaction pooler")
+	pf.StringVar(&f.listenURL, "listen-database-url", "", "a direct URL of the same server: the workers LISTEN there while their work goes through DATABASE_URL, a transaction pooler")
 
 	cmd.AddCommand(newBenchThroughputCmd(g, f), newBenchLatencyCmd(g, f), newBenchBacklogCmd(g, f),
 		newBenchProcessesCmd(g, f), newBenchMemoryCmd(g, f))
@@ -195,7 +199,7 @@ func (f *benchFlags) run(cmd *cobra.Command, g *globals, processes []string, mod
 		progress = cmd.ErrOrStderr()
 	}
 	env, err := bench.Open(ctx, bench.Options{DatabaseURL: g.databaseURL, InPlace: f.inPlace, Keep: f.keep,
-		Processes: processes, Progress: progress, Log: cmd.ErrOrStderr()})
+		Processes: processes, Progress: progress, Log: cmd.ErrOrStderr(), PollOnly: f.pollOnly, ListenURL: f.listenURL})
 	if err != nil {
 		return redact(err)
 	}

@@ -40,12 +40,24 @@ type Options struct {
 
 	// Log receives the workers' warnings and errors; nil discards them.
 	Log io.Writer
+
+	// PollOnly runs the workers without LISTEN (WorkerConfig.PollOnly), for a DatabaseURL
+	// through a transaction-pooling proxy; statements are then sent unnamed.
+	PollOnly bool
+
+	// ListenURL, when set, is a direct URL of the same server: the workers LISTEN on it, in the
+	// benchmark's database (WorkerConfig.ListenConfig), while their work goes through
+	// DatabaseURL, a transaction pooler; statements are then sent unnamed.
+	ListenURL string
 }
 
 // Info describes where a benchmark ran: the database, the server's durability settings, and
 // the machine.
 type Info struct {
-	Database          string `json:"database"`
+	Database string `json:"database"`
+	// Listen is where the workers LISTEN: "pool" (a connection of their pool), "direct"
+	// (Options.ListenURL) or "none" (Options.PollOnly).
+	Listen            string `json:"listen"`
 	DatabaseCreated   bool   `json:"database_created"`
 	Kept              bool   `json:"kept,omitempty"` // left behind for a look (Options.Keep)
 	ServerVersion     string `json:"server_version"`
@@ -72,6 +84,8 @@ type Env struct {
 	progress   *progress
 	log        *slog.Logger
 	opts       Options // as opened, for sibling
+	// listen is the workers' direct LISTEN connection (Options.ListenURL), or nil.
+	listen *pgx.ConnConfig
 }
 
 // Open prepares a database for benchmarks: a new database on the same server
@@ -87,6 +101,7 @@ func Open(ctx context.Context, opts Options) (*Env, error) {
 	}
 	e := &Env{keep: opts.Keep, progress: newProgress(opts.Progress), log: newLogger(opts.Log), opts: opts}
 	given.MaxConns = 2
+	unnamedIfPooled(given, opts)
 	server, err := pgxpool.NewWithConfig(ctx, given)
 	if err != nil {
 		return nil, fmt.Errorf("bench: connect: %w", err)
@@ -129,6 +144,26 @@ func Open(ctx context.Context, opts Options) (*Env, error) {
 	}
 	if e.Info.Database == "" {
 		e.Info.Database = e.cfg.ConnConfig.Database
+	}
+	switch {
+	case opts.PollOnly:
+		e.Info.Listen = "none"
+	case opts.ListenURL != "":
+		e.Info.Listen = "direct"
+	default:
+		e.Info.Listen = "pool"
+	}
+	unnamedIfPooled(e.cfg, opts)
+	if opts.ListenURL != "" {
+		u := opts.ListenURL
+		if e.created != "" {
+			if u, err = withDatabase(u, e.created); err != nil {
+				return nil, err
+			}
+		}
+		if e.listen, err = pgx.ParseConfig(u); err != nil {
+			return nil, fmt.Errorf("bench: the LISTEN URL: %w", err)
+		}
 	}
 	e.admin, err = e.NewPool(ctx, 4, nil)
 	if err != nil {
@@ -238,6 +273,14 @@ func (e *Env) checkpoint(ctx context.Context) {
 }
 
 // withDatabase returns the URL (or key=value connection string) u pointing at database name.
+// unnamedIfPooled makes cfg send statements unnamed when opts says DatabaseURL goes through a
+// transaction pooler (named prepared statements fail there), unless the URL chose a mode.
+func unnamedIfPooled(cfg *pgxpool.Config, opts Options) {
+	if (opts.PollOnly || opts.ListenURL != "") && !strings.Contains(opts.DatabaseURL, "default_query_exec_mode") {
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	}
+}
+
 func withDatabase(u, name string) (string, error) {
 	if strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://") {
 		p, err := url.Parse(u)

@@ -102,6 +102,16 @@ func (r *LatencyResult) Table() []Row {
 }
 
 func (r *LatencyResult) wakeups() string {
+	switch r.Listen {
+	case "none":
+		return "none: the workers poll (--poll-only)"
+	case "direct":
+		return r.notifies() + ", heard on a direct LISTEN connection (--listen-database-url)"
+	}
+	return r.notifies()
+}
+
+func (r *LatencyResult) notifies() string {
 	if r.NotifyCoalesceMS <= 0 {
 		return "a NOTIFY per enqueue (queues.notify_coalesce_ms() = 0)"
 	}

@@ -60,6 +60,7 @@ func (e *Env) startWorkers(ctx context.Context, pool *pgxpool.Pool, o WorkerOpti
 		c.Concurrency = o.Concurrency
 		c.FetchBatch = o.FetchBatch
 		c.Logger = e.log
+		c.PollOnly, c.ListenConfig = e.opts.PollOnly, e.listen
 		if c.ShutdownGrace == 0 {
 			c.ShutdownGrace = 5 * time.Second
 		}
