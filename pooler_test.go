@@ -192,3 +192,86 @@ func TestPoolerMigrateConcurrent(t *testing.T) {
 		`select count(*) from pg_locks where locktype = 'advisory' and database = (select oid from pg_database where datname = current_database())`),
 		"no advisory lock held after the migrations")
 }
+
+// A pooler in session mode is a direct connection to the worker: prepared statements and
+// LISTEN work as they are.
+func TestPoolerSessionModeWorksAsDirect(t *testing.T) {
+	t.Parallel()
+	direct := dbtest.NewDBURL(t)
+	b := pgbouncertest.Start(t, direct, pgbouncertest.Options{Mode: "session", PoolSize: 20})
+	pool := poolFor(t, b.URL(direct), 12) // pgx's default: cached prepared statements
+	started := make(chan struct{}, 1)
+	hs := taskorch.NewHandlers()
+	hs.HandleFunc("session", func(context.Context, *taskorch.Task) error {
+		started <- struct{}{}
+		return nil
+	})
+	reg := prometheus.NewRegistry()
+	startWorker(t, pool, &taskorch.WorkerConfig{Handlers: hs, Registerer: reg, Concurrency: 2,
+		PollInterval: time.Minute, MaxPollInterval: time.Minute})
+	require.Eventually(t, func() bool {
+		return scalar[int64](t, pool, `select count(*) from queues.worker`) == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	client, err := taskorch.NewClient(pool, nil)
+	require.NoError(t, err)
+	for range 3 {
+		_, err = client.Enqueue(t.Context(), raw("session", `{}`), nil)
+		require.NoError(t, err)
+		select {
+		case <-started:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the task did not start within 5s")
+		}
+	}
+	require.Eventually(t, func() bool {
+		return gather(t, reg)["taskorch_notifications_received_total"] >= 1
+	}, 5*time.Second, 10*time.Millisecond, "no NOTIFY through the session pooler")
+}
+
+// The pooler killed and started again mid-run: the worker's connections drop, statements in
+// flight fail, and the leases decide. Every task completes; none is lost.
+func TestPoolerRestartedMidRun(t *testing.T) {
+	t.Parallel()
+	direct, pooled, b := pooledURL(t)
+	pool := poolFor(t, pooled, 16)
+	check := poolFor(t, direct, 2)
+	var mu sync.Mutex
+	runs := map[int64]int{}
+	hs := taskorch.NewHandlers()
+	hs.HandleFunc("through.restart", func(ctx context.Context, task *taskorch.Task) error {
+		mu.Lock()
+		runs[task.ID]++
+		mu.Unlock()
+		select { // 20 ms of work: a restart lands with tasks running
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	startWorker(t, pool, &taskorch.WorkerConfig{Handlers: hs, PollOnly: true, Concurrency: 8, LeaseDuration: 2 * time.Second})
+	client, err := taskorch.NewClient(pool, nil)
+	require.NoError(t, err)
+	const n = 400
+	batch := make([]taskorch.EnqueueParams, n)
+	for i := range batch {
+		batch[i] = taskorch.EnqueueParams{Args: raw("through.restart", `{}`)}
+	}
+	_, err = client.EnqueueMany(t.Context(), batch)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return scalar[int64](t, check, `select count(*) from queues.task where status = 'completed'`) >= 50
+	}, 30*time.Second, 5*time.Millisecond)
+	b.Stop()
+	b.StartAgain()
+	require.Eventually(t, func() bool {
+		return scalar[int64](t, check, `select count(*) from queues.task where task_type = 'through.restart' and status = 'completed'`) == n
+	}, 90*time.Second, 20*time.Millisecond, "every task completes after the pooler's restart")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, runs, n, "every task ran")
+	again := 0
+	for _, c := range runs {
+		again += c - 1
+	}
+	t.Logf("%d of %d tasks ran again after the restart (their outcome was lost with the connection; the lease expired)", again, n)
+}
