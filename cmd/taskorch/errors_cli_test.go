@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -60,4 +62,35 @@ func TestPrintError(t *testing.T) {
 		printError(&b, tc.err)
 		require.Equal(t, tc.want, b.String())
 	}
+}
+
+// taskorch enqueue refuses a payload over its bound (the Go client's default, 1 MiB), says which
+// bound it hit and how to raise it; raised, the payload goes in; the database's own limit still
+// refuses one over 8 MiB, with its own message.
+func TestEnqueuePayloadBound(t *testing.T) {
+	t.Parallel()
+	db := []string{"--database-url", dbtest.NewDBURL(t)}
+	payload := `{"blob":"` + strings.Repeat("x", 3<<19) + `"}` // 1.5 MiB
+
+	r := run(t, append([]string{"enqueue", "report", payload}, db...)...)
+	require.Equal(t, exitUsage, r.code, r.err)
+	require.Equal(t, "taskorch: PAYLOAD is 1572875 bytes, over taskorch enqueue's limit of 1048576 bytes (1 MiB): "+
+		"raise it with --max-payload-bytes; the database refuses payloads over 8 MiB whatever it is\n", r.err)
+
+	file := filepath.Join(t.TempDir(), "tasks.jsonl")
+	require.NoError(t, os.WriteFile(file, []byte("{}\n"+payload+"\n"), 0o600))
+	r = run(t, append([]string{"enqueue", "report", "--file", file}, db...)...)
+	require.Equal(t, exitUsage, r.code, r.err)
+	require.Contains(t, r.err, "taskorch: line 2: PAYLOAD is 1572875 bytes, over taskorch enqueue's limit of 1048576 bytes (1 MiB): raise it with --max-payload-bytes")
+
+	r = run(t, append([]string{"enqueue", "report", payload, "--max-payload-bytes", "2097152"}, db...)...)
+	require.Equal(t, 0, r.code, r.err)
+	r = run(t, append([]string{"enqueue", "report", "--file", file, "--max-payload-bytes", "2097152"}, db...)...)
+	require.Equal(t, 0, r.code, r.err)
+
+	huge := `{"blob":"` + strings.Repeat("y", 9<<20) + `"}`
+	r = run(t, append([]string{"enqueue", "report", huge, "--max-payload-bytes", "20000000"}, db...)...)
+	require.Equal(t, exitUsage, r.code, r.err)
+	require.Regexp(t, `^taskorch: enqueue report: payload is \d+ bytes, over the limit of 8388608 bytes \(8 MiB\) per task\. Store large data elsewhere`, r.err)
+	require.Equal(t, 1, strings.Count(r.err, "taskorch: "), r.err)
 }

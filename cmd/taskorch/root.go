@@ -131,11 +131,16 @@ func (g *globals) connect(ctx context.Context) (*pgxpool.Pool, error) {
 }
 
 func (g *globals) client(ctx context.Context) (*taskorch.Client, func(), error) {
+	return g.clientWith(ctx, nil)
+}
+
+// clientWith is client with a configuration (nil: the defaults).
+func (g *globals) clientWith(ctx context.Context, cfg *taskorch.ClientConfig) (*taskorch.Client, func(), error) {
 	pool, err := g.connect(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := taskorch.NewClient(pool, nil)
+	c, err := taskorch.NewClient(pool, cfg)
 	if err != nil {
 		pool.Close()
 		return nil, nil, err
