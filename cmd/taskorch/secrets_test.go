@@ -55,9 +55,6 @@ func commandPaths(cmd *cobra.Command, parent []string) [][]string {
 	path := append(append([]string(nil), parent...), cmd.Name())
 	out := [][]string{path[1:]}
 	for _, c := range cmd.Commands() {
-		if c.Name() == "help" || c.Name() == "completion" {
-			continue
-		}
 		out = append(out, commandPaths(c, path)...)
 	}
 	return out
