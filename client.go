@@ -20,6 +20,10 @@ type DBTX interface {
 type ClientConfig struct {
 	// MaxPayloadBytes bounds the JSON size of one task's payload; Enqueue refuses a larger one
 	// with ErrInvalidInput before sending it. Defaults to 1 MiB. Negative means no bound.
+	//
+	// It is a guard for the program, stricter than the database's hard limit of 8 MiB per task,
+	// which holds whatever this is (docs/sql.md, "Payload size"): raise it up to 8 MiB for a
+	// program that means to send large payloads.
 	MaxPayloadBytes int
 
 	// PropagateTraceContext, when true, adds the W3C "traceparent" (and "tracestate") of the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -138,7 +139,9 @@ func (c *Client) prepare(args TaskArgs, opts *EnqueueOpts, validType string) (en
 		return enqueueRow{}, inputErrorf("payload of %s must be a JSON object, got %.40s", taskType, payload)
 	}
 	if c.cfg.MaxPayloadBytes > 0 && len(payload) > c.cfg.MaxPayloadBytes {
-		return enqueueRow{}, inputErrorf("payload of %s is %d bytes, over the limit of %d", taskType, len(payload), c.cfg.MaxPayloadBytes)
+		return enqueueRow{}, inputErrorf("payload of %s is %d bytes, over the client's limit of %d bytes "+
+			"(ClientConfig.MaxPayloadBytes, 1 MiB by default; the database refuses payloads over 8 MiB whatever it is)",
+			taskType, len(payload), c.cfg.MaxPayloadBytes)
 	}
 
 	o := EnqueueOpts{}
@@ -234,7 +237,7 @@ func (c *Client) enqueue(ctx context.Context, db DBTX, args TaskArgs, opts *Enqu
 			Scan(&res.TaskID, &res.Duplicate)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("enqueue %s: %w", row.taskType, mapError(err))
+		return nil, fmt.Errorf("enqueue %s: %w", row.taskType, withoutLabel(mapError(err), "enqueue: ", "enqueue_debounced: "))
 	}
 	return &res, nil
 }
@@ -326,4 +329,19 @@ func (c *Client) enqueueMany(ctx context.Context, db DBTX, params []EnqueueParam
 		return nil, fmt.Errorf("enqueue %d tasks: the database returned %d results", n, len(out))
 	}
 	return out, nil
+}
+
+// withoutLabel drops the label the SQL function put before its message ("enqueue: payload
+// is..."), which the Go error's own context already says ("enqueue report: payload is...").
+func withoutLabel(err error, labels ...string) error {
+	ie, ok := err.(*InputError)
+	if !ok {
+		return err
+	}
+	for _, l := range labels {
+		if strings.HasPrefix(ie.Msg, l) {
+			return &InputError{Msg: strings.TrimPrefix(ie.Msg, l)}
+		}
+	}
+	return err
 }

@@ -297,7 +297,7 @@ func TestEnqueueBadInput(t *testing.T) {
 		{"invalid json", raw("t", `{"a":`), nil, "does not marshal to JSON"},
 		{"negative max attempts", raw("t", `{}`), &taskorch.EnqueueOpts{MaxAttempts: -1}, "max attempts must be between 1 and"},
 		{"huge key", raw("t", `{}`), &taskorch.EnqueueOpts{IdempotencyKey: strings.Repeat("k", 513)}, "idempotency key"},
-		{"oversized payload", raw("t", `{"x":"`+strings.Repeat("x", 1<<20)+`"}`), nil, "over the limit"},
+		{"oversized payload", raw("t", `{"x":"`+strings.Repeat("x", 1<<20)+`"}`), nil, "over the client's limit of 1048576 bytes"},
 		{"nil args", nil, nil, "args must not be nil"},
 	} {
 		_, err := c.Enqueue(ctx, tc.args, tc.opts)

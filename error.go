@@ -52,6 +52,9 @@ type notFoundError struct{ msg string }
 func (e *notFoundError) Error() string        { return "taskorch: " + e.msg }
 func (e *notFoundError) Is(target error) bool { return target == ErrNotFound }
 
+// payloadHint is the hint of the database's payload check (internal.check_task_input).
+const payloadHint = "Store large data elsewhere (a table, object storage) and put its key in the payload."
+
 // mapError turns the SQLSTATEs the SQL API raises on purpose into the package's errors.
 func mapError(err error) error {
 	if err == nil {
@@ -64,10 +67,15 @@ func mapError(err error) error {
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case "22023", "22P02": // invalid_parameter_value, invalid_text_representation
+			if pgErr.Hint != "" {
+				return &InputError{Msg: pgErr.Message + ". " + pgErr.Hint}
+			}
 			return &InputError{Msg: pgErr.Message}
 		case "23514": // check_violation
+			// The enqueue functions check the size first (22023 above); the constraint stops a
+			// direct insert or COPY. Its detail, which dumps the row, is not repeated.
 			if pgErr.ConstraintName == "task_payload_size" {
-				return &InputError{Msg: "the payload is over PostgreSQL's limit of 8 MiB per task (constraint task_payload_size)"}
+				return &InputError{Msg: "the payload is over the database's limit of 8 MiB per task (constraint task_payload_size). " + payloadHint}
 			}
 		case "22P05", "22021": // untranslatable_character (\u0000 in jsonb), character_not_in_repertoire
 			return &InputError{Msg: pgErr.Message + " (PostgreSQL stores neither NUL characters nor invalid UTF-8 in text and jsonb)"}

@@ -1473,6 +1473,12 @@ begin
         raise exception '%: payload must be a JSON object, got %', _label, coalesce(jsonb_typeof(_payload), 'null')
             using errcode = 'invalid_parameter_value';
     end if;
+    if pg_column_size(_payload) > internal.max_payload_bytes() then
+        raise exception '%: payload is % bytes, over the limit of % bytes (8 MiB) per task',
+            _label, pg_column_size(_payload), internal.max_payload_bytes()
+            using errcode = 'invalid_parameter_value',
+                  hint = 'Store large data elsewhere (a table, object storage) and put its key in the payload.';
+    end if;
     if _max_attempts is not null and _max_attempts < 1 then
         raise exception '%: max_attempts must be at least 1, got %', _label, _max_attempts
             using errcode = 'invalid_parameter_value';
@@ -1970,6 +1976,15 @@ CREATE FUNCTION internal.limited_claimable(_limited text[], _task_types text[], 
                 and (coalesce(cardinality(_paused), 0) = 0 or internal.limit_task_type(l) <> all (_paused))),
         _limit, null, _clock)), '{}')
 $$;
+
+
+--
+-- Name: max_payload_bytes(); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.max_payload_bytes() RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ select 8 * 1024 * 1024 $$;
 
 
 --
@@ -2840,6 +2855,7 @@ begin
        or u.payload is null or jsonb_typeof(u.payload) <> 'object'
        or u.max_attempts < 1
        or length(u.idempotency_key) not between 1 and 512
+       or pg_column_size(u.payload) > internal.max_payload_bytes()
     order by u.ord
     limit 1;
     if found then
@@ -6292,6 +6308,13 @@ REVOKE ALL ON FUNCTION internal.limited_candidates(_types text[], _want integer,
 --
 
 REVOKE ALL ON FUNCTION internal.limited_claimable(_limited text[], _task_types text[], _paused text[], _limit integer, _clock timestamp with time zone) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION max_payload_bytes(); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.max_payload_bytes() FROM PUBLIC;
 
 
 --

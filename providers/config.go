@@ -147,6 +147,8 @@ func (c Config) Validate() error {
 			errs = errors.Join(errs, fmt.Errorf("%s needs %s", provider, env))
 		}
 	}
+	// A real provider needs a default sender: a request without "from" (comms.send_email
+	// without one, say) would otherwise fail at send time, every one of them.
 	switch c.EmailProvider {
 	case "smtp":
 		need(EnvEmailProvider+"=smtp", EnvSMTPURL, c.SMTPURL)
@@ -155,12 +157,15 @@ func (c Config) Validate() error {
 				errs = errors.Join(errs, err)
 			}
 		}
+		need(EnvEmailProvider+"=smtp", EnvEmailFrom+" (the sender of emails whose request has no from)", c.EmailFrom)
 	case "resend":
 		need(EnvEmailProvider+"=resend", EnvResendAPIKey, c.ResendAPIKey)
+		need(EnvEmailProvider+"=resend", EnvEmailFrom+" (the sender of emails whose request has no from)", c.EmailFrom)
 	}
 	if c.SMSProvider == "twilio" {
 		need(EnvSMSProvider+"=twilio", EnvTwilioAccountSID, c.TwilioAccountSID)
 		need(EnvSMSProvider+"=twilio", EnvTwilioAuthToken, c.TwilioAuthToken)
+		need(EnvSMSProvider+"=twilio", EnvTwilioFrom+" (a number or Messaging Service SID that sends SMS whose request has no from)", c.TwilioFrom)
 	}
 	switch c.FilesSigner {
 	case "http":

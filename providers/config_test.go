@@ -45,6 +45,7 @@ func TestConfigBuildsEachProvider(t *testing.T) {
 		"TASKORCH_SMS_PROVIDER":         "twilio",
 		"TASKORCH_TWILIO_ACCOUNT_SID":   "AC123",
 		"TASKORCH_TWILIO_AUTH_TOKEN":    "tok123",
+		"TASKORCH_TWILIO_FROM":          "+15550001111",
 		"TASKORCH_FILES_SIGNER":         "s3",
 		"TASKORCH_S3_ENDPOINT":          "http://127.0.0.1:7070",
 		"TASKORCH_S3_ACCESS_KEY_ID":     "AKID",
@@ -64,6 +65,7 @@ func TestConfigBuildsEachProvider(t *testing.T) {
 	c, err = providers.ConfigFromEnv(env(map[string]string{
 		"TASKORCH_EMAIL_PROVIDER":   "smtp",
 		"TASKORCH_SMTP_URL":         "smtp://u:p@mail.example.com",
+		"TASKORCH_EMAIL_FROM":       "noreply@example.com",
 		"TASKORCH_FILES_SIGNER":     "http",
 		"TASKORCH_FILES_SIGNER_URL": "https://files.internal/sign",
 	}))
@@ -112,7 +114,10 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"TASKORCH_EMAIL_PROVIDER": "smtp"}, []string{"TASKORCH_EMAIL_PROVIDER=smtp needs TASKORCH_SMTP_URL"}},
 		{map[string]string{"TASKORCH_EMAIL_PROVIDER": "smtp", "TASKORCH_SMTP_URL": "smtp://u:hunter2@h?tls=1"}, []string{`TASKORCH_SMTP_URL: unknown parameter "tls"`}},
 		{map[string]string{"TASKORCH_SMS_PROVIDER": "twilio"}, []string{
-			"TASKORCH_SMS_PROVIDER=twilio needs TASKORCH_TWILIO_ACCOUNT_SID", "TASKORCH_SMS_PROVIDER=twilio needs TASKORCH_TWILIO_AUTH_TOKEN"}},
+			"TASKORCH_SMS_PROVIDER=twilio needs TASKORCH_TWILIO_ACCOUNT_SID", "TASKORCH_SMS_PROVIDER=twilio needs TASKORCH_TWILIO_AUTH_TOKEN",
+			"TASKORCH_SMS_PROVIDER=twilio needs TASKORCH_TWILIO_FROM"}},
+		{map[string]string{"TASKORCH_EMAIL_PROVIDER": "resend", "TASKORCH_RESEND_API_KEY": "re_x"}, []string{"TASKORCH_EMAIL_PROVIDER=resend needs TASKORCH_EMAIL_FROM"}},
+		{map[string]string{"TASKORCH_EMAIL_PROVIDER": "smtp", "TASKORCH_SMTP_URL": "smtp://u:hunter2@h"}, []string{"TASKORCH_EMAIL_PROVIDER=smtp needs TASKORCH_EMAIL_FROM"}},
 		{map[string]string{"TASKORCH_FILES_SIGNER": "http"}, []string{"TASKORCH_FILES_SIGNER=http needs TASKORCH_FILES_SIGNER_URL"}},
 		{map[string]string{"TASKORCH_FILES_SIGNER": "s3", "TASKORCH_S3_ACCESS_KEY_ID": "AKID"}, []string{"TASKORCH_FILES_SIGNER=s3 needs TASKORCH_S3_SECRET_ACCESS_KEY"}},
 		{map[string]string{"TASKORCH_FILES_SIGNER": "s3", "TASKORCH_S3_ACCESS_KEY_ID": "AKID", "TASKORCH_S3_SECRET_ACCESS_KEY": "x",

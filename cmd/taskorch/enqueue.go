@@ -20,6 +20,7 @@ func newEnqueueCmd(g *globals) *cobra.Command {
 		key         string
 		maxAttempts int
 		file        string
+		maxPayload  int
 	)
 	cmd := &cobra.Command{
 		Use:   "enqueue TYPE PAYLOAD | enqueue TYPE --file FILE",
@@ -60,17 +61,23 @@ a terminal; scripts get the count (or, with --json, the count and the first and 
 			if cmd.Flags().Changed("max-attempts") && maxAttempts < 1 {
 				return usageErrorf("--max-attempts must be at least 1, got %d", maxAttempts)
 			}
+			if maxPayload < 1 {
+				return usageErrorf("--max-payload-bytes must be at least 1, got %d", maxPayload)
+			}
 			if file != "" {
 				if key != "" {
 					return usageErrorf("--key names one task; it cannot go with --file")
 				}
-				return enqueueFile(cmd, g, args[0], file, opts)
+				return enqueueFile(cmd, g, args[0], file, opts, maxPayload)
 			}
 			payload, err := parsePayload(args[1])
 			if err != nil {
 				return err
 			}
-			c, closeFn, err := g.client(cmd.Context())
+			if err := checkPayloadSize(len(payload), maxPayload); err != nil {
+				return err
+			}
+			c, closeFn, err := g.clientWith(cmd.Context(), &taskorch.ClientConfig{MaxPayloadBytes: maxPayload})
 			if err != nil {
 				return err
 			}
@@ -94,9 +101,25 @@ a terminal; scripts get the count (or, with --json, the count and the first and 
 	cmd.Flags().StringVar(&at, "at", "", "run no earlier than this RFC 3339 time (default now)")
 	cmd.Flags().StringVar(&key, "key", "", "idempotency key: one task per (TYPE, key)")
 	cmd.Flags().IntVar(&maxAttempts, "max-attempts", 0, "attempts before the task is dead (default 25)")
+	cmd.Flags().IntVar(&maxPayload, "max-payload-bytes", defaultMaxPayloadBytes,
+		"refuse a payload larger than this, as compact JSON; the database refuses one over 8 MiB whatever it is")
 	cmd.Flags().StringVar(&file, "file", "", "enqueue one task per line of this file of JSON objects (- for standard input)")
 	addJSONFlag(cmd, g)
 	return cmd
+}
+
+// defaultMaxPayloadBytes is enqueue's bound on a payload: the Go client's default
+// (taskorch.ClientConfig.MaxPayloadBytes), below the database's hard limit of 8 MiB.
+const defaultMaxPayloadBytes = 1 << 20
+
+// checkPayloadSize refuses a payload of n bytes over max, saying which bound it hit and how to
+// change it.
+func checkPayloadSize(n, maxBytes int) error {
+	if n <= maxBytes {
+		return nil
+	}
+	return usageErrorf("PAYLOAD is %d bytes, over taskorch enqueue's limit of %d bytes (%.4g MiB): raise it with "+
+		"--max-payload-bytes; the database refuses payloads over 8 MiB whatever it is", n, maxBytes, float64(maxBytes)/(1<<20))
 }
 
 // parsePayload checks that s is one JSON object and returns it compacted.

@@ -18,7 +18,7 @@ const enqueueBatch = 1000
 
 // enqueueFile enqueues one task of taskType per line of path (- for standard input), in one
 // transaction, a statement per enqueueBatch lines. Progress goes to a terminal only.
-func enqueueFile(cmd *cobra.Command, g *globals, taskType, path string, opts *taskorch.EnqueueOpts) error {
+func enqueueFile(cmd *cobra.Command, g *globals, taskType, path string, opts *taskorch.EnqueueOpts, maxPayload int) error {
 	in := cmd.InOrStdin()
 	if path != "-" {
 		f, err := os.Open(path) //nolint:gosec // the operator names the file to read
@@ -28,7 +28,7 @@ func enqueueFile(cmd *cobra.Command, g *globals, taskType, path string, opts *ta
 		defer func() { _ = f.Close() }()
 		in = f
 	}
-	c, closeFn, err := g.client(cmd.Context())
+	c, closeFn, err := g.clientWith(cmd.Context(), &taskorch.ClientConfig{MaxPayloadBytes: maxPayload})
 	if err != nil {
 		return err
 	}
@@ -73,6 +73,9 @@ func enqueueFile(cmd *cobra.Command, g *globals, taskType, path string, opts *ta
 				continue
 			}
 			payload, err := parsePayload(text)
+			if err == nil {
+				err = checkPayloadSize(len(payload), maxPayload)
+			}
 			if err != nil {
 				return usageErrorf("line %d: %v", line, err)
 			}

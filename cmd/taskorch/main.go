@@ -6,8 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -15,11 +17,27 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := newRootCmd().ExecuteContext(ctx)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "taskorch:", err)
-	}
+	printError(os.Stderr, err)
 	os.Exit(exitCode(err))
 }
+
+// printError prints err on one line with one "taskorch: " prefix. The library's errors carry
+// that prefix already, as Go packages' errors do; printed after the command's, it would stutter
+// ("taskorch: taskorch: invalid input"), at the start or after a wrapping context.
+func printError(w io.Writer, err error) {
+	if err == nil {
+		return
+	}
+	msg := err.Error()
+	for strings.HasPrefix(msg, errPrefix) {
+		msg = strings.TrimPrefix(msg, errPrefix)
+	}
+	msg = strings.ReplaceAll(msg, ": "+errPrefix, ": ")
+	msg = strings.ReplaceAll(msg, "\n"+errPrefix, "\n")
+	fmt.Fprintln(w, errPrefix+msg)
+}
+
+const errPrefix = "taskorch: "
 
 // Exit codes (docs/cli.md):
 //

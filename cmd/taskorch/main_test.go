@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -33,9 +32,7 @@ func run(t *testing.T, args ...string) result {
 	cmd.SetOut(&out)
 	cmd.SetErr(&errb)
 	err := cmd.ExecuteContext(t.Context())
-	if err != nil {
-		fmt.Fprintln(&errb, "taskorch:", err)
-	}
+	printError(&errb, err)
 	return result{out: out.String(), err: errb.String(), code: exitCode(err)}
 }
 

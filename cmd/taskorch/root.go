@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
+	"regexp"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/taskorch/taskorch"
 )
@@ -39,9 +40,17 @@ Every command that talks to a database reads DATABASE_URL (or --database-url).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().StringVar(&g.databaseURL, "database-url", os.Getenv("DATABASE_URL"),
+	// The flag's default is empty, not DATABASE_URL's value: --help prints defaults, and the
+	// URL may hold a password. An unset flag falls back to the variable before any command runs.
+	root.PersistentFlags().StringVar(&g.databaseURL, "database-url", "",
 		"PostgreSQL URL (env DATABASE_URL)")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err: err} })
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if !cmd.Flags().Changed("database-url") {
+			g.databaseURL = os.Getenv("DATABASE_URL")
+		}
+		return nil
+	}
+	root.SetFlagErrorFunc(flagError)
 
 	root.AddCommand(
 		newMigrateCmd(g),
@@ -59,6 +68,39 @@ Every command that talks to a database reads DATABASE_URL (or --database-url).`,
 		newVersionCmd(g),
 	)
 	return root
+}
+
+// flagError rewrites pflag's parse errors for people: a bad value says what the flag wants
+// (pflag quotes Go's parser: strconv.ParseInt: parsing "abc": invalid syntax), and an unknown
+// flag points to the command's help. Every one is a usage error (exit 2).
+func flagError(cmd *cobra.Command, err error) error {
+	var bad *pflag.InvalidValueError
+	if errors.As(err, &bad) {
+		return usageErrorf("invalid argument %q for --%s: %s", bad.GetValue(), bad.GetFlag().Name, wants(bad.GetFlag().Value.Type()))
+	}
+	var unknown *pflag.NotExistError
+	if errors.As(err, &unknown) {
+		return usageErrorf("%v (see '%s --help')", err, cmd.CommandPath())
+	}
+	return &usageError{err: err}
+}
+
+// wants says what a flag of pflag's type accepts.
+func wants(typ string) string {
+	switch typ {
+	case "int", "int8", "int16", "int32", "int64":
+		return "not a whole number"
+	case "uint", "uint8", "uint16", "uint32", "uint64":
+		return "not a whole number of zero or more"
+	case "float32", "float64":
+		return "not a number"
+	case "bool":
+		return "not true or false"
+	case "duration":
+		return "not a duration such as 30s, 5m or 1h30m"
+	default:
+		return "not a valid " + typ
+	}
 }
 
 // addJSONFlag gives a listing command its --json flag.
@@ -91,11 +133,16 @@ func (g *globals) connect(ctx context.Context) (*pgxpool.Pool, error) {
 }
 
 func (g *globals) client(ctx context.Context) (*taskorch.Client, func(), error) {
+	return g.clientWith(ctx, nil)
+}
+
+// clientWith is client with a configuration (nil: the defaults).
+func (g *globals) clientWith(ctx context.Context, cfg *taskorch.ClientConfig) (*taskorch.Client, func(), error) {
 	pool, err := g.connect(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := taskorch.NewClient(pool, nil)
+	c, err := taskorch.NewClient(pool, cfg)
 	if err != nil {
 		pool.Close()
 		return nil, nil, err
@@ -125,20 +172,29 @@ func safeURL(u string) string {
 	return fmt.Sprintf("%s@%s:%d/%s", cfg.ConnConfig.User, cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
 }
 
+// Passwords as connection strings carry them: in a URL's user information
+// (postgres://user:pw@host) and as a keyword (password=pw, password='p w').
+var (
+	urlPasswordRe     = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^:/?#@\s]*:)[^@\s]*@`)
+	keywordPasswordRe = regexp.MustCompile("(?i)(password\\s*=\\s*)('(?:[^'\\\\]|\\\\.)*'|[^\\s)'\"`]*)")
+)
+
+// redactString hides every password in s (a message that may quote a connection string).
+func redactString(s string) string {
+	s = urlPasswordRe.ReplaceAllString(s, "${1}xxxxx@")
+	return keywordPasswordRe.ReplaceAllString(s, "${1}xxxxx")
+}
+
 // redact keeps passwords out of error messages that quote a connection string.
 func redact(err error) error {
 	if err == nil {
 		return nil
 	}
 	msg := err.Error()
-	if i := strings.Index(msg, "password="); i >= 0 {
-		j := strings.IndexAny(msg[i:], " )")
-		if j < 0 {
-			j = len(msg) - i
-		}
-		msg = msg[:i] + "password=xxxxx" + msg[i+j:]
+	if r := redactString(msg); r != msg {
+		return errors.New(r)
 	}
-	return errors.New(msg)
+	return err
 }
 
 func writeJSON(w io.Writer, v any) error {

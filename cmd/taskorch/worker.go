@@ -188,6 +188,11 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 	if err != nil {
 		return err
 	}
+	// A provider that cannot work stops the worker here, before it connects to anything,
+	// rather than failing every task of its channel later.
+	if err := f.providers.check(); err != nil {
+		return err
+	}
 	tr, err := f.transports.build(cmd.Context(), f.transport)
 	if err != nil {
 		return err

@@ -65,6 +65,36 @@ func (p *providerFlags) config() (providers.Config, error) {
 	})
 }
 
+// check reports every chosen provider whose settings are missing or malformed, naming the
+// variables, without a database or a network: the worker calls it before it connects. A
+// configuration error is a usage error (exit 2).
+func (p *providerFlags) check() error {
+	if p == nil {
+		return nil
+	}
+	cfg, err := p.config()
+	if err != nil {
+		return &usageError{err: err}
+	}
+	if err := checkProviders(cfg); err != nil {
+		return &usageError{err: fmt.Errorf("channel providers: %w", err)}
+	}
+	return nil
+}
+
+// checkProviders builds the providers cfg chooses, but the outbox ones (which need only the
+// database), so that a missing setting and a malformed one (a Twilio SID, an S3 endpoint) are
+// both found; building one connects to nothing.
+func checkProviders(cfg providers.Config) error {
+	for _, choice := range []*string{&cfg.EmailProvider, &cfg.SMSProvider, &cfg.FilesSigner} {
+		if *choice == "outbox" {
+			*choice = ""
+		}
+	}
+	_, err := cfg.Channels(nil)
+	return err
+}
+
 // channels builds the worker's channel providers (the outbox ones write through pool) and logs
 // which are configured, secrets hidden. A configuration error is a usage error (exit 2).
 func (p *providerFlags) channels(pool *pgxpool.Pool, log *slog.Logger) (map[string]taskorch.ChannelProvider, error) {

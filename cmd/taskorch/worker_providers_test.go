@@ -5,12 +5,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch/internal/dbtest"
+	"github.com/taskorch/taskorch/providers"
 )
 
 // A provider chosen without its settings stops the worker at start (exit 2) with a message
@@ -33,6 +35,83 @@ func TestWorkerProviderConfigErrors(t *testing.T) {
 		require.Contains(t, r.err, tt.want)
 		require.NotContains(t, r.err, "hunter2secret")
 	}
+}
+
+// checkProviders finds each missing or malformed setting of a chosen provider, naming its
+// variable, without a database or a network; a complete configuration passes.
+func TestCheckProviders(t *testing.T) {
+	t.Parallel()
+	resend := map[string]string{"TASKORCH_EMAIL_PROVIDER": "resend", "TASKORCH_RESEND_API_KEY": "re_s3cr3t", "TASKORCH_EMAIL_FROM": "a@example.com"}
+	smtp := map[string]string{"TASKORCH_EMAIL_PROVIDER": "smtp", "TASKORCH_SMTP_URL": "smtp://u:s3cr3t@mail.example.com", "TASKORCH_EMAIL_FROM": "a@example.com"}
+	twilio := map[string]string{"TASKORCH_SMS_PROVIDER": "twilio", "TASKORCH_TWILIO_ACCOUNT_SID": "AC123", "TASKORCH_TWILIO_AUTH_TOKEN": "s3cr3t", "TASKORCH_TWILIO_FROM": "+15550001111"}
+	httpSigner := map[string]string{"TASKORCH_FILES_SIGNER": "http", "TASKORCH_FILES_SIGNER_URL": "https://files.internal/sign"}
+	s3 := map[string]string{"TASKORCH_FILES_SIGNER": "s3", "TASKORCH_S3_ACCESS_KEY_ID": "AKID", "TASKORCH_S3_SECRET_ACCESS_KEY": "s3cr3t"}
+	without := func(m map[string]string, name string) map[string]string {
+		out := map[string]string{}
+		for k, v := range m {
+			if k != name {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	with := func(m map[string]string, name, value string) map[string]string {
+		out := without(m, name)
+		out[name] = value
+		return out
+	}
+	for _, complete := range []map[string]string{resend, smtp, twilio, httpSigner, s3,
+		{"TASKORCH_EMAIL_PROVIDER": "outbox", "TASKORCH_SMS_PROVIDER": "outbox", "TASKORCH_FILES_SIGNER": "outbox"}, {}} {
+		require.NoError(t, checkProviders(providerConfig(t, complete)), complete)
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{without(resend, "TASKORCH_RESEND_API_KEY"), "TASKORCH_EMAIL_PROVIDER=resend needs TASKORCH_RESEND_API_KEY"},
+		{without(resend, "TASKORCH_EMAIL_FROM"), "TASKORCH_EMAIL_PROVIDER=resend needs TASKORCH_EMAIL_FROM"},
+		{without(smtp, "TASKORCH_SMTP_URL"), "TASKORCH_EMAIL_PROVIDER=smtp needs TASKORCH_SMTP_URL"},
+		{without(smtp, "TASKORCH_EMAIL_FROM"), "TASKORCH_EMAIL_PROVIDER=smtp needs TASKORCH_EMAIL_FROM"},
+		{with(smtp, "TASKORCH_SMTP_URL", "http://u:s3cr3t@mail.example.com"), "TASKORCH_SMTP_URL"},
+		{without(twilio, "TASKORCH_TWILIO_ACCOUNT_SID"), "TASKORCH_SMS_PROVIDER=twilio needs TASKORCH_TWILIO_ACCOUNT_SID"},
+		{without(twilio, "TASKORCH_TWILIO_AUTH_TOKEN"), "TASKORCH_SMS_PROVIDER=twilio needs TASKORCH_TWILIO_AUTH_TOKEN"},
+		{without(twilio, "TASKORCH_TWILIO_FROM"), "TASKORCH_SMS_PROVIDER=twilio needs TASKORCH_TWILIO_FROM"},
+		{with(twilio, "TASKORCH_TWILIO_ACCOUNT_SID", "AC-1!"), "TASKORCH_TWILIO_ACCOUNT_SID"},
+		{without(httpSigner, "TASKORCH_FILES_SIGNER_URL"), "TASKORCH_FILES_SIGNER=http needs TASKORCH_FILES_SIGNER_URL"},
+		{with(httpSigner, "TASKORCH_FILES_SIGNER_URL", "files.internal/sign"), "TASKORCH_FILES_SIGNER_URL is not an http(s) URL"},
+		{without(s3, "TASKORCH_S3_ACCESS_KEY_ID"), "TASKORCH_FILES_SIGNER=s3 needs TASKORCH_S3_ACCESS_KEY_ID"},
+		{without(s3, "TASKORCH_S3_SECRET_ACCESS_KEY"), "TASKORCH_FILES_SIGNER=s3 needs TASKORCH_S3_SECRET_ACCESS_KEY"},
+		{with(s3, "TASKORCH_S3_ENDPOINT", "127.0.0.1:9000"), "TASKORCH_S3_ENDPOINT"},
+	} {
+		err := checkProviders(providerConfig(t, tc.env))
+		require.ErrorContains(t, err, tc.want, tc.env)
+		require.NotContains(t, err.Error(), "s3cr3t")
+	}
+}
+
+func providerConfig(t *testing.T, env map[string]string) providers.Config {
+	t.Helper()
+	cfg, err := providers.ConfigFromEnv(func(name string) string { return env[name] })
+	require.NoError(t, err)
+	return cfg
+}
+
+// `taskorch worker` with a provider that cannot work exits 2 at once with the missing
+// variable's name, before it tries the database; the secret it was given is not printed.
+func TestE2EWorkerRefusesBrokenProvider(t *testing.T) {
+	t.Parallel()
+	r := runBinary(t, []string{"DATABASE_URL=postgres://u:db-s3cr3t@127.0.0.1:1/db", "TASKORCH_EMAIL_PROVIDER=resend",
+		"TASKORCH_RESEND_API_KEY=re_s3cr3t", "TASKORCH_EMAIL_FROM=", "TASKORCH_SMS_PROVIDER=twilio", "TASKORCH_TWILIO_ACCOUNT_SID=",
+		"TASKORCH_TWILIO_AUTH_TOKEN=", "TASKORCH_TWILIO_FROM=", "TASKORCH_FILES_SIGNER="}, "worker")
+	require.Equal(t, exitUsage, r.code, r.err)
+	for _, want := range []string{"TASKORCH_EMAIL_PROVIDER=resend needs TASKORCH_EMAIL_FROM",
+		"TASKORCH_SMS_PROVIDER=twilio needs TASKORCH_TWILIO_ACCOUNT_SID", "TASKORCH_SMS_PROVIDER=twilio needs TASKORCH_TWILIO_AUTH_TOKEN",
+		"TASKORCH_SMS_PROVIDER=twilio needs TASKORCH_TWILIO_FROM"} {
+		require.Contains(t, r.err, want)
+	}
+	require.True(t, strings.HasPrefix(r.err, "taskorch: channel providers: "), r.err)
+	require.NotContains(t, r.err, "database", "it stops before it tries the database")
+	require.NotContains(t, r.err, "s3cr3t")
 }
 
 func TestWorkerProviderFlagsInHelp(t *testing.T) {

@@ -21,7 +21,9 @@ const (
 )
 
 // transportFlags are the settings of the worker's transport (docs/transports.md); --transport
-// itself (TASKORCH_TRANSPORT) is in worker.go. Each flag's default is its variable's value.
+// itself (TASKORCH_TRANSPORT) is in worker.go. The URLs' flags default to empty, not to their
+// variables' values (--help prints defaults, and a URL may carry credentials); an unset flag
+// falls back to its variable in check.
 type transportFlags struct {
 	redisURL        string
 	sqsQueueURL     string
@@ -41,11 +43,9 @@ func addTransportFlags(fs *pflag.FlagSet) *transportFlags {
 		}
 		redispatch = d
 	}
-	// The Redis URL may carry a password: the flag's default (shown by --help) is not the
-	// variable's value; an unset flag falls back to it in check.
 	fs.StringVar(&t.redisURL, "redis-url", "", "Redis URL for --transport redis: redis://[user:password@]host:port[/db] (env TASKORCH_REDIS_URL)")
-	fs.StringVar(&t.sqsQueueURL, "sqs-queue-url", os.Getenv("TASKORCH_SQS_QUEUE_URL"), "SQS queue URL for --transport sqs (env TASKORCH_SQS_QUEUE_URL)")
-	fs.StringVar(&t.sqsEndpoint, "sqs-endpoint", os.Getenv("TASKORCH_SQS_ENDPOINT"), "SQS endpoint override: a local server, LocalStack, a VPC endpoint; default AWS's (env TASKORCH_SQS_ENDPOINT)")
+	fs.StringVar(&t.sqsQueueURL, "sqs-queue-url", "", "SQS queue URL for --transport sqs (env TASKORCH_SQS_QUEUE_URL)")
+	fs.StringVar(&t.sqsEndpoint, "sqs-endpoint", "", "SQS endpoint override: a local server, LocalStack, a VPC endpoint; default AWS's (env TASKORCH_SQS_ENDPOINT)")
 	fs.DurationVar(&t.redispatchAfter, "redispatch-after", redispatch, "with redis or sqs: send a task's id again when it was dispatched and not claimed within this long (env TASKORCH_REDISPATCH_AFTER)")
 	return t
 }
@@ -57,6 +57,12 @@ func (t *transportFlags) check(name string) error {
 	}
 	if t.redisURL == "" {
 		t.redisURL = os.Getenv("TASKORCH_REDIS_URL")
+	}
+	if t.sqsQueueURL == "" {
+		t.sqsQueueURL = os.Getenv("TASKORCH_SQS_QUEUE_URL")
+	}
+	if t.sqsEndpoint == "" {
+		t.sqsEndpoint = os.Getenv("TASKORCH_SQS_ENDPOINT")
 	}
 	switch name {
 	case transportPostgres:

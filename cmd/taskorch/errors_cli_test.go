@@ -1,0 +1,96 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/internal/dbtest"
+)
+
+// Every error is printed once, on its first line, with one "taskorch: " prefix, in words a
+// user reads: no Go package names (strconv.ParseInt, time:) from the flag parser.
+func TestErrorsPrintedOnceWithOnePrefix(t *testing.T) {
+	t.Parallel()
+	db := []string{"--database-url", dbtest.NewDBURL(t)}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"enqueue", "report", `{}`, "--priority", "abc"}, exitUsage, `invalid argument "abc" for --priority: not a whole number`},
+		{[]string{"enqueue", "report", `{}`, "--priority", "1.5"}, exitUsage, `invalid argument "1.5" for --priority: not a whole number`},
+		{[]string{"worker", "--lease-duration", "5"}, exitUsage, `invalid argument "5" for --lease-duration: not a duration such as 30s, 5m or 1h30m`},
+		{[]string{"worker", "--migrate=maybe"}, exitUsage, `invalid argument "maybe" for --migrate: not true or false`},
+		{[]string{"limits", "set", "email", "--rate", "fast"}, exitUsage, `invalid argument "fast" for --rate: not a number`},
+		{[]string{"enqueue", "report", `{}`, "--at", "tomorrow"}, exitUsage, `--at "tomorrow" is not an RFC 3339 timestamp such as 2030-01-02T15:04:05Z`},
+		{[]string{"tasks", "list", "--bogus"}, exitUsage, "unknown flag: --bogus (see 'taskorch tasks list --help')"},
+		{[]string{"tasks", "list", "-z"}, exitUsage, "unknown shorthand flag: 'z' in -z (see 'taskorch tasks list --help')"},
+		{[]string{"enqueue", "report", `{}`, "--priority"}, exitUsage, "flag needs an argument: --priority"},
+		// The library's errors carry "taskorch: " themselves.
+		{[]string{"enqueue", "bad type", `{}`}, exitUsage, `task type "bad type" is malformed: use 1 to 128 letters, digits, "_", ".", ":" or "-", starting with a letter`},
+		{[]string{"tasks", "show", "999999"}, exitNotFound, "get task 999999: task not found"},
+	} {
+		r := run(t, append(append([]string{tc.args[0]}, db...), tc.args[1:]...)...)
+		require.Equal(t, tc.code, r.code, "%v: %s", tc.args, r.err)
+		require.Equal(t, "taskorch: "+tc.want+"\n", r.err, tc.args)
+		for _, pkg := range []string{"strconv", "time:", "ParseInt", "ParseFloat", "ParseBool"} {
+			require.NotContains(t, r.err, pkg, tc.args)
+		}
+	}
+}
+
+func TestPrintError(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{nil, ""},
+		{errors.New("plain"), "taskorch: plain\n"},
+		{taskorch.ErrNotFound, "taskorch: task not found\n"},
+		{fmt.Errorf("enqueue: %w", taskorch.ErrInvalidInput), "taskorch: enqueue: invalid input\n"},
+		{errors.Join(taskorch.ErrNotFound, taskorch.ErrWrongState), "taskorch: task not found\noperation not allowed in the task's status\n"},
+	} {
+		var b strings.Builder
+		printError(&b, tc.err)
+		require.Equal(t, tc.want, b.String())
+	}
+}
+
+// taskorch enqueue refuses a payload over its bound (the Go client's default, 1 MiB), says which
+// bound it hit and how to raise it; raised, the payload goes in; the database's own limit still
+// refuses one over 8 MiB, with its own message.
+func TestEnqueuePayloadBound(t *testing.T) {
+	t.Parallel()
+	db := []string{"--database-url", dbtest.NewDBURL(t)}
+	payload := `{"blob":"` + strings.Repeat("x", 3<<19) + `"}` // 1.5 MiB
+
+	r := run(t, append([]string{"enqueue", "report", payload}, db...)...)
+	require.Equal(t, exitUsage, r.code, r.err)
+	require.Equal(t, "taskorch: PAYLOAD is 1572875 bytes, over taskorch enqueue's limit of 1048576 bytes (1 MiB): "+
+		"raise it with --max-payload-bytes; the database refuses payloads over 8 MiB whatever it is\n", r.err)
+
+	file := filepath.Join(t.TempDir(), "tasks.jsonl")
+	require.NoError(t, os.WriteFile(file, []byte("{}\n"+payload+"\n"), 0o600))
+	r = run(t, append([]string{"enqueue", "report", "--file", file}, db...)...)
+	require.Equal(t, exitUsage, r.code, r.err)
+	require.Contains(t, r.err, "taskorch: line 2: PAYLOAD is 1572875 bytes, over taskorch enqueue's limit of 1048576 bytes (1 MiB): raise it with --max-payload-bytes")
+
+	r = run(t, append([]string{"enqueue", "report", payload, "--max-payload-bytes", "2097152"}, db...)...)
+	require.Equal(t, 0, r.code, r.err)
+	r = run(t, append([]string{"enqueue", "report", "--file", file, "--max-payload-bytes", "2097152"}, db...)...)
+	require.Equal(t, 0, r.code, r.err)
+
+	huge := `{"blob":"` + strings.Repeat("y", 9<<20) + `"}`
+	r = run(t, append([]string{"enqueue", "report", huge, "--max-payload-bytes", "20000000"}, db...)...)
+	require.Equal(t, exitUsage, r.code, r.err)
+	require.Regexp(t, `^taskorch: enqueue report: payload is \d+ bytes, over the limit of 8388608 bytes \(8 MiB\) per task\. Store large data elsewhere`, r.err)
+	require.Equal(t, 1, strings.Count(r.err, "taskorch: "), r.err)
+}
