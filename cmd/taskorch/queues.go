@@ -50,8 +50,8 @@ func newQueuesCmd(g *globals) *cobra.Command {
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the task types: backlog per state, and paused (by whom, since when) or running",
-		Long: `List every task type with work in it (pending, running, failed or dead tasks), paused, claimed
-by a registered worker or enqueued by a schedule: its tasks due now, scheduled for later,
+		Long: `List every task type with work in it (pending, running, failed or dead tasks), paused, among
+the 2,000 newest tasks, claimed by a registered worker or enqueued by a schedule: its tasks due now, scheduled for later,
 running, failed and dead, how long its oldest due task has waited, and whether it is paused (by
 whom, since when) or running. Completed and cancelled tasks are not counted: that would read
 the whole history (taskorch tasks list --status completed lists them). The dashboard's queues

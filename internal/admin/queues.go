@@ -35,7 +35,8 @@ const (
 )
 
 // ListQueues returns every task type with work in it (pending, running, failed or dead tasks),
-// paused, claimed by a registered worker or enqueued by a schedule, by name. It reads the tasks
+// paused, among the 2,000 newest tasks, claimed by a registered worker or enqueued by a
+// schedule, by name. It reads the tasks
 // that are not finished (through the status's partial indexes), queues.queue_pause,
 // queues.worker and queues.schedule: an operator's role needs SELECT on them.
 func ListQueues(ctx context.Context, db DB) ([]Queue, error) {

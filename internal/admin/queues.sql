@@ -1,6 +1,7 @@
 -- One row per task type: those with work in them (pending, running, failed or dead tasks), the
--- paused ones, and those that a registered worker claims or a schedule enqueues, with no work
--- yet: its backlog, how long its oldest due task has waited, and its pause. Like
+-- paused ones, those of the 2,000 newest tasks (a bounded walk of the primary key: types whose
+-- tasks all finished stay listed for a while), and those that a registered worker claims or a
+-- schedule enqueues: its backlog, how long its oldest due task has waited, and its pause. Like
 -- queues.queue_stats it reads only tasks that are not finished (plus failed and dead ones,
 -- through their small partial index), so its cost follows the backlog, not the history: it
 -- does not count completed or cancelled tasks. Each branch names its status as a literal so that
@@ -26,6 +27,8 @@ with live as (
     select task_type from counted
     union
     select task_type from queues.queue_pause
+    union
+    select task_type from (select task_type from queues.task order by task_id desc limit 2000) recent
     union
     select unnest(task_types) from queues.worker
     union

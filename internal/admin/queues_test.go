@@ -9,8 +9,8 @@ import (
 	"github.com/taskorch/taskorch/internal/dbtest"
 )
 
-// ListQueues: every type with work, paused, claimed by a worker or scheduled, with its backlog
-// per state and its pause; finished tasks are not counted.
+// ListQueues: every type with work, paused, among the newest tasks, claimed by a worker or
+// scheduled, with its backlog per state and its pause; finished tasks are not counted.
 func TestListQueues(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -33,7 +33,7 @@ func TestListQueues(t *testing.T) {
 		select queues.fail_task(task_id, 'timeout', lease_id, true) from queues.task where payload = '{"n": 2}' and task_type = 'report';
 		select queues.cancel_task(task_id) from queues.task where payload = '{"n": 3}' and task_type = 'report';
 		select queues.pause_queue('report', 'ops-alice');
-		-- idle: only completed tasks, and nobody names it: not listed.
+		-- idle: only a completed task, listed as one of the newest tasks.
 		select queues.enqueue('idle', '{}');
 		select * from queues.claim_tasks('w-1', 1, '5 minutes', array['idle']);
 		select queues.complete_task(task_id, lease_id) from queues.task where task_type = 'idle';
@@ -70,6 +70,7 @@ func TestListQueues(t *testing.T) {
 	require.Equal(t, []row{
 		{"digest", QueueRunning, 0, 0, 0, 0, 0, ""},
 		{"frozen", QueuePaused, 0, 0, 0, 0, 0, user},
+		{"idle", QueueRunning, 0, 0, 0, 0, 0, ""},
 		{"mail", QueueRunning, 2, 1, 1, 0, 0, ""},
 		{"report", QueuePaused, 0, 0, 0, 1, 1, "ops-alice"},
 		{"resize", QueueRunning, 0, 0, 0, 0, 0, ""},
