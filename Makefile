@@ -70,3 +70,7 @@ demo-check: deps build ## Run the demo once in a throwaway data dir, wait for it
 .PHONY: demo-smoke
 demo-smoke: ## What CI runs: make demo in the background, dashboard up, processes done, Ctrl-C stops all
 	scripts/demo-smoke.sh
+
+.PHONY: screenshots
+screenshots: deps ## Retake docs/images/dashboard.png: the overview while the demo runs (headless chromium)
+	scripts/demo-screenshot.sh

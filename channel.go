@@ -94,7 +94,7 @@ func (w *Worker) runChannel(ctx context.Context, t *Task) *outcome {
 	provider, ok := w.cfg.Channels[t.Type]
 	if !ok || provider == nil {
 		msg := fmt.Sprintf("no provider is configured for the %s channel on this worker (see %s)", t.Type, channelEnv(t.Type))
-		return w.channelFailed(ctx, t, p, owned, msg, false, map[string]any{"reason": "no_provider"})
+		return w.channelFailed(ctx, t, p, owned, msg, false, map[string]any{"reason": CallFailureNoProvider})
 	}
 
 	request := json.RawMessage(t.Payload)
@@ -106,10 +106,10 @@ func (w *Worker) runChannel(ctx context.Context, t *Task) *outcome {
 				return noOutcome(fmt.Sprintf("%v during the before handler", cause))
 			}
 			return w.channelFailed(ctx, t, p, owned, fmt.Sprintf("before handler %s: %v", p.BeforeHandler, err), true,
-				map[string]any{"reason": "before_handler_error", "handler": p.BeforeHandler})
+				map[string]any{"reason": CallFailureBeforeHandlerError, "handler": p.BeforeHandler})
 		case !res.Succeeded:
 			return w.channelFailed(ctx, t, p, owned, fmt.Sprintf("before handler %s: %s", p.BeforeHandler, res.Outcome()), false,
-				map[string]any{"reason": "before_handler_refused", "handler": p.BeforeHandler})
+				map[string]any{"reason": CallFailureBeforeHandlerRefused, "handler": p.BeforeHandler})
 		}
 		request = res.Payload
 		if len(request) == 0 {
@@ -134,7 +134,7 @@ func (w *Worker) runChannel(ctx context.Context, t *Task) *outcome {
 			err = discard.Err // the provider's own words; "not retriable" is said by the outcome
 		}
 		return w.channelFailed(ctx, t, p, owned, fmt.Sprintf("%s provider: %v", t.Type, err), retriable,
-			map[string]any{"reason": "provider_error"})
+			map[string]any{"reason": CallFailureProvider})
 	}
 	if len(resp) == 0 {
 		resp = json.RawMessage("{}")
@@ -143,31 +143,35 @@ func (w *Worker) runChannel(ctx context.Context, t *Task) *outcome {
 		return completed()
 	}
 	body, _ := json.Marshal(map[string]json.RawMessage{"original_payload": t.Payload, "worker_payload": resp})
-	return w.finishWithHandler(ctx, t, p.SuccessHandler, body, "")
+	return w.finishWithHandler(ctx, t, p.SuccessHandler, body, "", "")
 }
 
 // channelFailed is the outcome of a failed channel attempt: with an error handler, the handler
 // records the failure fact and the task is completed (the supervisor retries with a new
-// attempt); without handlers the attempt fails at task level.
+// attempt), its call_failure and last_error saying what failed; without handlers the attempt
+// fails at task level.
+// errCtx["reason"] is what failed: a CallFailure* constant.
 func (w *Worker) channelFailed(ctx context.Context, t *Task, p channelPayload, owned bool,
 	msg string, retriable bool, errCtx map[string]any) *outcome {
 	if !owned {
 		return failed(msg, retriable, errCtx)
 	}
+	reason, _ := errCtx["reason"].(string)
 	if p.ErrorHandler == "" {
 		// Owned by a supervisor that did not ask to hear about failures: record and complete.
-		return w.finishWithHandler(ctx, t, "", nil, msg)
+		return w.finishWithHandler(ctx, t, "", nil, msg, reason)
 	}
 	body, _ := json.Marshal(map[string]any{"original_payload": json.RawMessage(t.Payload), "error": truncate(msg, maxErrorBytes)})
-	return w.finishWithHandler(ctx, t, p.ErrorHandler, body, msg)
+	return w.finishWithHandler(ctx, t, p.ErrorHandler, body, msg, reason)
 }
 
 // finishWithHandler runs handler (if any) with body and completes the task, in one
 // lease-locked transaction (inLeaseTx); failure, when not empty, is recorded in queues.error in
-// it too. If the handler raises, everything rolls back and the attempt fails (the task runs
+// it too, and the task is completed with queues.complete_failed_call: its call_failure is
+// reason, its last_error failure. If the handler raises, everything rolls back and the attempt fails (the task runs
 // again: the provider may be called twice, see docs/guarantees.md). It runs even when the
 // task's context was cancelled (a timeout) once the provider has answered.
-func (w *Worker) finishWithHandler(ctx context.Context, t *Task, handler string, body []byte, failure string) *outcome {
+func (w *Worker) finishWithHandler(ctx context.Context, t *Task, handler string, body []byte, failure, reason string) *outcome {
 	if failure != "" {
 		spanFailed(ctx, failure, false)
 	}
@@ -200,6 +204,10 @@ func (w *Worker) finishWithHandler(ctx context.Context, t *Task, handler string,
 		}
 		o := completed()
 		if failure != "" {
+			o.callFailure, o.msg = reason, truncate(failure, maxErrorBytes)
+			if o.callFailure == "" {
+				o.callFailure = "call_failed"
+			}
 			o = o.withNote(slog.LevelWarn, "channel attempt failed; recorded by the error handler", "error", logValue(failure), "handler", handler)
 		}
 		return o, true

@@ -42,7 +42,13 @@ func (w *Worker) inLeaseTx(ctx context.Context, t *Task, work txWork, onErr func
 	switch o.kind {
 	case outcomeComplete:
 		var ok bool
-		if err := tx.QueryRow(ctx, `select queues.complete_task($1, $2)`, t.ID, *t.LeaseID).Scan(&ok); err != nil {
+		var err error
+		if o.callFailure != "" {
+			err = tx.QueryRow(ctx, `select queues.complete_failed_call($1, $2, $3, $4)`, t.ID, *t.LeaseID, o.callFailure, o.msg).Scan(&ok)
+		} else {
+			err = tx.QueryRow(ctx, `select queues.complete_task($1, $2)`, t.ID, *t.LeaseID).Scan(&ok)
+		}
+		if err != nil {
 			return onErr(err)
 		}
 		if !ok {

@@ -51,6 +51,11 @@ type outcome struct {
 	retryDelay  *time.Duration // the delay before the retry, in place of queues.retry_delay
 	maxAttempts int            // a cap on the task's attempts (0: none): dead at this attempt
 
+	// callFailure, on an outcomeComplete of a channel task whose call failed (its error handler
+	// recorded the failure): what failed (queues.task.call_failure), and msg the error. inLeaseTx
+	// completes such a task with queues.complete_failed_call.
+	callFailure string
+
 	// note is the branch's own log line for a written outcome that is not a plain success (a
 	// channel failure its error handler recorded, a function's named non-success), at
 	// noteLevel, with noteAttrs.

@@ -1655,6 +1655,7 @@ CREATE TABLE queues.task (
     limit_name text,
     limit_key text,
     debounce_key text,
+    call_failure text,
     CONSTRAINT task_debounce_key_valid CHECK (((debounce_key IS NULL) OR ((length(debounce_key) >= 1) AND (length(debounce_key) <= 512)))),
     CONSTRAINT task_idempotency_key_valid CHECK (((idempotency_key IS NULL) OR ((length(idempotency_key) >= 1) AND (length(idempotency_key) <= 512)))),
     CONSTRAINT task_max_attempts_positive CHECK ((max_attempts > 0)),
@@ -1713,6 +1714,13 @@ COMMENT ON COLUMN queues.task.limit_key IS 'The task''s bucket in its limit: '''
 --
 
 COMMENT ON COLUMN queues.task.debounce_key IS 'The key of queues.enqueue_debounced: at most one pending task per (task_type, debounce_key). NULL for other tasks.';
+
+
+--
+-- Name: COLUMN task.call_failure; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON COLUMN queues.task.call_failure IS 'A channel task completed although its call failed: what failed (provider_error, no_provider, before_handler_error, before_handler_refused); last_error holds the error. NULL for every other task.';
 
 
 --
@@ -2517,6 +2525,35 @@ begin
     end if;
 
     return query select * from internal.lease_tasks(_worker_id, _ids, _lease_duration);
+end $$;
+
+
+--
+-- Name: complete_failed_call(bigint, bigint, text, text); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.complete_failed_call(_task_id bigint, _lease_id bigint, _reason text, _error_message text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _msg text := left(coalesce(nullif(_error_message, ''), 'unknown error'), 8192);
+begin
+    with done as (
+        update queues.task t
+        set status = 'completed', completed_at = now(), lease_expires_at = null,
+            last_error = _msg, call_failure = coalesce(nullif(_reason, ''), 'call_failed')
+        where t.task_id = _task_id and t.lease_id = _lease_id and t.lease_expires_at is not null  -- i.e. running
+        returning t.task_id, t.lease_id, t.worker_id, t.attempt
+    )
+    insert into queues.task_event (task_id, event, from_status, to_status, lease_id, worker_id, attempt, detail)
+    select d.task_id, 'completed', 'running', 'completed', d.lease_id, d.worker_id, d.attempt, _msg
+    from done d;
+    if found then
+        return true;
+    end if;
+    -- Not running under the lease: complete_task says whether it is a repeat, or records the refusal.
+    return queues.complete_task(_task_id, _lease_id);
 end $$;
 
 
@@ -6426,6 +6463,14 @@ GRANT ALL ON FUNCTION queues.claim_tasks(_worker_id text, _limit integer, _lease
 
 REVOKE ALL ON FUNCTION queues.claim_tasks_by_id(_worker_id text, _task_ids bigint[], _lease_duration interval, _task_types text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION queues.claim_tasks_by_id(_worker_id text, _task_ids bigint[], _lease_duration interval, _task_types text[]) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION complete_failed_call(_task_id bigint, _lease_id bigint, _reason text, _error_message text); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.complete_failed_call(_task_id bigint, _lease_id bigint, _reason text, _error_message text) FROM PUBLIC;
+GRANT ALL ON FUNCTION queues.complete_failed_call(_task_id bigint, _lease_id bigint, _reason text, _error_message text) TO worker_service_user;
 
 
 --

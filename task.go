@@ -42,6 +42,42 @@ func (s Status) Finished() bool {
 	return s == StatusCompleted || s == StatusFailed || s == StatusDead || s == StatusCancelled
 }
 
+// What failed in a channel task that was completed although its call failed (Task.CallFailure).
+const (
+	// CallFailureProvider: the provider answered an error.
+	CallFailureProvider = "provider_error"
+	// CallFailureNoProvider: no provider is configured for the channel on the worker.
+	CallFailureNoProvider = "no_provider"
+	// CallFailureBeforeHandlerError: the before handler raised an error.
+	CallFailureBeforeHandlerError = "before_handler_error"
+	// CallFailureBeforeHandlerRefused: the before handler answered a non-success.
+	CallFailureBeforeHandlerRefused = "before_handler_refused"
+)
+
+// CallFailureLabel is a few words for a call failure reason (Task.CallFailure), as views show
+// it: "provider failed", "no provider", "before handler failed", or "call failed".
+func CallFailureLabel(reason string) string {
+	switch reason {
+	case CallFailureProvider:
+		return "provider failed"
+	case CallFailureNoProvider:
+		return "no provider"
+	case CallFailureBeforeHandlerError, CallFailureBeforeHandlerRefused:
+		return "before handler failed"
+	default:
+		return "call failed"
+	}
+}
+
+// Outcome is the task's status as views show it: the status, or for a channel task completed
+// although its call failed, "completed · provider failed" (CallFailureLabel).
+func (t *Task) Outcome() string {
+	if t.CallFailure != nil && t.Status == StatusCompleted {
+		return string(t.Status) + " · " + CallFailureLabel(*t.CallFailure)
+	}
+	return string(t.Status)
+}
+
 // Task is a row of queues.task: a task's definition and its current state.
 type Task struct {
 	ID             int64           `json:"task_id"`
@@ -60,6 +96,11 @@ type Task struct {
 	LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"`
 	WorkerID       *string    `json:"worker_id,omitempty"`
 	LastError      *string    `json:"last_error,omitempty"`
+	// CallFailure is set on a channel task (email, sms, file_delete) that was completed although
+	// its call failed: what failed, a CallFailure* constant. LastError holds the error. Its
+	// supervisor heard of it through its error handler and retries with a new attempt; a view
+	// shows it as "completed · provider failed" (see Task.Outcome). nil for every other task.
+	CallFailure *string `json:"call_failure,omitempty"`
 
 	ClaimedAt   *time.Time `json:"claimed_at,omitempty"`
 	CompletedAt *time.Time `json:"completed_at,omitempty"`
@@ -71,7 +112,7 @@ type Task struct {
 // taskColumns is the select list that scanTask reads, in order.
 const taskColumns = `task_id, task_type, payload, priority, idempotency_key, scheduled_at, enqueued_at,
 	max_attempts, status::text, run_at, attempt, lease_id, lease_expires_at, worker_id, last_error,
-	claimed_at, completed_at, failed_at, dead_at, cancelled_at`
+	call_failure, claimed_at, completed_at, failed_at, dead_at, cancelled_at`
 
 type rowScanner interface {
 	Scan(dest ...any) error
@@ -82,7 +123,7 @@ func scanTask(r rowScanner) (*Task, error) {
 	var payload []byte
 	err := r.Scan(&t.ID, &t.Type, &payload, &t.Priority, &t.IdempotencyKey, &t.ScheduledAt, &t.EnqueuedAt,
 		&t.MaxAttempts, &t.Status, &t.RunAt, &t.Attempt, &t.LeaseID, &t.LeaseExpiresAt, &t.WorkerID, &t.LastError,
-		&t.ClaimedAt, &t.CompletedAt, &t.FailedAt, &t.DeadAt, &t.CancelledAt)
+		&t.CallFailure, &t.ClaimedAt, &t.CompletedAt, &t.FailedAt, &t.DeadAt, &t.CancelledAt)
 	if err != nil {
 		return nil, err
 	}

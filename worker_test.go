@@ -238,6 +238,37 @@ func TestWorkerChannelInvoker(t *testing.T) {
 	require.Contains(t, lastError(t, pool, down.TaskID), "provider answered 503")
 	require.Equal(t, int32(2), calls.Load(), "the refused task never reached the provider")
 
+	// The completed tasks say whether their call failed: Get, List and the 'completed' event.
+	want := map[int64]struct{ failure, outcome, lastError string }{
+		ok.TaskID:      {"", "completed", ""},
+		down.TaskID:    {taskorch.CallFailureProvider, "completed · provider failed", "email provider: provider answered 503"},
+		refused.TaskID: {taskorch.CallFailureBeforeHandlerRefused, "completed · before handler failed", "before handler wbiz.before: validation failure: no recipient"},
+	}
+	listed, err := c.List(ctx, &taskorch.ListParams{Types: []string{"email"}, Statuses: []taskorch.Status{taskorch.StatusCompleted}})
+	require.NoError(t, err)
+	require.Len(t, listed.Tasks, 3)
+	for _, lt := range listed.Tasks {
+		w := want[lt.ID]
+		got, err := c.Get(ctx, lt.ID)
+		require.NoError(t, err)
+		for _, task := range []*taskorch.Task{lt, got} {
+			require.Equal(t, w.outcome, task.Outcome(), "task %d", task.ID)
+			if w.failure == "" {
+				require.Nil(t, task.CallFailure)
+				require.Nil(t, task.LastError)
+				continue
+			}
+			require.Equal(t, w.failure, *task.CallFailure)
+			require.Equal(t, w.lastError, *task.LastError)
+		}
+		detail := scalar[*string](t, pool, `select detail from queues.task_event where task_id = $1 and event = 'completed'`, lt.ID)
+		if w.failure == "" {
+			require.Nil(t, detail)
+		} else {
+			require.Equal(t, w.lastError, *detail)
+		}
+	}
+
 	waitStatus(t, pool, noProvider.TaskID, taskorch.StatusFailed)
 	require.Contains(t, lastError(t, pool, noProvider.TaskID), "no provider is configured for the sms channel")
 }

@@ -225,7 +225,7 @@ func TestBrowserEveryPage(t *testing.T) {
 }
 
 // seedChartHistory adds an hour of completions and failed attempts to queues.task_event, so
-// that the overview's charts (and the README's screenshot) have a shape.
+// that the overview's charts have a shape (the README's picture comes from the demo: make screenshots).
 func seedChartHistory(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
 	_, err := pool.Exec(t.Context(), `

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/taskorch/taskorch"
 	"github.com/taskorch/taskorch/internal/humanize"
 )
 
@@ -28,7 +29,13 @@ var templateFuncs = template.FuncMap{
 	"pct":     percent,
 	"add":     func(a, b int) int { return a + b },
 	"status":  statusClass,
-	"until":   until,
+	"callfail": func(reason *string) string {
+		if reason == nil {
+			return ""
+		}
+		return taskorch.CallFailureLabel(*reason)
+	},
+	"until": until,
 }
 
 // queryURL encodes a link's query string. url.Values.Encode escapes every key and value, so

@@ -25,7 +25,6 @@ func sqlText(name string) string {
 
 var (
 	statusCountsSQL  = sqlText("status_counts")
-	queueTypesSQL    = sqlText("queue_types")
 	eventBoundarySQL = sqlText("event_boundary")
 	eventBucketsSQL  = sqlText("event_buckets")
 )
@@ -52,15 +51,7 @@ func (c statusCounts) Total() int64 {
 }
 
 // queueRow is one task type's backlog and pause state.
-type queueRow struct {
-	TaskType         string
-	Due, Scheduled   int64
-	Running          int64
-	Failed, Dead     int64
-	OldestDueSeconds float64
-	PausedAt         *time.Time
-	PausedBy         *string
-}
+type queueRow = admin.Queue
 
 // chartWindow is a chart's span and bucket width.
 type chartWindow struct {
@@ -142,15 +133,7 @@ func readStatusCounts(ctx context.Context, tx pgx.Tx) (statusCounts, error) {
 }
 
 func readQueues(ctx context.Context, tx pgx.Tx) ([]queueRow, error) {
-	rows, err := tx.Query(ctx, queueTypesSQL)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (queueRow, error) {
-		var q queueRow
-		err := r.Scan(&q.TaskType, &q.Due, &q.Scheduled, &q.Running, &q.Failed, &q.Dead, &q.OldestDueSeconds, &q.PausedAt, &q.PausedBy)
-		return q, err
-	})
+	return admin.ListQueues(ctx, tx)
 }
 
 // readCharts draws completions and failed attempts per bucket over the window, from
@@ -203,7 +186,7 @@ type queuesData struct {
 	Queues []queueRow
 }
 
-// queuesPage lists the task types with work or a pause, with pause and resume.
+// queuesPage lists the task types (admin.ListQueues), with pause and resume.
 func (h *Handler) queuesPage(w http.ResponseWriter, r *http.Request) {
 	var d queuesData
 	err := h.readTx(r.Context(), func(ctx context.Context, tx pgx.Tx) error {

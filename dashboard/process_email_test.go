@@ -71,17 +71,21 @@ func TestEmailProcessEndToEnd(t *testing.T) {
 	require.Contains(t, b.text(`tr.outcome-failed`), "delivery refused by a rule")
 	// The supervisor's runs and both email tasks are linked.
 	tasks := eval[[]string](b, `Array.from(document.querySelectorAll('a[href*="/tasks/"]')).map(a => a.closest('tr').innerText)`)
-	var supervisor, email int
+	var supervisor, email, providerFailed int
 	for _, row := range tasks {
 		switch {
 		case strings.Contains(row, "comms.send_email_supervisor"):
 			supervisor++
 		case strings.Contains(row, "email"):
 			email++
+			if strings.Contains(row, "provider failed") {
+				providerFailed++
+			}
 		}
 	}
 	require.Positive(t, supervisor, "the supervisor's runs: %q", tasks)
 	require.GreaterOrEqual(t, email, 2, "the two email tasks: %q", tasks)
+	require.Equal(t, 1, providerFailed, "the email task of the refused delivery says its provider failed: %q", tasks)
 	b.screenshot("process_email")
 
 	// An email task's page links back to the process.

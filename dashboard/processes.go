@@ -255,13 +255,14 @@ func (a processAttempt) TaskID() string { return jsonString(a.Row, "task_id") }
 
 // relatedTask is a queue task whose payload names the instance or one of its attempts.
 type relatedTask struct {
-	ID         int64
-	Type       string
-	Status     string
-	EnqueuedAt time.Time
-	Attempt    int
-	LastError  *string
-	Function   *string
+	ID          int64
+	Type        string
+	Status      string
+	EnqueuedAt  time.Time
+	Attempt     int
+	LastError   *string
+	CallFailure *string // a channel task completed although its call failed
+	Function    *string
 }
 
 type processInstanceData struct {
@@ -372,7 +373,7 @@ func (h *Handler) relatedTasks(ctx context.Context, tx pgx.Tx, p process, id int
 		return err
 	}
 	rows, err := tx.Query(ctx, `
-		select task_id, task_type, status::text, enqueued_at, attempt, left(last_error, 200), payload->>'db_function'
+		select task_id, task_type, status::text, enqueued_at, attempt, left(last_error, 200), call_failure, payload->>'db_function'
 		from queues.task
 		where payload @> any ($1::jsonb[])
 		order by task_id desc
@@ -380,7 +381,7 @@ func (h *Handler) relatedTasks(ctx context.Context, tx pgx.Tx, p process, id int
 	if err == nil {
 		d.Tasks, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (relatedTask, error) {
 			var t relatedTask
-			err := r.Scan(&t.ID, &t.Type, &t.Status, &t.EnqueuedAt, &t.Attempt, &t.LastError, &t.Function)
+			err := r.Scan(&t.ID, &t.Type, &t.Status, &t.EnqueuedAt, &t.Attempt, &t.LastError, &t.CallFailure, &t.Function)
 			return t, err
 		})
 	}

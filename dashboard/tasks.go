@@ -127,6 +127,7 @@ type taskRow struct {
 	Key         *string
 	WorkerID    *string
 	LastError   *string
+	CallFailure *string // a channel task completed although its call failed (taskorch.Task.CallFailure)
 	FinishedAt  *time.Time
 }
 
@@ -152,7 +153,7 @@ type sinceLink struct {
 }
 
 const taskRowColumns = `t.task_id, t.task_type, t.status::text, t.priority, t.attempt, t.max_attempts, t.enqueued_at, t.run_at,
-       t.idempotency_key, t.worker_id, left(t.last_error, 300),
+       t.idempotency_key, t.worker_id, left(t.last_error, 300), t.call_failure,
        case t.status when 'completed' then t.completed_at when 'failed' then t.failed_at
                      when 'dead' then t.dead_at when 'cancelled' then t.cancelled_at end`
 
@@ -201,7 +202,7 @@ func listTasks(ctx context.Context, tx pgx.Tx, f taskFilter) ([]taskRow, bool, e
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (taskRow, error) {
 		var t taskRow
 		err := r.Scan(&t.ID, &t.Type, &t.Status, &t.Priority, &t.Attempt, &t.MaxAttempts, &t.EnqueuedAt, &t.RunAt,
-			&t.Key, &t.WorkerID, &t.LastError, &t.FinishedAt)
+			&t.Key, &t.WorkerID, &t.LastError, &t.CallFailure, &t.FinishedAt)
 		return t, err
 	})
 	if err != nil {

@@ -2,14 +2,17 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/taskorch/taskorch/internal/admin"
 )
 
 func newQueuesCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "queues", Short: "Pause and resume task types"}
+	cmd := &cobra.Command{Use: "queues", Short: "List, pause and resume task types"}
 	pause := &cobra.Command{
 		Use:   "pause TYPE",
 		Short: "Stop workers from claiming tasks of TYPE (running ones finish; enqueueing goes on)",
@@ -46,27 +49,31 @@ func newQueuesCmd(g *globals) *cobra.Command {
 	}
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List the paused task types",
-		Args:  noArgs,
+		Short: "List the task types: backlog per state, and paused (by whom, since when) or running",
+		Long: `List every task type with work in it (pending, running, failed or dead tasks), paused, among
+the 2,000 newest tasks, claimed by a registered worker or enqueued by a schedule: its tasks due now, scheduled for later,
+running, failed and dead, how long its oldest due task has waited, and whether it is paused (by
+whom, since when) or running. Completed and cancelled tasks are not counted: that would read
+the whole history (taskorch tasks list --status completed lists them). The dashboard's queues
+page shows the same.`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, done, err := g.client(cmd.Context())
+			pool, err := g.connect(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer done()
-			ps, err := c.PausedQueues(cmd.Context())
+			defer pool.Close()
+			qs, err := admin.ListQueues(cmd.Context(), pool)
 			if err != nil {
 				return err
 			}
 			if g.jsonOut {
-				return writeJSON(cmd.OutOrStdout(), ps)
+				if qs == nil {
+					qs = []admin.Queue{}
+				}
+				return writeJSON(cmd.OutOrStdout(), qs)
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TASK TYPE\tPAUSED AT\tPAUSED BY")
-			for _, p := range ps {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", p.TaskType, p.PausedAt.UTC().Format(time.RFC3339), dash(p.PausedBy))
-			}
-			return tw.Flush()
+			return printQueues(cmd.OutOrStdout(), qs)
 		},
 	}
 	for _, c := range []*cobra.Command{pause, resume, list} {
@@ -74,6 +81,30 @@ func newQueuesCmd(g *globals) *cobra.Command {
 	}
 	cmd.AddCommand(pause, resume, list)
 	return cmd
+}
+
+func printQueues(w io.Writer, qs []admin.Queue) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TASK TYPE\tSTATE\tDUE\tSCHEDULED\tRUNNING\tFAILED\tDEAD\tOLDEST DUE")
+	for _, q := range qs {
+		state := q.State
+		if q.PausedAt != nil {
+			state = fmt.Sprintf("paused by %s since %s", dash(derefStr(q.PausedBy)), q.PausedAt.UTC().Format(time.RFC3339))
+		}
+		oldest := "-"
+		if q.Due > 0 {
+			oldest = (time.Duration(q.OldestDueSeconds * float64(time.Second))).Round(time.Second).String() + " ago"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", q.TaskType, state, q.Due, q.Scheduled, q.Running, q.Failed, q.Dead, oldest)
+	}
+	return tw.Flush()
+}
+
+func derefStr(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 func printQueueChange(cmd *cobra.Command, g *globals, taskType, state string, changed bool) error {

@@ -139,7 +139,7 @@ func printTaskTable(w io.Writer, l *taskorch.TaskList) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTYPE\tSTATUS\tATTEMPT\tPRIORITY\tRUN AT\tLAST ERROR")
 	for _, t := range l.Tasks {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", t.ID, t.Type, t.Status, t.Attempt, t.MaxAttempts,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", t.ID, t.Type, t.Outcome(), t.Attempt, t.MaxAttempts,
 			t.Priority, t.RunAt.UTC().Format(time.RFC3339), short(deref(t.LastError), 60))
 	}
 	if err := tw.Flush(); err != nil {
@@ -157,7 +157,7 @@ func printTask(w io.Writer, t *taskorch.Task, h *taskorch.History) error {
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	row("task", strconv.FormatInt(t.ID, 10))
 	row("type", t.Type)
-	row("status", string(t.Status))
+	row("status", t.Outcome())
 	row("attempt", fmt.Sprintf("%d of %d", t.Attempt, t.MaxAttempts))
 	row("priority", strconv.Itoa(t.Priority))
 	row("idempotency key", deref(t.IdempotencyKey))
@@ -167,7 +167,11 @@ func printTask(w io.Writer, t *taskorch.Task, h *taskorch.History) error {
 	if t.LeaseID != nil {
 		row("lease", fmt.Sprintf("%d (worker %s, expires %s)", *t.LeaseID, deref(t.WorkerID), ts(t.LeaseExpiresAt)))
 	}
-	row("last error", deref(t.LastError))
+	if t.CallFailure != nil {
+		row("call error", deref(t.LastError)) // the error its channel call failed with
+	} else {
+		row("last error", deref(t.LastError))
+	}
 	row("payload", string(t.Payload))
 	if err := tw.Flush(); err != nil {
 		return err

@@ -1,0 +1,60 @@
+package admin
+
+import (
+	"context"
+	_ "embed" // queues.sql
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+//go:embed queues.sql
+var queuesSQL string
+
+// Queue is a task type's backlog and state, as ListQueues returns it. Pending tasks are split
+// into Due (may run now) and Scheduled (later). Completed and cancelled tasks are not counted:
+// counting them would read the whole history.
+type Queue struct {
+	TaskType         string     `json:"task_type"`
+	State            string     `json:"state"` // "paused" (workers claim none of its tasks) or "running"
+	Due              int64      `json:"due"`
+	Scheduled        int64      `json:"scheduled"`
+	Running          int64      `json:"running"`
+	Failed           int64      `json:"failed"`
+	Dead             int64      `json:"dead"`
+	OldestDueSeconds float64    `json:"oldest_due_seconds"` // how long its oldest due task has waited
+	PausedAt         *time.Time `json:"paused_at,omitempty"`
+	PausedBy         *string    `json:"paused_by,omitempty"`
+}
+
+// The states of a queue (Queue.State).
+const (
+	QueueRunning = "running"
+	QueuePaused  = "paused"
+)
+
+// ListQueues returns every task type with work in it (pending, running, failed or dead tasks),
+// paused, among the 2,000 newest tasks, claimed by a registered worker or enqueued by a
+// schedule, by name. It reads the tasks
+// that are not finished (through the status's partial indexes), queues.queue_pause,
+// queues.worker and queues.schedule: an operator's role needs SELECT on them.
+func ListQueues(ctx context.Context, db DB) ([]Queue, error) {
+	rows, err := db.Query(ctx, queuesSQL)
+	if err != nil {
+		return nil, fmt.Errorf("list queues: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Queue, error) {
+		var q Queue
+		err := r.Scan(&q.TaskType, &q.Due, &q.Scheduled, &q.Running, &q.Failed, &q.Dead, &q.OldestDueSeconds, &q.PausedAt, &q.PausedBy)
+		q.State = QueueRunning
+		if q.PausedAt != nil {
+			q.State = QueuePaused
+		}
+		return q, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list queues: %w", err)
+	}
+	return out, nil
+}
