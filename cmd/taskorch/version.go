@@ -14,10 +14,10 @@ import (
 // `go install github.com/taskorch/taskorch/cmd/taskorch@vX.Y.Z`.
 var version = "dev"
 
-// commit and commitTime may be set the same way (make release does, from git), for builds that
+// commit, commitTime and modified ("true": uncommitted changes) may be set the same way (make release does, from git), for builds that
 // carry no vcs.* settings: go build stamps them only in a git checkout whose .git is a
 // directory, and not with -buildvcs=false.
-var commit, commitTime string
+var commit, commitTime, modified string
 
 // buildInfo is what `taskorch version` prints: where the binary came from.
 type buildInfo struct {
@@ -37,7 +37,7 @@ func currentBuild() buildInfo {
 	}
 	b := makeBuildInfo(version, bi)
 	if b.Commit == "" {
-		b.Commit, b.CommitAt = commit, commitTime
+		b.Commit, b.CommitAt, b.Modified = commit, commitTime, modified == "true"
 	}
 	return b
 }
