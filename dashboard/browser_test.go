@@ -59,9 +59,12 @@ func newBrowser(t *testing.T) *browser {
 	browserSlots <- struct{}{}
 	t.Cleanup(func() { <-browserSlots })
 	// The allocator and the browser live as long as the test; no timeout on their context.
+	// Chromium's own temporary folders (org.chromium.Chromium.*, left behind when the browser is
+	// killed) go under the test's TMPDIR, which the test removes, as does the profile.
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.WithoutCancel(t.Context()),
 		chromedp.ExecPath(bin),
 		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Env("TMPDIR="+t.TempDir()),
 		chromedp.Headless,
 		chromedp.NoSandbox,
 		chromedp.DisableGPU,

@@ -125,7 +125,7 @@ func runDev(cmd *cobra.Command, g *globals, o devOptions) error {
 		Handlers:    hs,
 		Channels:    channels,
 		Logger:      slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Version:     version,
+		Version:     currentBuild().Version,
 	})
 	if err != nil {
 		return err

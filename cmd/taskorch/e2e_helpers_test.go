@@ -23,7 +23,12 @@ var (
 	buildErr  error
 )
 
-// taskorchBinary builds the taskorch command once per test run.
+// e2eVersion is the version the end-to-end tests' binary is built with, as make release sets
+// one (TestE2EVersion).
+const e2eVersion = "v0.0.0-e2e"
+
+// taskorchBinary builds the taskorch command once per test run, into a temporary directory that
+// is removed when the test binary exits, however it exits (removeWhenDone).
 func taskorchBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -32,8 +37,13 @@ func taskorchBinary(t *testing.T) string {
 			buildErr = err
 			return
 		}
+		if err := removeWhenDone(dir); err != nil {
+			_ = os.RemoveAll(dir)
+			buildErr = err
+			return
+		}
 		binPath = filepath.Join(dir, "taskorch")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", binPath, "-ldflags", "-X main.version="+e2eVersion, ".").CombinedOutput()
 		if err != nil {
 			buildErr = &buildError{out: string(out), err: err}
 		}
@@ -41,6 +51,34 @@ func taskorchBinary(t *testing.T) string {
 	require.NoError(t, buildErr)
 	return binPath
 }
+
+// removeWhenDone starts a small shell that removes dir when this process exits: it waits to
+// read from a pipe whose write end only this process holds, which the kernel closes at any
+// exit, a crash or SIGKILL included. (The test database harness's private cluster is cleaned
+// up the same way.)
+func removeWhenDone(dir string) error {
+	pr, pw, err := os.Pipe() // close-on-exec: no child of ours inherits pw
+	if err != nil {
+		return err
+	}
+	defer func() { _ = pr.Close() }()
+	cmd := exec.Command("/bin/sh", "-c", `read -r _; rm -rf -- "$1"`, "taskorch-e2e-cleanup", dir)
+	cmd.Stdin = pr
+	cmd.Dir = "/"
+	// Its own process group, so that a Ctrl-C to the terminal's group leaves it to clean up; no
+	// stdout or stderr, so that go test does not wait for it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		_ = pw.Close()
+		return err
+	}
+	go func() { _ = cmd.Wait() }()
+	cleanupPipe = pw // kept open, and referenced, until the process exits
+	return nil
+}
+
+// cleanupPipe is the write end of removeWhenDone's pipe.
+var cleanupPipe *os.File
 
 type buildError struct {
 	out string

@@ -222,9 +222,3 @@ func TestDevOnceWithDatabaseURL(t *testing.T) {
 	require.Equal(t, 0, r.code, r.err)
 	require.Contains(t, r.err, "demo: already seeded")
 }
-
-func TestVersion(t *testing.T) {
-	t.Parallel()
-	require.Equal(t, "taskorch dev\n", run(t, "version").out)
-	require.Equal(t, "dev", runJSON[map[string]string](t, "version")["version"])
-}

@@ -19,9 +19,6 @@ import (
 	"github.com/taskorch/taskorch"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 // globals are the flags every command shares.
 type globals struct {
 	databaseURL string
@@ -40,7 +37,9 @@ supervisors that read append-only facts.
 Every command that talks to a database reads DATABASE_URL (or --database-url).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       currentBuild().String(),
 	}
+	root.SetVersionTemplate("taskorch {{.Version}}\n") // the same line as taskorch version
 	// The flag's default is empty, not DATABASE_URL's value: --help prints defaults, and the
 	// URL may hold a password. An unset flag falls back to the variable before any command runs.
 	root.PersistentFlags().StringVar(&g.databaseURL, "database-url", "",
@@ -207,23 +206,6 @@ func writeJSON(w io.Writer, v any) error {
 func isInputError(err error) bool { return errors.Is(err, taskorch.ErrInvalidInput) }
 func isNotFound(err error) bool   { return errors.Is(err, taskorch.ErrNotFound) }
 func isWrongState(err error) bool { return errors.Is(err, taskorch.ErrWrongState) }
-
-func newVersionCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "version",
-		Short: "Print taskorch's version",
-		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if g.jsonOut {
-				return writeJSON(cmd.OutOrStdout(), map[string]string{"version": version})
-			}
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), "taskorch", version)
-			return err
-		},
-	}
-	addJSONFlag(cmd, g)
-	return cmd
-}
 
 // exactArgs is cobra.ExactArgs with a usage error (exit code 2).
 func exactArgs(n int) cobra.PositionalArgs {

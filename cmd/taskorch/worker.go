@@ -282,7 +282,7 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 	// The worker's metrics, with the Go runtime's and the process's, served on /metrics.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	tp, stopTracing, err := newTracerProvider(ctx, f.tracing, f.workerID, version)
+	tp, stopTracing, err := newTracerProvider(ctx, f.tracing, f.workerID, currentBuild().Version)
 	if err != nil {
 		return err
 	}
@@ -303,7 +303,7 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 		Handlers:       hs,
 		Channels:       channels,
 		Logger:         log,
-		Version:        version,
+		Version:        currentBuild().Version,
 
 		HeartbeatInterval: f.heartbeatInterval,
 		WorkerTimeout:     f.workerTimeout,
