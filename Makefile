@@ -87,3 +87,7 @@ demo-check: deps-demo build ## Run the demo once in a throwaway data dir, wait f
 .PHONY: demo-smoke
 demo-smoke: ## What CI runs: make demo in the background, dashboard up, processes done, Ctrl-C stops all
 	scripts/demo-smoke.sh
+
+.PHONY: demo-nonroot
+demo-nonroot: ## demo-smoke as a new unprivileged user whose PATH has Go and no test tools (root; CI runs it)
+	scripts/demo-nonroot.sh
