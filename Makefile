@@ -3,6 +3,7 @@ GO       ?= go
 BIN      := bin/taskorch
 WITHPG   := $(GO) run ./internal/cmd/withpg
 PKGS     := ./...
+GOLANGCI_VERSION := v2.15.0
 
 .DEFAULT_GOAL := help
 
@@ -11,23 +12,35 @@ help: ## List the targets
 	@grep -hE '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 .PHONY: demo
-demo: deps build ## Run taskorch on a private PostgreSQL: worker, dashboard and a demo (Ctrl-C stops it)
+demo: deps-demo build ## Run taskorch on a private PostgreSQL: worker, dashboard and a demo (Ctrl-C stops it; needs Go and PostgreSQL only)
 	$(BIN) dev $(DEMO_FLAGS)
 
+.PHONY: demo-fresh
+demo-fresh: override DEMO_FLAGS += --fresh
+demo-fresh: demo ## make demo on a new database: deletes the demo's data first (= make demo DEMO_FLAGS=--fresh)
+
 .PHONY: build
-build: ## Build bin/taskorch
+build: go-check ## Build bin/taskorch
 	$(GO) build -o $(BIN) ./cmd/taskorch
 
+.PHONY: go-check
+go-check:
+	@GO='$(GO)' scripts/install-deps.sh go
+
+.PHONY: deps-demo
+deps-demo: ## What make demo needs: check Go; install PostgreSQL's server and client if missing (apt, as root), else say how
+	@GO='$(GO)' scripts/install-deps.sh demo
+
 .PHONY: deps
-deps: ## Install PostgreSQL if missing (apt, as root); otherwise say how
-	@scripts/install-deps.sh
+deps: ## What the tests need: deps-demo, plus redis-server, chromium, pgbouncer, iproute2 (apt, as root; else say how), versitygw, toxiproxy (go install)
+	@GO='$(GO)' scripts/install-deps.sh test
 
 .PHONY: test
 test: deps ## Run every test against one private PostgreSQL
 	$(WITHPG) -- $(GO) test -count=1 $(PKGS)
 
 .PHONY: schema
-schema: deps ## Regenerate schema.sql (every definition after all migrations; make test checks it)
+schema: deps-demo ## Regenerate schema.sql (every definition after all migrations; make test checks it)
 	$(WITHPG) -- $(GO) run ./internal/cmd/schemadump -o schema.sql
 
 .PHONY: test-race
@@ -79,13 +92,17 @@ chaos-short: deps build ## The chaos harness's short form, what CI runs: 10,000 
 	$(GO) run ./internal/cmd/chaos -bin $(BIN) -tasks 10000 -duration 180s $(CHAOS_FLAGS)
 
 .PHONY: lint
-lint: ## Run go vet and golangci-lint (installed on first use)
+lint: go-check ## Run go vet and golangci-lint (the pinned version, go-installed on first use into GOPATH/bin)
 	$(GO) vet $(PKGS)
-	@command -v golangci-lint >/dev/null 2>&1 || $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
-	golangci-lint run
+	@bin=$$($(GO) env GOBIN); bin=$${bin:-$$($(GO) env GOPATH | cut -d: -f1)/bin}; \
+	if ! "$$bin/golangci-lint" version 2>/dev/null | grep -q "version $(GOLANGCI_VERSION:v%=%) "; then \
+		echo "installing golangci-lint $(GOLANGCI_VERSION) into $$bin (go install)"; \
+		$(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION) || exit 1; \
+	fi; \
+	echo "$$bin/golangci-lint run"; "$$bin/golangci-lint" run
 
 .PHONY: demo-check
-demo-check: deps build ## Run the demo once in a throwaway data dir, wait for its processes, exit
+demo-check: deps-demo build ## Run the demo once in a throwaway data dir, wait for its processes, exit
 	@dir=$$(mktemp -d); chmod 755 $$dir; $(BIN) dev --once --fresh --data-dir $$dir/dev; rc=$$?; rm -rf $$dir; exit $$rc
 
 .PHONY: demo-smoke
@@ -95,3 +112,7 @@ demo-smoke: ## What CI runs: make demo in the background, dashboard up, processe
 .PHONY: screenshots
 screenshots: deps ## Retake docs/images/dashboard.png: the overview while the demo runs (headless chromium)
 	scripts/demo-screenshot.sh
+
+.PHONY: demo-nonroot
+demo-nonroot: ## demo-smoke as a new unprivileged user whose PATH has Go and no test tools (root; CI runs it)
+	scripts/demo-nonroot.sh

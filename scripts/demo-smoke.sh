@@ -1,22 +1,33 @@
 #!/usr/bin/env bash
 # CI's check of the README's first command: runs `make demo` in the background as a newcomer
 # would, waits for the dashboard to answer, checks that the demo's processes reach their terminal
-# facts, sends Ctrl-C (SIGINT), and checks that nothing it started is left running.
+# facts, runs the command it prints under "Try:", sends Ctrl-C (SIGINT), and checks that nothing
+# it started is left running.
+#
+#   scripts/demo-smoke.sh [RUNNER...]
+#
+# RUNNER, a command prefix, runs make and the printed command (scripts/demo-nonroot.sh runs them
+# as another user). The environment may set DEMO_SMOKE_REPO (the checkout; default this one),
+# DEMO_SMOKE_FLAGS (make demo's DEMO_FLAGS; default a fresh throwaway --data-dir), DEMO_SMOKE_DATA
+# (the data dir those flags give the demo) and DEMO_SMOKE_LIMIT (seconds to a healthy demo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 limit=${DEMO_SMOKE_LIMIT:-120}   # seconds from `make demo` to a healthy demo
+repo=${DEMO_SMOKE_REPO:-$PWD}
 work=$(mktemp -d)
 chmod 755 "$work"                 # as root, PostgreSQL runs as the postgres user
 log="$work/demo.log"
+data=${DEMO_SMOKE_DATA:-$work/dev}
+flags=${DEMO_SMOKE_FLAGS-"--fresh --data-dir $data"}
 start=$(date +%s)
 
 # Its own session and process group, as a terminal would give it, so Ctrl-C reaches it all.
-setsid make --no-print-directory demo DEMO_FLAGS="--fresh --data-dir $work/dev" >"$log" 2>&1 &
+setsid "$@" make -C "$repo" --no-print-directory demo DEMO_FLAGS="$flags" >"$log" 2>&1 &
 leader=$!
 cleanup() {
   kill -KILL -- "-$leader" 2>/dev/null || true
-  pkill -KILL -f "$work/dev" 2>/dev/null || true
+  pkill -KILL -f "$data" 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -44,6 +55,14 @@ db=$(grep -m1 -E '^postgres://' "$log")
 token=$(grep -A1 '^Sign in with this token' "$log" | tail -1)
 waitfor "answer from the dashboard at $url" curl -fsS -H "Authorization: Bearer $token" "$url"
 echo "demo-smoke: the dashboard answers at $url after $(elapsed)s"
+grep -qxF "starting a private PostgreSQL in $data" "$log" || fail "the demo's data is not in $data"
+
+# The first command under "Try:" works as printed, from the checkout.
+waitfor "Try: line" grep -qE "^  DATABASE_URL='[^']*' .* tasks list$" "$log"
+try=$(grep -m1 -E "^  DATABASE_URL='[^']*' .* tasks list$" "$log")
+try=${try#  }
+"$@" sh -c "cd '$repo' && $try" >"$work/try.out" 2>&1 || { cat "$work/try.out" >&2; fail "\`$try\` failed"; }
+echo "demo-smoke: \`${try#* }\` works as printed ($(wc -l <"$work/try.out") lines)"
 
 terminal="select
   (select count(*) from comms.send_email_task_succeeded) >= 2

@@ -1,58 +1,127 @@
 #!/usr/bin/env bash
-# Installs what taskorch's demo and tests need and the machine lacks: PostgreSQL's server and
-# client (Debian/Ubuntu apt). As root it installs; otherwise it says what to run.
+# Checks, and as root on Debian/Ubuntu installs, what taskorch needs, at one of three levels:
+#
+#   scripts/install-deps.sh go     Go, as new as go.mod's `go` line
+#   scripts/install-deps.sh demo   that, and PostgreSQL's server and client (make demo, make build)
+#   scripts/install-deps.sh test   that, and what only the tests use (the default): redis-server,
+#                                  chromium, pgbouncer, iproute2 (apt), versitygw and
+#                                  toxiproxy-server (go install)
+#
+# As root with apt it installs what is missing; otherwise it names what is missing and the command
+# that installs it, and exits 1. GO names the go command (default: go), as in the Makefile.
 set -euo pipefail
+cd "$(dirname "$0")/.."
+
+level=${1:-test}
+case $level in
+go | demo | test) ;;
+*)
+  echo "usage: $0 [go|demo|test]" >&2
+  exit 2
+  ;;
+esac
+GO=${GO:-go}
+
+# need_go exits with one line saying which Go is needed and where to get it, when there is no go
+# or it is older than go.mod's `go` line.
+need_go() {
+  local want gobin have running hint=""
+  want=$(sed -n 's/^go \([0-9][0-9.a-z]*\).*/\1/p' go.mod)
+  if ! gobin=$(command -v "$GO" 2>/dev/null); then
+    if [ -x /usr/local/go/bin/go ]; then
+      hint=" (/usr/local/go/bin/go exists: add /usr/local/go/bin to PATH)"
+    fi
+    echo "taskorch needs Go $want or newer and there is no \`$GO\` on PATH$hint: get it at https://go.dev/dl/" >&2
+    exit 1
+  fi
+  # Run here, in the module, so that a go allowed to switch toolchains (GOTOOLCHAIN) reports the
+  # one it would use for go.mod.
+  have=$("$GO" env GOVERSION 2>/dev/null || true)
+  have=${have#go}
+  case $have in
+  devel*) return 0 ;;
+  "") ;;
+  *) if [ "$(printf '%s\n%s\n' "$want" "$have" | sort -V | head -1)" = "$want" ]; then return 0; fi ;;
+  esac
+  running=$(cd / && GOTOOLCHAIN=local "$GO" version 2>/dev/null | awk '{print $3}' || true)
+  echo "taskorch needs Go $want or newer (go.mod) and $gobin is ${running:-an older one}: get a newer one at https://go.dev/dl/" >&2
+  exit 1
+}
 
 have_pg() {
   command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1
 }
 
-# The S3 tests (internal/s3test, providers) start versitygw, an S3-compatible gateway that checks
-# signatures. Installed with go into $(go env GOPATH)/bin when it is on neither PATH nor there.
-VERSITYGW_VERSION=v1.8.0
-if ! command -v versitygw >/dev/null 2>&1; then
-  if ! command -v go >/dev/null 2>&1; then
-    echo "taskorch's tests need versitygw: go install github.com/versity/versitygw/cmd/versitygw@${VERSITYGW_VERSION}" >&2
-  elif ! [ -x "$(go env GOPATH)/bin/versitygw" ]; then
-    echo "installing versitygw ${VERSITYGW_VERSION} (go install)" >&2
-    go install "github.com/versity/versitygw/cmd/versitygw@${VERSITYGW_VERSION}"
-  fi
-fi
+# gobin_has NAME: NAME is on PATH or in $(go env GOPATH)/bin, where the tests also look.
+gobin_has() {
+  command -v "$1" >/dev/null 2>&1 || [ -x "$("$GO" env GOPATH | cut -d: -f1)/bin/$1" ]
+}
 
-# The chaos harness (make chaos, internal/chaos) puts toxiproxy between the workers and
-# PostgreSQL. The module names its command "server": installed as toxiproxy-server in
-# $(go env GOPATH)/bin when it is on neither PATH nor there.
-TOXIPROXY_VERSION=v2.5.0
-if ! command -v toxiproxy-server >/dev/null 2>&1; then
-  if ! command -v go >/dev/null 2>&1; then
-    echo "taskorch's chaos harness needs toxiproxy: go install github.com/Shopify/toxiproxy/v2/cmd/server@${TOXIPROXY_VERSION}, renamed toxiproxy-server" >&2
-  elif ! [ -x "$(go env GOPATH)/bin/toxiproxy-server" ]; then
-    echo "installing toxiproxy-server ${TOXIPROXY_VERSION} (go install)" >&2
-    toxi_tmp=$(mktemp -d)
-    mkdir -p "$(go env GOPATH)/bin"
-    GOBIN="$toxi_tmp" go install "github.com/Shopify/toxiproxy/v2/cmd/server@${TOXIPROXY_VERSION}"
-    mv "$toxi_tmp/server" "$(go env GOPATH)/bin/toxiproxy-server"
-    rmdir "$toxi_tmp"
-  fi
-fi
+need_go
+[ "$level" = go ] && exit 0
 
-missing=()
+missing=() # apt packages
 have_pg || missing+=(postgresql)
 command -v psql >/dev/null 2>&1 || missing+=(postgresql-client)
-# The Redis transport's tests (internal/redistest) start Debian's redis-server on a free port.
-command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
-# The chaos harness's network namespace scenario runs `ip netns` and `ip link` (as root).
-command -v ip >/dev/null 2>&1 || missing+=(iproute2)
-# The dashboard's browser tests (dashboard/browser_test.go) drive Debian's headless chromium.
-command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+
+if [ "$level" = test ]; then
+  # The S3 tests (internal/s3test, providers) start versitygw, an S3-compatible gateway that checks
+  # signatures. go install puts it in $(go env GOPATH)/bin, root or not.
+  VERSITYGW_VERSION=v1.8.0
+  if ! gobin_has versitygw; then
+    echo "installing versitygw ${VERSITYGW_VERSION} (go install)" >&2
+    "$GO" install "github.com/versity/versitygw/cmd/versitygw@${VERSITYGW_VERSION}"
+  fi
+
+  # The chaos harness (make chaos, internal/chaos) puts toxiproxy between the workers and
+  # PostgreSQL. The module names its command "server": installed as toxiproxy-server in
+  # $(go env GOPATH)/bin.
+  TOXIPROXY_VERSION=v2.5.0
+  if ! gobin_has toxiproxy-server; then
+    echo "installing toxiproxy-server ${TOXIPROXY_VERSION} (go install)" >&2
+    gobin="$("$GO" env GOPATH | cut -d: -f1)/bin"
+    toxi_tmp=$(mktemp -d)
+    mkdir -p "$gobin"
+    GOBIN="$toxi_tmp" "$GO" install "github.com/Shopify/toxiproxy/v2/cmd/server@${TOXIPROXY_VERSION}"
+    mv "$toxi_tmp/server" "$gobin/toxiproxy-server"
+    rmdir "$toxi_tmp"
+  fi
+
+  # The Redis transport's tests (internal/redistest) start Debian's redis-server on a free port.
+  command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+  # The chaos harness's network namespace scenario runs `ip netns` and `ip link` (as root).
+  command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+  # The dashboard's browser tests (dashboard/browser_test.go) drive Debian's headless chromium.
+  command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  # The pooler tests (internal/pgbouncertest) put Debian's PgBouncer in front of PostgreSQL.
+  command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)
+fi
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-  echo "taskorch needs: ${missing[*]}" >&2
-  echo "  Debian/Ubuntu: sudo apt-get install -y ${missing[*]}" >&2
-  echo "  macOS:         brew install postgresql@15 redis (and Chromium for the dashboard's browser tests)" >&2
+  if [ "$level" = demo ]; then
+    what="taskorch's demo needs PostgreSQL's server and client (15 or newer)"
+  else
+    what="taskorch's tests need PostgreSQL, redis-server, chromium, pgbouncer and iproute2"
+  fi
+  echo "$what, and this machine lacks: ${missing[*]}. Install with:" >&2
+  if command -v apt-get >/dev/null 2>&1; then
+    echo "  sudo apt-get install -y --no-install-recommends ${missing[*]}" >&2
+  else
+    brew=()
+    for p in "${missing[@]}"; do
+      case $p in
+      postgresql) brew+=(postgresql@15) ;;
+      redis-server) brew+=(redis) ;;
+      pgbouncer) brew+=(pgbouncer) ;;
+      chromium) brew+=(--cask chromium) ;;
+      esac
+    done
+    [ ${#brew[@]} -eq 0 ] || echo "  macOS: brew install ${brew[*]}" >&2
+    echo "  Debian/Ubuntu: sudo apt-get install -y --no-install-recommends ${missing[*]}" >&2
+  fi
   exit 1
 fi
 echo "installing ${missing[*]} (apt)" >&2

@@ -9,7 +9,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -104,7 +106,7 @@ func runDev(cmd *cobra.Command, g *globals, o devOptions) error {
 	defer pool.Close()
 	applied, err := taskorch.Migrate(ctx, pool, &taskorch.MigrateOpts{Processes: devProcesses})
 	if errors.Is(err, migrate.ErrChecksumMismatch) && private {
-		return fmt.Errorf("%w\nthe private database in %s was made by another version of taskorch: run `taskorch dev --fresh` to start over", err, o.dataDir)
+		return fmt.Errorf("%w\nthe private database in %s was made by another version of taskorch: run `%s dev --fresh` to start over", err, o.dataDir, selfCommand())
 	}
 	if err != nil {
 		return err
@@ -176,11 +178,61 @@ func runDev(cmd *cobra.Command, g *globals, o devOptions) error {
 		}
 		return printDemo(ctx, out, pool)
 	}
-	fmt.Fprintf(out, "\nTry:\n  DATABASE_URL='%s' taskorch tasks list\n  psql '%s' -c 'select * from queues.outbox_message'\n", dbURL, dbURL)
+	fmt.Fprintf(out, "\nTry:\n  DATABASE_URL='%s' %s tasks list\n  psql '%s' -c 'select * from queues.outbox_message'\n", dbURL, selfCommand(), dbURL)
 	fmt.Fprintln(out, "\nPress Ctrl-C to stop.")
 	<-ctx.Done()
 	fmt.Fprintln(logw, "stopping the worker and the dashboard")
 	return nil
+}
+
+// selfCommand is how to run this taskorch again from the working directory, as printed in a
+// shell command: "taskorch" when that is what PATH finds, else the running executable's path,
+// relative to the working directory when inside it (bin/taskorch, as make demo runs it).
+func selfCommand() string {
+	resolve := func(p string) string {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			return real
+		}
+		return p
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "taskorch"
+	}
+	onPath := ""
+	if p, err := exec.LookPath("taskorch"); err == nil {
+		if abs, err := filepath.Abs(p); err == nil {
+			onPath = resolve(abs)
+		}
+	}
+	cwd, err := os.Getwd()
+	if err == nil {
+		cwd = resolve(cwd)
+	}
+	return commandFor(resolve(exe), onPath, cwd)
+}
+
+// shellSafe matches a word a POSIX shell takes as it is.
+var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_./+:@%=,-]+$`)
+
+// commandFor is selfCommand's choice, given the executable's path, what PATH finds as taskorch
+// ("" for nothing) and the working directory ("" when unknown), all absolute and resolved.
+func commandFor(exe, onPath, cwd string) string {
+	if exe == onPath {
+		return "taskorch"
+	}
+	if cwd != "" {
+		if rel, err := filepath.Rel(cwd, exe); err == nil && filepath.IsLocal(rel) {
+			exe = rel
+			if !strings.ContainsRune(rel, filepath.Separator) {
+				exe = "." + string(filepath.Separator) + rel // else the shell would search PATH
+			}
+		}
+	}
+	if shellSafe.MatchString(exe) {
+		return exe
+	}
+	return "'" + strings.ReplaceAll(exe, "'", `'\''`) + "'"
 }
 
 // defaultDevDir is $XDG_DATA_HOME/taskorch/dev (~/.local/share/taskorch/dev). As root it is
