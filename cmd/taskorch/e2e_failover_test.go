@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskorch/taskorch/internal/pgcluster"
+	"github.com/taskorch/taskorch/internal/testfixtures"
+)
+
+// A primary and a streaming standby (pg_basebackup -R), workers on a multi-host URL
+// (target_session_attrs=read-write), tasks arriving and running; the primary dies (SIGKILL of
+// every server process) and the standby is promoted. Counted: tasks whose enqueue was
+// acknowledged but that the new primary does not have (lost), effects recorded twice, and the
+// seconds from the crash to the first completion on the new primary (docs/guarantees.md,
+// docs/operations.md "Production topology").
+
+func TestE2EFailoverSynchronous(t *testing.T) {
+	t.Parallel()
+	r := runFailover(t, true)
+	require.Zero(t, r.lost, "synchronous replication: an acknowledged enqueue is on the standby")
+}
+
+func TestE2EFailoverAsynchronous(t *testing.T) {
+	t.Parallel()
+	runFailover(t, false)
+}
+
+type failoverResult struct {
+	acked, lost, duplicates int
+	// resumeSeconds: from the crash to the first completion on the new primary, of which
+	// promoteSeconds were the promotion (pg_ctl promote -w; a failover manager adds its own
+	// detection time before that).
+	resumeSeconds, promoteSeconds float64
+}
+
+func runFailover(t *testing.T, synchronous bool) failoverResult {
+	ctx := t.Context()
+	settings := pgcluster.TestSettings()
+	settings["synchronous_commit"] = "on" // a commit is flushed locally: loss is replication's alone
+	pcfg := privateClusterConfig(t)
+	pcfg.Settings = settings
+	primary, err := pgcluster.Start(ctx, pcfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = primary.Stop(context.WithoutCancel(ctx)) })
+	admin := openPool(t, primary.URL("postgres"))
+	_, err = admin.Exec(ctx, "create database failover")
+	require.NoError(t, err)
+	r := run(t, "migrate", "up", "--database-url", primary.URL("failover"))
+	require.Equal(t, exitOK, r.code, r.err)
+	onPrimary := openPool(t, primary.URL("failover"))
+	_, err = onPrimary.Exec(ctx, testfixtures.WorkerSQL)
+	require.NoError(t, err)
+
+	scfg := privateClusterConfig(t)
+	scfg.Settings = settings
+	require.NoError(t, primary.Basebackup(ctx, scfg.DataDir))
+	standby, err := pgcluster.Start(ctx, scfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = standby.Stop(context.WithoutCancel(ctx)) })
+	wantState := "async"
+	if synchronous {
+		// Only now, with the standby there to confirm commits (and on the primary alone: the
+		// promoted standby must not wait for a standby of its own).
+		_, err = admin.Exec(ctx, `alter system set synchronous_standby_names = '*'`)
+		require.NoError(t, err)
+		_, err = admin.Exec(ctx, `select pg_reload_conf()`)
+		require.NoError(t, err)
+		wantState = "sync"
+	}
+	waitFor(t, admin, "the standby streaming", `select exists (select from pg_stat_replication where state = 'streaming' and sync_state = $1)`, wantState)
+
+	multi := fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/failover?sslmode=disable&target_session_attrs=read-write&connect_timeout=2",
+		primary.Port(), standby.Port())
+	for i := range 2 {
+		startWorkerProc(t, multi, fmt.Sprintf("TASKORCH_WORKER_ID=failover-%d", i), "TASKORCH_CONCURRENCY=8",
+			"TASKORCH_LEASE_DURATION=5s", "TASKORCH_LOG_LEVEL=info")
+	}
+
+	// The enqueuer: one task at a time, its note recorded once the commit is acknowledged.
+	pool := openPool(t, multi)
+	var mu sync.Mutex
+	acked := map[string]bool{}
+	stopEnqueue := make(chan struct{})
+	enqueued := make(chan struct{})
+	go func() {
+		defer close(enqueued)
+		for i := 0; ; i++ {
+			select {
+			case <-stopEnqueue:
+				return
+			default:
+			}
+			note := fmt.Sprintf("fo-%d", i)
+			payload := fmt.Sprintf(`{"db_function": "wbiz.supervisor", "note": %q, "child_type": "taskorch.noop"}`, note)
+			ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := pool.Exec(ectx, `select queues.enqueue('db_function', $1::jsonb)`, payload)
+			cancel()
+			if err != nil {
+				time.Sleep(20 * time.Millisecond) //nolint:forbidigo // the database is down: try the next one soon
+				continue
+			}
+			mu.Lock()
+			acked[note] = true
+			mu.Unlock()
+			time.Sleep(2 * time.Millisecond) //nolint:forbidigo // about 300 tasks a second
+		}
+	}()
+
+	waitFor(t, onPrimary, "work under way on the primary", `select count(*) >= 200 from wbiz.effect`)
+	crashedAt := time.Now()
+	require.NoError(t, primary.Crash())
+	require.NoError(t, standby.Promote(ctx))
+	promotedAt := time.Now()
+	promoted := openPool(t, standby.URL("failover"))
+	// A write on the new primary starts after the promotion: what completed before came from the
+	// old primary.
+	waitFor(t, promoted, "a completion on the new primary", `select exists (select from queues.task where completed_at > $1)`, promotedAt)
+	firstCompletion := q[time.Time](t, promoted, `select min(completed_at) from queues.task where completed_at > $1`, promotedAt)
+	time.Sleep(time.Second) //nolint:forbidigo // tasks keep arriving on the new primary for a second
+	close(stopEnqueue)
+	<-enqueued
+
+	mu.Lock()
+	notes := maps.Clone(acked)
+	mu.Unlock()
+	waitFor(t, promoted, "every surviving task finished",
+		`select not exists (select from queues.task where status in ('pending', 'running'))`)
+	res := failoverResult{acked: len(notes), resumeSeconds: firstCompletion.Sub(crashedAt).Seconds(),
+		promoteSeconds: promotedAt.Sub(crashedAt).Seconds()}
+	present := map[string]bool{}
+	rows, err := promoted.Query(ctx, `select payload->>'note' from queues.task where task_type = 'db_function'`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var n string
+		require.NoError(t, rows.Scan(&n))
+		present[n] = true
+	}
+	require.NoError(t, rows.Err())
+	for n := range notes {
+		if !present[n] {
+			res.lost++
+		}
+	}
+	res.duplicates = q[int](t, promoted, `select count(*)::int from (select note from wbiz.effect group by note having count(*) > 1) d`)
+	require.Zero(t, res.duplicates, "an effect recorded twice")
+	require.Zero(t, q[int64](t, promoted, `select count(*) from queues.task where task_type = 'db_function' and status <> 'completed'`),
+		"every db_function task that survived completed")
+	require.Equal(t, q[int64](t, promoted, `select count(*) from queues.task where task_type = 'db_function'`),
+		q[int64](t, promoted, `select count(distinct note) from wbiz.effect`), "one effect per surviving task")
+	waitFor(t, promoted, "a leader elected on the new primary", `select exists (select from queues.leader where elected_at > $1 or expires_at > now())`, crashedAt)
+	mode := "asynchronous"
+	if synchronous {
+		mode = "synchronous"
+	}
+	t.Logf("failover, %s replication: %d enqueues acknowledged, %d lost, %d effects twice; first completion on the new primary %.2fs after the crash (promotion took %.2fs)",
+		mode, res.acked, res.lost, res.duplicates, res.resumeSeconds, res.promoteSeconds)
+	return res
+}
