@@ -30,7 +30,7 @@ func (h *Handler) limitsPage(w http.ResponseWriter, r *http.Request) {
 	err := h.readTx(r.Context(), func(ctx context.Context, tx pgx.Tx) error {
 		us, err := h.client.LimitUsageTx(ctx, tx)
 		for _, u := range us {
-			row := limitRow{LimitUsage: u, Limit: u.Limit.String(), Full: limitFull(u)}
+			row := limitRow{LimitUsage: u, Limit: u.String(), Full: limitFull(u)}
 			if u.Tokens != nil {
 				row.Tokens = strconv.FormatFloat(*u.Tokens, 'f', 1, 64)
 			}
@@ -74,7 +74,7 @@ func (h *Handler) heldBy(ctx context.Context, tx pgx.Tx, t *taskorch.Task) (stri
 	if err != nil {
 		return "", err
 	}
-	s := "limit " + u.TaskType + ": " + u.Limit.String()
+	s := "limit " + u.TaskType + ": " + u.String()
 	switch {
 	case u.NullKey:
 		s += " (this task's " + u.KeyField + " is missing or not a scalar: the null-key bucket)"

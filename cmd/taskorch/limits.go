@@ -99,7 +99,7 @@ func newLimitsCmd(g *globals) *cobra.Command {
 				if u.Tokens != nil {
 					tokens = strconv.FormatFloat(*u.Tokens, 'f', 1, 64)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", u.TaskType, u.Limit.String(), key, u.Running, u.Held, tokens)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", u.TaskType, u.String(), key, u.Running, u.Held, tokens)
 			}
 			return tw.Flush()
 		},
