@@ -5,15 +5,16 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch/internal/chaos"
 	"github.com/taskorch/taskorch/internal/pgcluster"
+	"github.com/taskorch/taskorch/internal/replicatest"
 	"github.com/taskorch/taskorch/internal/testfixtures"
 )
 
@@ -48,41 +49,46 @@ type failoverResult struct {
 	resumeSeconds, promoteSeconds float64
 }
 
+// pgExec runs sql (statements without arguments) on a connection of its own.
+func pgExec(ctx context.Context, url, sql string) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
 func runFailover(t *testing.T, synchronous bool) failoverResult {
 	ctx := t.Context()
-	settings := pgcluster.TestSettings()
-	settings["synchronous_commit"] = "on" // a commit is flushed locally: loss is replication's alone
-	pcfg := privateClusterConfig(t)
-	pcfg.Settings = settings
-	primary, err := pgcluster.Start(ctx, pcfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = primary.Stop(context.WithoutCancel(ctx)) })
-	admin := openPool(t, primary.URL("postgres"))
-	_, err = admin.Exec(ctx, "create database failover")
-	require.NoError(t, err)
-	r := run(t, "migrate", "up", "--database-url", primary.URL("failover"))
-	require.Equal(t, exitOK, r.code, r.err)
-	onPrimary := openPool(t, primary.URL("failover"))
-	_, err = onPrimary.Exec(ctx, testfixtures.WorkerSQL)
-	require.NoError(t, err)
-
 	// The standby streams through toxiproxy, which hands it the primary's WAL 50 ms late: a
 	// standby in another zone. Asynchronous commits are acknowledged before their WAL reaches it.
 	tp, err := chaos.StartToxiproxy(ctx, filepath.Join(t.TempDir(), "toxiproxy.log"))
 	require.NoError(t, err)
 	t.Cleanup(tp.Stop)
-	link := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	require.NoError(t, tp.Proxy(ctx, "replication", link, fmt.Sprintf("127.0.0.1:%d", primary.Port())))
-	require.NoError(t, tp.Latency(ctx, "replication", replicationDelayMS))
-
-	scfg := privateClusterConfig(t)
-	scfg.Settings = maps.Clone(settings)
-	host, port, _ := strings.Cut(link, ":")
-	scfg.Settings["primary_conninfo"] = fmt.Sprintf("host=%s port=%s user=postgres application_name=standby", host, port)
-	require.NoError(t, primary.Basebackup(ctx, scfg.DataDir))
-	standby, err := pgcluster.Start(ctx, scfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = standby.Stop(context.WithoutCancel(ctx)) })
+	link := freePort(t)
+	pair := replicatest.Start(t, replicatest.Options{
+		// A commit is flushed locally: what is lost is replication's alone.
+		Settings: map[string]string{"synchronous_commit": "on"},
+		Setup: func(ctx context.Context, primary *pgcluster.Cluster) error {
+			if err := pgExec(ctx, primary.URL("postgres"), "create database failover"); err != nil {
+				return err
+			}
+			if r := run(t, "migrate", "up", "--database-url", primary.URL("failover")); r.code != exitOK {
+				return fmt.Errorf("migrate: %s", r.err)
+			}
+			return pgExec(ctx, primary.URL("failover"), testfixtures.WorkerSQL)
+		},
+		StandbyConninfo: func(primaryPort int) string {
+			require.NoError(t, tp.Proxy(ctx, "replication", fmt.Sprintf("127.0.0.1:%d", link), fmt.Sprintf("127.0.0.1:%d", primaryPort)))
+			require.NoError(t, tp.Latency(ctx, "replication", replicationDelayMS))
+			return fmt.Sprintf("host=127.0.0.1 port=%d user=postgres application_name=standby", link)
+		},
+	})
+	primary, standby := pair.Primary, pair.Standby
+	admin := openPool(t, primary.URL("postgres"))
+	onPrimary := openPool(t, primary.URL("failover"))
 	wantState := "async"
 	if synchronous {
 		// Only now, with the standby there to confirm commits (and on the primary alone: the
