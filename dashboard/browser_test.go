@@ -303,6 +303,21 @@ func (flakyArgs) TaskType() string { return "flaky.job" }
 func TestBrowserRetryDeadTaskCompletes(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.NewDBWith(t, dbtest.DBOptions{MaxConns: 12})
+	retryDeadTaskCompletes(t, pool, nil)
+}
+
+// TestBrowserRetryDeadTaskCompletesOnReplica is the same with the dashboard reading from a
+// streaming standby (Config.ReadPool): the retries go to the primary, and the pages see their
+// outcome once the replica has replayed it.
+func TestBrowserRetryDeadTaskCompletesOnReplica(t *testing.T) {
+	t.Parallel()
+	primary, replica, _ := replicatedDB(t)
+	retryDeadTaskCompletes(t, primary, replica)
+}
+
+// retryDeadTaskCompletes: see TestBrowserRetryDeadTaskCompletes. readPool, when not nil, is the
+// dashboard's Config.ReadPool.
+func retryDeadTaskCompletes(t *testing.T, pool, readPool *pgxpool.Pool) {
 	seed(t, pool)
 	var healthy atomic.Bool
 	hs := taskorch.NewHandlers()
@@ -343,9 +358,20 @@ func TestBrowserRetryDeadTaskCompletes(t *testing.T) {
 	}, 30*time.Second, 20*time.Millisecond, "the worker makes the tasks dead")
 	healthy.Store(true)
 
-	base := browserDashboard(t, pool)
+	h, err := dashboard.New(pool, dashboard.Config{Token: testToken, RefreshInterval: 400 * time.Millisecond, ReadPool: readPool})
+	require.NoError(t, err)
+	base := newServer(t, h).URL
 	b := newBrowser(t)
 	b.signIn(base)
+	shot := func(name string) { // the screenshots are the primary's run
+		if readPool == nil {
+			b.screenshot(name)
+		}
+	}
+	if readPool != nil {
+		b.do(chromedp.Navigate(base + "/"), chromedp.WaitVisible(chromedp.CSS(`#replica-lag`)))
+		require.Contains(t, b.text("#replica-lag"), "Reading from a replica")
+	}
 
 	// One from its page. The page then refreshes itself until the task is completed; the
 	// marker set on the window before shows there was no reload.
@@ -360,7 +386,7 @@ func TestBrowserRetryDeadTaskCompletes(t *testing.T) {
 	b.do(chromedp.WaitVisible(chromedp.CSS(`h1 .st-completed`)))
 	require.Equal(t, "still here", eval[string](b, `window.__noReload`), "live refresh, not a reload")
 	require.Equal(t, taskorch.StatusCompleted, taskStatus(t, pool, ids[0]))
-	b.screenshot("task_completed_after_retry")
+	shot("task_completed_after_retry")
 
 	// Two at once from the dead page: tick them, retry, confirm.
 	b.do(
@@ -370,7 +396,7 @@ func TestBrowserRetryDeadTaskCompletes(t *testing.T) {
 		click(`input[name=id][value="`+itoa(ids[2])+`"]`),
 	)
 	require.Equal(t, "2 selected", b.text("[data-selected-count]"))
-	b.screenshot("dead_selected")
+	shot("dead_selected")
 	b.do(
 		click(`button[formaction$="/tasks/retry"]`),
 		chromedp.WaitVisible(chromedp.CSS(`#flash`)),

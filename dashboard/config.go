@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"log/slog"
 	"strings"
 	"time"
@@ -59,6 +60,12 @@ type Config struct {
 	// Logger receives errors the dashboard could not show on a page. Defaults to
 	// slog.Default().
 	Logger *slog.Logger
+
+	// ReadPool, when set, is a pool on a read replica (a streaming standby) of New's database:
+	// every page reads from it, while every action (retry, cancel, pause, resume) goes to New's
+	// pool, the primary. Each page says how far behind the replica is. Defaults to nil: pages
+	// read from New's pool. See docs/operations.md, "Production topology".
+	ReadPool *pgxpool.Pool
 }
 
 func (c Config) withDefaults() (Config, error) {

@@ -123,13 +123,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // path returns the URL path of a dashboard page: Prefix + p.
 func (h *Handler) path(p string) string { return h.cfg.Prefix + p }
 
+// readPool is where pages read: Config.ReadPool (a replica), or the primary.
+func (h *Handler) readPool() *pgxpool.Pool {
+	if h.cfg.ReadPool != nil {
+		return h.cfg.ReadPool
+	}
+	return h.pool
+}
+
 // readTx runs fn in a read-only, repeatable-read transaction (one snapshot for the whole
 // page) bounded by QueryTimeout. Plans are made for each query's actual values: the
 // dashboard's filters decide which partial index applies, which a generic plan cannot see.
 func (h *Handler) readTx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.QueryTimeout)
 	defer cancel()
-	tx, err := h.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	tx, err := h.readPool().BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return err
 	}

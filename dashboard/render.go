@@ -87,6 +87,7 @@ type page struct {
 	HasLogin  bool // a token is configured: there is a sign-in page
 	Flash     *flash
 	DB        string
+	Replica   *replicaStatus // reading from Config.ReadPool: how far behind it is
 	RefreshMs int64
 	Asset     string
 	Now       time.Time
@@ -105,7 +106,7 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 		Title: title, Nav: nav, Prefix: h.cfg.Prefix, CSRF: h.csrfToken(w, r),
 		ReadOnly: h.cfg.ReadOnly, Authed: who != "", Session: who == "session",
 		CanAct:   !h.cfg.ReadOnly && who != "",
-		HasLogin: h.cfg.Token != "", DB: h.dbName, Asset: h.tpl.assetVersion,
+		HasLogin: h.cfg.Token != "", DB: h.dbName, Asset: h.tpl.assetVersion, Replica: h.replicaLag(r.Context()),
 		RefreshMs: h.cfg.RefreshInterval.Milliseconds(), Now: time.Now(), Data: data,
 	}
 	fragment := isFragment(r)
@@ -117,7 +118,14 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 	if fragment {
 		tmpl = "content"
 	}
-	if err := t.ExecuteTemplate(&buf, tmpl, p); err != nil {
+	var err error
+	if fragment { // a live refresh: the replica's lag is refreshed with the content
+		err = t.ExecuteTemplate(&buf, "replica", p)
+	}
+	if err == nil {
+		err = t.ExecuteTemplate(&buf, tmpl, p)
+	}
+	if err != nil {
 		h.cfg.Logger.Error("dashboard: render", "page", name, "error", err)
 		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
 		return
