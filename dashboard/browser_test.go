@@ -369,7 +369,7 @@ func retryDeadTaskCompletes(t *testing.T, pool, readPool *pgxpool.Pool) {
 		}
 	}
 	if readPool != nil {
-		b.do(chromedp.Navigate(base + "/"), chromedp.WaitVisible(chromedp.CSS(`#replica-lag`)))
+		b.do(chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(`#replica-lag`)))
 		require.Contains(t, b.text("#replica-lag"), "Reading from a replica")
 	}
 
