@@ -31,7 +31,10 @@ schedule and outbox message of the database, with retry, cancel, pause and resum
 Actions need the token (--token or TASKORCH_DASHBOARD_TOKEN; without one a token is generated
 and printed): sign in with it on the page, or send it as "Authorization: Bearer <token>".
 --read-only turns every action off; its pages are then open to anyone who can reach --addr
-unless a token is given too. The URL is printed on a line of its own.`,
+unless a token is given too. The URL is printed on a line of its own.
+
+With --read-database-url (TASKORCH_READ_DATABASE_URL), a streaming standby, every page reads
+from it and says how far behind the primary it is; actions still go to DATABASE_URL.`,
 		Example: `  taskorch dashboard
   TASKORCH_DASHBOARD_TOKEN=... taskorch dashboard --addr 0.0.0.0:8080
   taskorch dashboard --read-only`,
@@ -47,6 +50,15 @@ unless a token is given too. The URL is printed on a line of its own.`,
 				opts.Token = os.Getenv(envDashboardToken)
 			}
 			opts.Log = cmd.ErrOrStderr()
+			if g.readURL != "" {
+				// Said at start (a read URL that is not a standby is allowed), and on every page.
+				read, err := g.connectRead(ctx, cmd.ErrOrStderr())
+				if err != nil {
+					return err
+				}
+				defer read.Close()
+				opts.ReadPool = read
+			}
 			d, err := startDashboard(ctx, pool, opts)
 			if err != nil {
 				return err
@@ -68,10 +80,11 @@ unless a token is given too. The URL is printed on a line of its own.`,
 
 // dashboardOptions configures startDashboard.
 type dashboardOptions struct {
-	Addr     string    // host:port; port 0 picks a free one
-	Token    string    // empty: generate one (unless ReadOnly)
-	ReadOnly bool      // refuse every action
-	Log      io.Writer // the server's error log; nil: discarded
+	Addr     string        // host:port; port 0 picks a free one
+	Token    string        // empty: generate one (unless ReadOnly)
+	ReadOnly bool          // refuse every action
+	Log      io.Writer     // the server's error log; nil: discarded
+	ReadPool *pgxpool.Pool // a read replica the pages read from; nil: pool
 }
 
 // runningDashboard is a dashboard being served: by `taskorch dashboard`, and by `taskorch dev`.
@@ -96,7 +109,7 @@ func startDashboard(ctx context.Context, pool *pgxpool.Pool, opts dashboardOptio
 		logw = io.Discard
 	}
 	logger := slog.New(slog.NewTextHandler(logw, nil)).With("component", "dashboard")
-	h, err := dashboard.New(pool, dashboard.Config{Token: d.Token, ReadOnly: opts.ReadOnly, Logger: logger})
+	h, err := dashboard.New(pool, dashboard.Config{Token: d.Token, ReadOnly: opts.ReadOnly, Logger: logger, ReadPool: opts.ReadPool})
 	if err != nil {
 		return nil, usageErrorf("%v", err)
 	}

@@ -76,7 +76,7 @@ func newLimitsCmd(g *globals) *cobra.Command {
 		Short: "List the limits and their buckets in use: running, held back, tokens",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, done, err := g.client(cmd.Context())
+			c, done, err := g.readClient(cmd)
 			if err != nil {
 				return err
 			}

@@ -58,7 +58,7 @@ the whole history (taskorch tasks list --status completed lists them). The dashb
 page shows the same.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			pool, err := g.connect(cmd.Context())
+			pool, err := g.connectRead(cmd.Context(), cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}

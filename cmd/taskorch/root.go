@@ -17,11 +17,13 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/internal/admin"
 )
 
 // globals are the flags every command shares.
 type globals struct {
 	databaseURL string
+	readURL     string // a read replica for listings and the dashboard's pages; "" for none
 	jsonOut     bool
 }
 
@@ -44,9 +46,14 @@ Every command that talks to a database reads DATABASE_URL (or --database-url).`,
 	// URL may hold a password. An unset flag falls back to the variable before any command runs.
 	root.PersistentFlags().StringVar(&g.databaseURL, "database-url", "",
 		"PostgreSQL URL (env DATABASE_URL)")
+	root.PersistentFlags().StringVar(&g.readURL, "read-database-url", "",
+		"a read replica: listings and the dashboard's pages read from it, actions go to DATABASE_URL (env TASKORCH_READ_DATABASE_URL)")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		if !cmd.Flags().Changed("database-url") {
 			g.databaseURL = os.Getenv("DATABASE_URL")
+		}
+		if !cmd.Flags().Changed("read-database-url") {
+			g.readURL = os.Getenv("TASKORCH_READ_DATABASE_URL")
 		}
 		return nil
 	}
@@ -113,23 +120,81 @@ func (g *globals) connect(ctx context.Context) (*pgxpool.Pool, error) {
 	if g.databaseURL == "" {
 		return nil, usageErrorf("no database: set DATABASE_URL or pass --database-url (taskorch dev prints one)")
 	}
-	cfg, err := pgxpool.ParseConfig(g.databaseURL)
+	return connectTo(ctx, g.databaseURL, "DATABASE_URL", "the database")
+}
+
+// connectTo opens a pool of a few connections on url (named env in errors) and checks that it
+// answers.
+func connectTo(ctx context.Context, url, env, what string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, usageErrorf("DATABASE_URL is not a valid PostgreSQL URL: %v", redact(err))
+		return nil, usageErrorf("%s is not a valid PostgreSQL URL: %v", env, redact(err))
 	}
 	cfg.MaxConns = 4
-	unnamedStatements(cfg, g.databaseURL)
+	unnamedStatements(cfg, url)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect to the database: %w", redact(err))
+		return nil, fmt.Errorf("connect to %s: %w", what, redact(err))
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := pool.Ping(pingCtx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("cannot reach the database at %s: %w", safeURL(g.databaseURL), redact(err))
+		return nil, fmt.Errorf("cannot reach %s at %s: %w", what, safeURL(url), redact(err))
 	}
 	return pool, nil
+}
+
+// connectRead opens the pool listings read from: the read replica when one is configured
+// (--read-database-url, TASKORCH_READ_DATABASE_URL), after saying on stderr how far behind the
+// primary it is; else the database itself.
+func (g *globals) connectRead(ctx context.Context, stderr io.Writer) (*pgxpool.Pool, error) {
+	if g.readURL == "" {
+		return g.connect(ctx)
+	}
+	read, err := connectTo(ctx, g.readURL, "TASKORCH_READ_DATABASE_URL", "the read replica")
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stderr, "taskorch: reading from %s: %s\n", safeURL(g.readURL), g.replicaLag(ctx, read))
+	return read, nil
+}
+
+// replicaLag says how far read is behind the primary, in words; the primary is optional for a
+// listing, so its absence is said, not an error.
+func (g *globals) replicaLag(ctx context.Context, read *pgxpool.Pool) string {
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if g.databaseURL == "" {
+		return "a replica, its lag unknown (no DATABASE_URL to compare with)"
+	}
+	primary, err := connectTo(lctx, g.databaseURL, "DATABASE_URL", "the database")
+	if err != nil {
+		return "a replica, its lag unknown (" + err.Error() + ")"
+	}
+	defer primary.Close()
+	l, err := admin.ReadReplicaLag(lctx, primary, read)
+	if err != nil {
+		return "a replica, its lag unknown (" + redact(err).Error() + ")"
+	}
+	if !l.Standby {
+		return "the read database is " + l.String()
+	}
+	return "a replica, " + l.String()
+}
+
+// readClient is client on connectRead's pool: for the commands that only read.
+func (g *globals) readClient(cmd *cobra.Command) (*taskorch.Client, func(), error) {
+	pool, err := g.connectRead(cmd.Context(), cmd.ErrOrStderr())
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := taskorch.NewClient(pool, nil)
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return c, pool.Close, nil
 }
 
 func (g *globals) client(ctx context.Context) (*taskorch.Client, func(), error) {

@@ -40,6 +40,7 @@ func secretEnv() (env, secrets []string) {
 	}
 	add("DATABASE_URL", "postgres://u:s3cr3t-pw@127.0.0.1:1/db")
 	add("TASKORCH_LISTEN_DATABASE_URL", "postgres://u:listen-s3cr3t@127.0.0.1:1/db")
+	add("TASKORCH_READ_DATABASE_URL", "postgres://u:read-s3cr3t@127.0.0.1:1/db")
 	add("TASKORCH_REDIS_URL", "redis://u:redis-s3cr3t@127.0.0.1:1/0")
 	add("TASKORCH_SQS_QUEUE_URL", "https://u:sqs-url-s3cr3t@127.0.0.1:1/q")
 	add("TASKORCH_SQS_ENDPOINT", "http://u:sqs-endpoint-s3cr3t@127.0.0.1:1")

@@ -31,7 +31,7 @@ func newTasksCmd(g *globals) *cobra.Command {
 			for _, s := range statuses {
 				p.Statuses = append(p.Statuses, taskorch.Status(s))
 			}
-			c, closeFn, err := g.client(cmd.Context())
+			c, closeFn, err := g.readClient(cmd)
 			if err != nil {
 				return err
 			}
@@ -64,7 +64,7 @@ func newTasksCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, closeFn, err := g.client(cmd.Context())
+			c, closeFn, err := g.readClient(cmd)
 			if err != nil {
 				return err
 			}

@@ -358,10 +358,20 @@ func waitForDatabase(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) 
 		if err == nil {
 			return nil
 		}
+		standbys := errors.Is(err, pgconn.ErrReadOnlyConnection) || errors.Is(err, pgconn.ErrStandbyConnection)
 		if time.Now().After(deadline) || ctx.Err() != nil {
+			if standbys {
+				return fmt.Errorf("no host of DATABASE_URL accepts writes (each one reached is a standby or read-only; "+
+					"target_session_attrs=read-write refuses them): %w", redact(err))
+			}
 			return fmt.Errorf("cannot reach the database: %w", redact(err))
 		}
-		log.Warn("database not reachable yet; retrying", "error", redact(err))
+		if standbys {
+			log.Warn("database not reachable yet; retrying: no host of DATABASE_URL accepts writes yet (a standby, or read-only), waiting for a primary",
+				"error", redact(err))
+		} else {
+			log.Warn("database not reachable yet; retrying", "error", redact(err))
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

@@ -18,7 +18,7 @@ func newWorkersCmd(g *globals) *cobra.Command {
 		Short: "List the workers with their heartbeat, pool size, running tasks and the leader",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			pool, err := g.connect(cmd.Context())
+			pool, err := g.connectRead(cmd.Context(), cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -58,7 +58,7 @@ func newSchedulesCmd(g *globals) *cobra.Command {
 		Short: "List the schedules",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, closeFn, err := g.client(cmd.Context())
+			c, closeFn, err := g.readClient(cmd)
 			if err != nil {
 				return err
 			}

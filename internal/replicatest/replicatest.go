@@ -90,8 +90,11 @@ func (p *Pair) waitStreaming(t testing.TB) {
 // called, or fails t.
 func (p *Pair) CaughtUp(t testing.TB) {
 	t.Helper()
-	var lsn string
-	if err := query(p.Primary.URL("postgres"), `select pg_current_wal_lsn()::text`, &lsn); err != nil {
+	// A transaction with an id, committed synchronously, flushes the WAL up to its commit
+	// record: everything committed before it (asynchronously too) is then flushed, and the
+	// flush position is what a standby can replay up to.
+	lsn, err := flushedLSN(p.Primary.URL("postgres"))
+	if err != nil {
 		t.Fatalf("replicatest: %v", err)
 	}
 	deadline := time.Now().Add(60 * time.Second)
@@ -106,6 +109,24 @@ func (p *Pair) CaughtUp(t testing.TB) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// flushedLSN commits a transaction with an id synchronously and returns a WAL position before
+// its commit record, so flushed with it.
+func flushedLSN(url string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	if _, err := conn.Exec(ctx, "set synchronous_commit = on"); err != nil {
+		return "", err
+	}
+	var lsn string
+	err = conn.QueryRow(ctx, `with x as (select pg_current_xact_id()) select pg_current_wal_insert_lsn()::text from x`).Scan(&lsn)
+	return lsn, err
 }
 
 func query(url, sql string, dst any, args ...any) error {
