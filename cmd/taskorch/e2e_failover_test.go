@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch/internal/chaos"
@@ -78,7 +80,11 @@ func runFailover(t *testing.T, synchronous bool) failoverResult {
 			if r := run(t, "migrate", "up", "--database-url", primary.URL("failover")); r.code != exitOK {
 				return fmt.Errorf("migrate: %s", r.err)
 			}
-			return pgExec(ctx, primary.URL("failover"), testfixtures.WorkerSQL)
+			if err := pgExec(ctx, primary.URL("failover"), testfixtures.WorkerSQL); err != nil {
+				return err
+			}
+			// The leader enqueues a tick a second, before and after the failover.
+			return pgExec(ctx, primary.URL("failover"), `select queues.add_schedule('failover-tick', '@every 1s', 'taskorch.noop')`)
 		},
 		StandbyConninfo: func(primaryPort int) string {
 			require.NoError(t, tp.Proxy(ctx, "replication", fmt.Sprintf("127.0.0.1:%d", link), fmt.Sprintf("127.0.0.1:%d", primaryPort)))
@@ -103,8 +109,9 @@ func runFailover(t *testing.T, synchronous bool) failoverResult {
 
 	multi := fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/failover?sslmode=disable&target_session_attrs=read-write&connect_timeout=2",
 		primary.Port(), standby.Port())
-	for i := range 2 {
-		startWorkerProc(t, multi, fmt.Sprintf("TASKORCH_WORKER_ID=failover-%d", i), "TASKORCH_CONCURRENCY=8",
+	workers := make([]*proc, 2)
+	for i := range workers {
+		workers[i] = startWorkerProc(t, multi, fmt.Sprintf("TASKORCH_WORKER_ID=failover-%d", i), "TASKORCH_CONCURRENCY=8",
 			"TASKORCH_LEASE_DURATION=5s", "TASKORCH_LOG_LEVEL=info")
 	}
 
@@ -181,6 +188,17 @@ func runFailover(t *testing.T, synchronous bool) failoverResult {
 	require.Equal(t, q[int64](t, promoted, `select count(*) from queues.task where task_type = 'db_function'`),
 		q[int64](t, promoted, `select count(distinct note) from wbiz.effect`), "one effect per surviving task")
 	waitFor(t, promoted, "a leader elected on the new primary", `select exists (select from queues.leader where elected_at > $1 or expires_at > now())`, crashedAt)
+	// Schedules go on from the new primary: ticks enqueued after the promotion, each tick once
+	// (its idempotency key), whichever leader enqueued the ticks before.
+	waitFor(t, promoted, "a schedule tick enqueued on the new primary",
+		`select exists (select from queues.task where idempotency_key like 'schedule:failover-tick:%' and enqueued_at > $1)`, promotedAt)
+	require.Zero(t, q[int64](t, promoted, `select count(*) from (select payload, scheduled_at from queues.task
+		where idempotency_key like 'schedule:failover-tick:%' group by 1, 2 having count(*) > 1) d`), "a tick enqueued twice")
+	if !synchronous {
+		// The old primary comes back as a primary, with what it had not replicated; the workers'
+		// URL lists it first. They have written on the new primary's timeline and refuse it.
+		reviveFormerPrimary(t, primary, promoted, workers)
+	}
 	mode := "asynchronous"
 	if synchronous {
 		mode = "synchronous"
@@ -188,4 +206,42 @@ func runFailover(t *testing.T, synchronous bool) failoverResult {
 	t.Logf("failover, %s replication (WAL %d ms late on the standby): %d enqueues acknowledged, %d lost, %d effects twice, %d tasks run again; first completion on the new primary %.2fs after the crash (promotion took %.2fs)",
 		mode, replicationDelayMS, res.acked, res.lost, res.duplicates, res.rerun, res.resumeSeconds, res.promoteSeconds)
 	return res
+}
+
+// reviveFormerPrimary starts the crashed primary again on its port: it comes back writable, on
+// the timeline before the promotion. Every worker connection on the new primary is then cut,
+// so that each reconnects through the multi-host URL, which lists the old primary first. The
+// workers must refuse it (it is on an older timeline than the one they wrote on) and go on on
+// the new primary: nothing is written on the revived one.
+func reviveFormerPrimary(t *testing.T, old *pgcluster.Cluster, promoted *pgxpool.Pool, workers []*proc) {
+	ctx := t.Context()
+	revived, err := pgcluster.Start(ctx, pgcluster.Config{DataDir: old.DataDir(), Port: old.Port(), Settings: pgcluster.TestSettings()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = revived.Stop(context.Background()) })
+	onRevived := openPool(t, revived.URL("failover"))
+	require.False(t, q[bool](t, onRevived, `select pg_is_in_recovery()`), "the old primary came back writable")
+	snapshot := `select count(*) || ':' || coalesce(md5(string_agg(task_id || status::text || attempt || coalesce(lease_id, 0), ',' order by task_id)), '')
+		from queues.task`
+	before := q[string](t, onRevived, snapshot)
+	require.Positive(t, q[int64](t, onRevived, `select count(*) from queues.task where status in ('pending', 'running')`),
+		"the old primary has unfinished tasks a worker connected to it would run")
+
+	_, err = promoted.Exec(ctx, `select pg_terminate_backend(pid) from pg_stat_activity
+		where datname = 'failover' and pid <> pg_backend_pid() and backend_type = 'client backend'`)
+	require.NoError(t, err)
+	// Work that can only finish if the workers reconnected (to the new primary).
+	var ids []int64
+	for range 20 {
+		ids = append(ids, q[int64](t, promoted, `select queues.enqueue('taskorch.noop', '{"after": "revival"}')`))
+	}
+	waitFor(t, promoted, "the workers working on the new primary after reconnecting",
+		`select count(*) = 20 from queues.task where task_id = any($1) and status = 'completed'`, ids)
+	require.Equal(t, before, q[string](t, onRevived, snapshot), "a worker wrote on the revived old primary")
+	refused := 0
+	for _, w := range workers {
+		if strings.Contains(w.out.String(), "refusing a former primary") {
+			refused++
+		}
+	}
+	require.Positive(t, refused, "a worker said it refused the former primary")
 }

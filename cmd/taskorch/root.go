@@ -18,6 +18,7 @@ import (
 
 	"github.com/taskorch/taskorch"
 	"github.com/taskorch/taskorch/internal/admin"
+	"github.com/taskorch/taskorch/internal/failover"
 )
 
 // globals are the flags every command shares.
@@ -132,6 +133,7 @@ func connectTo(ctx context.Context, url, env, what string) (*pgxpool.Pool, error
 	}
 	cfg.MaxConns = 4
 	unnamedStatements(cfg, url)
+	failover.NewGuard(nil).Install(&cfg.ConnConfig.Config)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", what, redact(err))

@@ -24,6 +24,7 @@ import (
 
 	"github.com/taskorch/taskorch"
 	"github.com/taskorch/taskorch/internal/builtinhandlers"
+	"github.com/taskorch/taskorch/internal/failover"
 )
 
 // workerFlags are the worker's settings; each has an environment variable twin
@@ -215,6 +216,8 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 		return usageErrorf("DATABASE_URL is not a valid PostgreSQL URL: %v", redact(err))
 	}
 	cfg.MaxConns = int32(min(f.concurrency+6, 1000)) //nolint:gosec // bounded
+	// With a multi-host URL, a former primary that came back after a failover is refused.
+	failover.NewGuard(log).Install(&cfg.ConnConfig.Config)
 	// If this process dies mid-statement (SIGKILL, a lost machine), PostgreSQL notices within
 	// seconds instead of when the statement ends, and releases the task's row lock so the
 	// task can be recovered once its lease expires. PostgreSQL 14+; ignored before.

@@ -38,14 +38,14 @@ type Pair struct {
 // Start starts the pair and waits until the standby streams, or fails t.
 func Start(t testing.TB, opts Options) *Pair {
 	t.Helper()
-	ctx := context.Background()
+	ctx := context.WithoutCancel(t.Context()) // the servers outlive the test's context, until its cleanup
 	settings := pgcluster.TestSettings()
 	maps.Copy(settings, opts.Settings)
 	primary, err := pgcluster.Start(ctx, pgcluster.Config{DataDir: dataDir(t, "primary"), Port: freePort(t), Settings: settings})
 	if err != nil {
 		t.Fatalf("replicatest: primary: %v", err)
 	}
-	t.Cleanup(func() { _ = primary.Stop(context.Background()) })
+	t.Cleanup(func() { _ = primary.Stop(ctx) })
 	if opts.Setup != nil {
 		if err := opts.Setup(ctx, primary); err != nil {
 			t.Fatalf("replicatest: setup: %v", err)
@@ -63,7 +63,7 @@ func Start(t testing.TB, opts Options) *Pair {
 	if err != nil {
 		t.Fatalf("replicatest: standby: %v", err)
 	}
-	t.Cleanup(func() { _ = standby.Stop(context.Background()) })
+	t.Cleanup(func() { _ = standby.Stop(ctx) })
 	p := &Pair{Primary: primary, Standby: standby}
 	p.waitStreaming(t)
 	return p
@@ -75,7 +75,7 @@ func (p *Pair) waitStreaming(t testing.TB) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		var n int
-		err := query(p.Primary.URL("postgres"), `select count(*)::int from pg_stat_replication where state = 'streaming'`, &n)
+		err := query(t.Context(), p.Primary.URL("postgres"), `select count(*)::int from pg_stat_replication where state = 'streaming'`, &n)
 		if err == nil && n > 0 {
 			return
 		}
@@ -93,14 +93,14 @@ func (p *Pair) CaughtUp(t testing.TB) {
 	// A transaction with an id, committed synchronously, flushes the WAL up to its commit
 	// record: everything committed before it (asynchronously too) is then flushed, and the
 	// flush position is what a standby can replay up to.
-	lsn, err := flushedLSN(p.Primary.URL("postgres"))
+	lsn, err := flushedLSN(t.Context(), p.Primary.URL("postgres"))
 	if err != nil {
 		t.Fatalf("replicatest: %v", err)
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		var done bool
-		err := query(p.Standby.URL("postgres"), `select pg_last_wal_replay_lsn() >= $1::pg_lsn`, &done, lsn)
+		err := query(t.Context(), p.Standby.URL("postgres"), `select pg_last_wal_replay_lsn() >= $1::pg_lsn`, &done, lsn)
 		if err == nil && done {
 			return
 		}
@@ -113,14 +113,14 @@ func (p *Pair) CaughtUp(t testing.TB) {
 
 // flushedLSN commits a transaction with an id synchronously and returns a WAL position before
 // its commit record, so flushed with it.
-func flushedLSN(url string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+func flushedLSN(ctx context.Context, url string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		return "", err
 	}
-	defer func() { _ = conn.Close(context.Background()) }()
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 	if _, err := conn.Exec(ctx, "set synchronous_commit = on"); err != nil {
 		return "", err
 	}
@@ -129,14 +129,15 @@ func flushedLSN(url string) (string, error) {
 	return lsn, err
 }
 
-func query(url, sql string, dst any, args ...any) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+// query runs sql on a connection of its own and scans its one row into dst.
+func query(ctx context.Context, url, sql string, dst any, args ...any) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = conn.Close(context.Background()) }()
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 	return conn.QueryRow(ctx, sql, args...).Scan(dst)
 }
 
