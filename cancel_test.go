@@ -182,6 +182,45 @@ func TestCancelStopsOnlyThatTask(t *testing.T) {
 	}
 }
 
+// A cancellation committed while the worker's LISTEN connection is down, its notification
+// lost, is found within a second all the same: the worker checks its running tasks when the
+// connection is back, and polls for cancellations while it is down.
+func TestCancelWhileListenIsDown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, pool := newClient(t)
+	started := make(chan struct{})
+	cause := make(chan error, 1)
+	hs := taskorch.NewHandlers()
+	hs.HandleFunc("cut_off", func(ctx context.Context, _ *taskorch.Task) error {
+		close(started)
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return ctx.Err()
+	})
+	tap := newLogTap(t)
+	startWorker(t, pool, &taskorch.WorkerConfig{Handlers: hs, Logger: tap.logger})
+	res, err := c.Enqueue(ctx, raw("cut_off", `{}`), nil)
+	require.NoError(t, err)
+	<-started
+
+	lost := tap.expect("LISTEN connection lost; polling until it is back", 0)
+	require.Equal(t, int64(1), scalar[int64](t, pool, `select count(pg_terminate_backend(pid)) from pg_stat_activity
+		where datname = current_database() and pid <> pg_backend_pid() and query ilike 'listen%'`), "the worker's LISTEN connection")
+	tap.await(t, lost)
+	began := time.Now()
+	_, err = c.Cancel(ctx, res.TaskID)
+	require.NoError(t, err)
+	select {
+	case got := <-cause:
+		t.Logf("stopped %s after the cancel", time.Since(began))
+		require.ErrorIs(t, got, taskorch.ErrTaskCancelled)
+		require.Less(t, time.Since(began), promptCancel)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the task cancelled while LISTEN was down was not stopped")
+	}
+}
+
 // A task cancelled after its claim committed and before the worker started it is still stopped
 // promptly: the notification, which named no running task, is remembered, and the start finds
 // it. The pool reaches PostgreSQL through a proxy that hands answers back 400 ms late while the
@@ -361,20 +400,25 @@ type logWait struct {
 	ch   chan map[string]any
 }
 
+// matches reports whether rec is the line w waits for: its message, about its task (0: any).
+func (w logWait) matches(rec map[string]any) bool {
+	return rec["msg"] == w.msg && (w.task == 0 || rec["task_id"] == w.task)
+}
+
 func newLogTap(t *testing.T) *logTap {
 	l := &logTap{t: t}
 	l.logger = slog.New(&tapHandler{tap: l, inner: testLogger(t).Handler()})
 	return l
 }
 
-// expect returns a channel that gets the first line with message msg about task, logged
-// before or after the call.
+// expect returns a channel that gets the first line with message msg about task (0: any),
+// logged before or after the call.
 func (l *logTap) expect(msg string, task int64) <-chan map[string]any {
 	ch := make(chan map[string]any, 1)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, rec := range l.seen {
-		if rec["msg"] == msg && rec["task_id"] == task {
+		if w := (logWait{msg: msg, task: task}); w.matches(rec) {
 			ch <- rec
 			return ch
 		}
@@ -407,7 +451,7 @@ func (l *logTap) record(rec map[string]any) {
 	l.seen = append(l.seen, rec)
 	kept := l.waits[:0]
 	for _, w := range l.waits {
-		if rec["msg"] == w.msg && rec["task_id"] == w.task {
+		if w.matches(rec) {
 			w.ch <- rec
 			continue
 		}
