@@ -184,8 +184,8 @@ func (w *Worker) claim(ctx context.Context, claimSQL string, n int, lease string
 
 // runListener holds a LISTEN connection (taskorch_task and taskorch_cancel) and turns
 // notifications into wake-ups and lease checks, reconnecting with backoff when the connection
-// drops. Polling covers the gaps; after a reconnect the running tasks' leases are checked once. first, when not
-// nil, is a connection already listening (Run opened and checked it).
+// drops. Polling covers the gaps; after a reconnect the running tasks' leases are checked once.
+// first, when not nil, is a connection already listening (Run opened and checked it).
 func (w *Worker) runListener(ctx context.Context, first *pgx.Conn) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {

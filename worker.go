@@ -70,7 +70,7 @@ type runningTask struct {
 
 // NewWorker returns a worker over pool. The pool should allow Concurrency + 4 connections: a
 // db_function task holds one for its transaction, and the fetcher, the completer, the lease
-// renewer and the listener use one each.
+// renewer (or the lease check, lease_check.go) and the listener use one each.
 func NewWorker(pool *pgxpool.Pool, cfg *WorkerConfig) (*Worker, error) {
 	if pool == nil {
 		return nil, errors.New("taskorch: NewWorker needs a *pgxpool.Pool")
