@@ -8,7 +8,8 @@ import (
 )
 
 // Cancel cancels a pending, running, failed or dead task and returns it. A running task's
-// worker loses its lease: its completion will be refused. Cancelling a cancelled task is a
+// worker loses its lease and is told at commit: it cancels the handler's context within a second
+// (cause ErrTaskCancelled), and the handler's outcome is refused (docs/worker.md, "Cancellation"). Cancelling a cancelled task is a
 // no-op; a completed task gives ErrWrongState; an unknown id gives ErrNotFound.
 func (c *Client) Cancel(ctx context.Context, id int64) (*Task, error) {
 	return c.control(ctx, c.pool, "cancel", id)

@@ -75,6 +75,12 @@ func (e *RateLimitedError) wait() time.Duration {
 // task's lease: it was cancelled, or it expired and another worker took it.
 var ErrLeaseLost = errors.New("taskorch: the task's lease was lost")
 
+// ErrTaskCancelled is the cause of a handler's context cancellation when the task was cancelled
+// (Client.Cancel, queues.cancel_task) while it ran; the worker learns of it within a second
+// (docs/worker.md, "Cancellation"). It wraps ErrLeaseLost: a cancelled task's lease is gone, and
+// whatever the handler returns is not recorded.
+var ErrTaskCancelled = fmt.Errorf("%w: the task was cancelled", ErrLeaseLost)
+
 // ErrShutdown is the cause of a handler's context cancellation when the worker shuts down and
 // the grace period is over; the task is given back to pending.
 var ErrShutdown = errors.New("taskorch: worker shutting down")

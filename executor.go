@@ -27,7 +27,12 @@ func (w *Worker) start(inner context.Context, t *Task) {
 	w.metrics.taskStarted(t)
 	w.mu.Lock()
 	w.running[t.ID] = r
+	// Cancelled after the claim committed and before now: its notification found no task.
+	cancelled := w.cancelHints.has(leaseRef{task: t.ID, lease: *t.LeaseID})
 	w.mu.Unlock()
+	if cancelled {
+		w.signalLeaseCheck()
+	}
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // claimTimeout bounds one claim statement (a database that stopped answering). A claim cut
@@ -181,9 +182,10 @@ func (w *Worker) claim(ctx context.Context, claimSQL string, n int, lease string
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Task, error) { return scanTask(r) })
 }
 
-// runListener holds a LISTEN taskorch_task connection and turns notifications into wake-ups,
-// reconnecting with backoff when the connection drops. Polling covers the gaps. first, when not
-// nil, is a connection already listening (Run opened and checked it).
+// runListener holds a LISTEN connection (taskorch_task and taskorch_cancel) and turns
+// notifications into wake-ups and lease checks, reconnecting with backoff when the connection
+// drops. Polling covers the gaps; after a reconnect the running tasks' leases are checked once.
+// first, when not nil, is a connection already listening (Run opened and checked it).
 func (w *Worker) runListener(ctx context.Context, first *pgx.Conn) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
@@ -195,8 +197,11 @@ func (w *Worker) runListener(ctx context.Context, first *pgx.Conn) {
 		}
 		if err == nil {
 			backoff = 100 * time.Millisecond
-			w.signalWake() // anything enqueued while we were not listening
+			w.listening.Store(true)
+			w.signalWake()       // anything enqueued while we were not listening
+			w.signalLeaseCheck() // anything cancelled while we were not listening
 			err = w.listen(ctx, pc)
+			w.listening.Store(false)
 		}
 		if ctx.Err() != nil {
 			return
@@ -230,9 +235,11 @@ func (w *Worker) openListen(ctx context.Context) (*pgx.Conn, error) {
 		}
 		pc = conn.Hijack()
 	}
-	if _, err := pc.Exec(ctx, "listen taskorch_task"); err != nil {
-		_ = pc.Close(context.WithoutCancel(ctx))
-		return nil, err
+	for _, sql := range []string{"listen taskorch_task", "listen " + cancelChannel} {
+		if _, err := pc.Exec(ctx, sql); err != nil {
+			_ = pc.Close(context.WithoutCancel(ctx))
+			return nil, err
+		}
 	}
 	if w.cfg.ListenConfig != nil {
 		if err := w.probeListen(ctx, pc); err != nil {
@@ -273,24 +280,36 @@ func (w *Worker) probeListen(ctx context.Context, pc *pgx.Conn) error {
 		if n.Channel == "taskorch_listen_probe" && n.Payload == token {
 			break
 		}
-		if n.Channel == "taskorch_task" {
-			w.signalWake()
+		if n.Channel != "taskorch_listen_probe" {
+			w.notified(n)
 		}
 	}
 	_, err := pc.Exec(ctx, "unlisten taskorch_listen_probe")
 	return err
 }
 
-// listen turns notifications on pc into wake-ups until pc fails or ctx is done; it closes pc.
+// listen turns notifications on pc into wake-ups and lease checks until pc fails or ctx is
+// done; it closes pc.
 func (w *Worker) listen(ctx context.Context, pc *pgx.Conn) error {
 	defer func() { _ = pc.Close(context.WithoutCancel(ctx)) }()
 	for {
-		if _, err := pc.WaitForNotification(ctx); err != nil {
+		n, err := pc.WaitForNotification(ctx)
+		if err != nil {
 			return err
 		}
-		w.metrics.notified()
-		w.signalWake()
+		w.notified(n)
 	}
+}
+
+// notified handles one notification: new tasks (taskorch_task) wake the fetcher; a cancelled
+// task (taskorch_cancel) may stop one of the running ones (lease_check.go).
+func (w *Worker) notified(n *pgconn.Notification) {
+	if n.Channel == cancelChannel {
+		w.cancelNotified(n.Payload)
+		return
+	}
+	w.metrics.notified()
+	w.signalWake()
 }
 
 func (w *Worker) signalWake() {

@@ -6,8 +6,8 @@ import (
 )
 
 // runRenewer extends the leases of running tasks every LeaseDuration/3, in one statement, and
-// cancels the tasks whose lease is gone (cancelled by an operator, or expired and taken over)
-// with cause ErrLeaseLost.
+// stops the tasks whose lease is gone (cancelled by an operator, or expired and taken over)
+// through checkLeases. A cancellation usually reaches the worker sooner (lease_check.go).
 func (w *Worker) runRenewer(ctx context.Context) {
 	every := max(w.cfg.LeaseDuration/3, 100*time.Millisecond)
 	tick := time.NewTicker(every)
@@ -23,15 +23,13 @@ func (w *Worker) runRenewer(ctx context.Context) {
 }
 
 func (w *Worker) renew(ctx context.Context) {
-	w.mu.Lock()
-	ids := make([]int64, 0, len(w.running))
-	leases := make([]int64, 0, len(w.running))
-	for id, r := range w.running {
-		ids, leases = append(ids, id), append(leases, *r.task.LeaseID)
-	}
-	w.mu.Unlock()
-	if len(ids) == 0 {
+	refs := w.runningLeases()
+	if len(refs) == 0 {
 		return
+	}
+	ids, leases := make([]int64, len(refs)), make([]int64, len(refs))
+	for i, ref := range refs {
+		ids[i], leases[i] = ref.task, ref.lease
 	}
 	rows, err := w.pool.Query(ctx, `select task_id from queues.renew_leases($1, $2, $3::interval)`,
 		ids, leases, w.cfg.LeaseDuration.String())
@@ -47,18 +45,13 @@ func (w *Worker) renew(ctx context.Context) {
 	for _, id := range kept {
 		alive[id] = true
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for i, id := range ids {
-		if alive[id] {
-			continue
-		}
-		// A task whose outcome is being recorded lost its lease to that outcome, not to
-		// anyone else.
-		if r, ok := w.running[id]; ok && *r.task.LeaseID == leases[i] && !r.recording.Load() {
-			w.metrics.leaseLost()
-			w.taskLogger(r.task).Warn("lease lost; cancelling the task")
-			r.cancel(ErrLeaseLost)
+	var missing []leaseRef
+	for _, ref := range refs {
+		if !alive[ref.task] {
+			missing = append(missing, ref)
 		}
 	}
+	// Not extended: cancelled, or expired and taken over, or finished meanwhile. The database
+	// says which, on the one path that stops tasks whose lease is gone (lease_check.go).
+	w.checkLeases(ctx, missing)
 }

@@ -2362,6 +2362,9 @@ begin
     insert into queues.task_event (task_id, event, from_status, to_status, lease_id, worker_id, attempt, detail)
     values (_task_id, 'cancelled', _t.status, 'cancelled', _t.lease_id, session_user, _t.attempt,
             left(nullif(_reason, ''), 1024));
+    if _t.status = 'running' and _t.lease_expires_at is not null then
+        perform pg_notify('taskorch_cancel', _task_id::text || ':' || _t.lease_id::text);
+    end if;
     return 'cancelled';
 end $$;
 
@@ -3168,6 +3171,31 @@ begin
     where task_id = _task_id and lease_id = _lease_id and lease_expires_at is not null  -- i.e. running
     for update;
     return found;
+end $$;
+
+
+--
+-- Name: lost_leases(bigint[], bigint[]); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.lost_leases(_task_ids bigint[], _lease_ids bigint[]) RETURNS TABLE(task_id bigint, status queues.task_status)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if _task_ids is null or _lease_ids is null or cardinality(_task_ids) <> cardinality(_lease_ids) then
+        raise exception 'lost_leases: _task_ids and _lease_ids must be arrays of the same length, got % and %',
+            coalesce(cardinality(_task_ids)::text, 'NULL'), coalesce(cardinality(_lease_ids)::text, 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    return query
+    select c.task_id, t.status
+    from unnest(_task_ids, _lease_ids) as c(task_id, lease_id)
+    left join queues.task t on t.task_id = c.task_id
+    where t.task_id is null
+       or t.lease_id is distinct from c.lease_id
+       or t.status <> 'running'
+       or t.lease_expires_at is null;  -- renew_leases would not extend it
 end $$;
 
 
@@ -6626,6 +6654,14 @@ GRANT ALL ON FUNCTION queues.limit_wait(_task_types text[]) TO worker_service_us
 
 REVOKE ALL ON FUNCTION queues.lock_lease(_task_id bigint, _lease_id bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION queues.lock_lease(_task_id bigint, _lease_id bigint) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION lost_leases(_task_ids bigint[], _lease_ids bigint[]); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.lost_leases(_task_ids bigint[], _lease_ids bigint[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION queues.lost_leases(_task_ids bigint[], _lease_ids bigint[]) TO worker_service_user;
 
 
 --

@@ -28,6 +28,8 @@ func TestWorkerRoleLeastPrivilege(t *testing.T) {
 	var n int
 	require.NoError(t, tx.QueryRow(ctx, `select count(*) from queues.claim_tasks('w1', 10)`).Scan(&n))
 	require.Equal(t, 1, n, "the worker role claims through the function")
+	require.NoError(t, tx.QueryRow(ctx, `select count(*) from queues.lost_leases('{0}', '{0}')`).Scan(&n))
+	require.Equal(t, 1, n, "the worker role asks which leases are gone (lease_check.go)")
 
 	for _, sql := range []string{
 		`select * from queues.task`,

@@ -29,13 +29,17 @@ type Worker struct {
 
 	slots       chan struct{} // one token per running task
 	wake        chan struct{} // a NOTIFY arrived
+	leaseCheck  chan struct{} // a running task may have been cancelled (lease_check.go)
+	listening   atomic.Bool   // the LISTEN connection is up: cancel notifications arrive
 	completions *completions  // succeeded tasks, for the completer
 	hardStop    chan struct{}
 	stopOnce    sync.Once
 
 	mu      sync.Mutex
 	running map[int64]*runningTask // by task id, from start until finish
-	wg      sync.WaitGroup         // task goroutines
+	// cancelHints: cancel notifications that named no running task (lease_check.go).
+	cancelHints cancelHints
+	wg          sync.WaitGroup // task goroutines
 
 	// background runs alongside the fetch loop until the worker stops.
 	background []func(ctx context.Context)
@@ -66,7 +70,7 @@ type runningTask struct {
 
 // NewWorker returns a worker over pool. The pool should allow Concurrency + 4 connections: a
 // db_function task holds one for its transaction, and the fetcher, the completer, the lease
-// renewer and the listener use one each.
+// renewer (or the lease check, lease_check.go) and the listener use one each.
 func NewWorker(pool *pgxpool.Pool, cfg *WorkerConfig) (*Worker, error) {
 	if pool == nil {
 		return nil, errors.New("taskorch: NewWorker needs a *pgxpool.Pool")
@@ -121,6 +125,7 @@ func NewWorker(pool *pgxpool.Pool, cfg *WorkerConfig) (*Worker, error) {
 		log:         c.Logger.With("worker_id", c.ID),
 		slots:       make(chan struct{}, c.Concurrency),
 		wake:        make(chan struct{}, 1),
+		leaseCheck:  make(chan struct{}, 1),
 		completions: newCompletions(c.Concurrency * 2),
 		hardStop:    make(chan struct{}),
 		running:     map[int64]*runningTask{},
@@ -230,7 +235,11 @@ func (w *Worker) services(listenConn *pgx.Conn) []service {
 	for _, fn := range w.background {
 		s = append(s, service{name: "background", run: fn})
 	}
-	s = append(s, service{name: "lease renewer", run: w.runRenewer})
+	s = append(s,
+		service{name: "lease renewer", run: w.runRenewer},
+		// Stops running tasks cancelled meanwhile, told by the listener or checking on its own.
+		service{name: "lease checker", run: w.runLeaseChecker},
+	)
 	if w.dl != nil {
 		// Dispatches, probes, extends held messages and acknowledges; stopped after the
 		// completer, so every acknowledgement of a written outcome is flushed.

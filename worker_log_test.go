@@ -86,7 +86,7 @@ func TestWorkerTaskLogLines(t *testing.T) {
 	}
 	check(steps.TaskID, "steps", "task started", "task failed", "task snoozed", "task finished")
 	require.Len(t, linesAbout(steps.TaskID), 8, "3 attempts: started and finished each, a failure and a snooze")
-	check(blocks.TaskID, "blocks", "task started", "lease lost; cancelling the task", "completion refused: the lease was lost", "task finished")
+	check(blocks.TaskID, "blocks", "task started", "task cancelled; stopping its handler", "completion refused: the lease was lost", "task finished")
 }
 
 type lockedBuffer struct {

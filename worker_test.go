@@ -273,8 +273,8 @@ func TestWorkerChannelInvoker(t *testing.T) {
 	require.Contains(t, lastError(t, pool, noProvider.TaskID), "no provider is configured for the sms channel")
 }
 
-// A task cancelled while it runs: its handler's context is cancelled with ErrLeaseLost at the
-// next lease renewal, and nothing it does later is recorded.
+// A task cancelled while it runs: its handler's context is cancelled with a cause that is
+// ErrLeaseLost (ErrTaskCancelled, cancel_test.go), and nothing it does later is recorded.
 func TestWorkerLeaseLostCancelsHandler(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -95,14 +96,72 @@ type proc struct {
 }
 
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu    sync.Mutex
+	b     bytes.Buffer
+	waits []lineWait
+}
+
+// lineWait is a wait for a line that contains every one of parts.
+type lineWait struct {
+	parts []string
+	ch    chan string
+}
+
+func (w lineWait) matches(line string) bool {
+	for _, p := range w.parts {
+		if !strings.Contains(line, p) {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.waits) > 0 {
+		// Whole lines only: the line p ends, from where it began in what was written before.
+		start := bytes.LastIndexByte(s.b.Bytes(), '\n') + 1
+		text := string(s.b.Bytes()[start:]) + string(p)
+		kept := s.waits[:0]
+		for _, w := range s.waits {
+			if line, ok := firstLineFor(text, w); ok {
+				w.ch <- line
+				continue
+			}
+			kept = append(kept, w)
+		}
+		s.waits = kept
+	}
 	return s.b.Write(p)
+}
+
+// lineWith returns a channel that gets the first complete line, written before or after the
+// call, that contains every one of parts: a signal to wait on, not a poll.
+func (s *syncBuffer) lineWith(parts ...string) <-chan string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := lineWait{parts: parts, ch: make(chan string, 1)}
+	if line, ok := firstLineFor(s.b.String(), w); ok {
+		w.ch <- line
+	} else {
+		s.waits = append(s.waits, w)
+	}
+	return w.ch
+}
+
+// firstLineFor finds the first complete line of text that w waits for.
+func firstLineFor(text string, w lineWait) (string, bool) {
+	for {
+		line, rest, ok := strings.Cut(text, "\n")
+		if !ok {
+			return "", false
+		}
+		if w.matches(line) {
+			return line, true
+		}
+		text = rest
+	}
 }
 
 func (s *syncBuffer) String() string {

@@ -1,0 +1,208 @@
+package taskorch
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// cancelChannel is the channel queues.cancel_task notifies, with '<task_id>:<lease_id>', when it
+// cancels a running task (docs/worker.md, "Cancellation").
+const cancelChannel = "taskorch_cancel"
+
+// leaseCheckInterval is how often a worker that hears no notifications (PollOnly, or while its
+// LISTEN connection is down) asks which of its running tasks are no longer its own.
+const leaseCheckInterval = 500 * time.Millisecond
+
+// leaseCheckTimeout bounds one check, its retries over a broken connection included.
+const leaseCheckTimeout = 10 * time.Second
+
+// lostLeasesSQL returns, of the given (task, lease) pairs, those no longer held, with the task's
+// status now.
+const lostLeasesSQL = `select task_id, status::text from queues.lost_leases($1, $2)`
+
+// leaseRef is a running task's id under the lease this worker holds it by.
+type leaseRef struct{ task, lease int64 }
+
+// runLeaseChecker stops, within a second of their cancellation, the running tasks that are no
+// longer this worker's: it checks when a cancel notification names one of them or the LISTEN
+// connection comes back (notifications may have been missed), and every leaseCheckInterval
+// while tasks run and no notification can arrive (PollOnly, or the LISTEN connection down).
+func (w *Worker) runLeaseChecker(ctx context.Context) {
+	tick := time.NewTicker(leaseCheckInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.leaseCheck:
+		case <-tick.C:
+			if !w.cfg.PollOnly && w.listening.Load() {
+				continue
+			}
+		}
+		w.checkLeases(ctx, w.runningLeases())
+	}
+}
+
+// signalLeaseCheck asks the lease checker to check the running tasks now.
+func (w *Worker) signalLeaseCheck() {
+	select {
+	case w.leaseCheck <- struct{}{}:
+	default:
+	}
+}
+
+// cancelNotified handles a taskorch_cancel notification: when it names a task this worker runs
+// under that lease, the checker asks the database. The payload alone stops nothing: any role
+// may NOTIFY.
+func (w *Worker) cancelNotified(payload string) {
+	ref, ok := parseCancelPayload(payload)
+	if !ok {
+		w.log.Debug("ignoring a malformed cancel notification", "payload", logValue(payload))
+		return
+	}
+	w.mu.Lock()
+	r, mine := w.running[ref.task]
+	mine = mine && *r.task.LeaseID == ref.lease
+	if !mine {
+		// Perhaps claimed by this worker and not started yet: start looks here.
+		w.cancelHints.add(ref)
+	}
+	w.mu.Unlock()
+	if mine {
+		w.signalLeaseCheck()
+	}
+}
+
+// cancelHintsSize bounds the cancel notifications a worker remembers for tasks it does not run.
+// A task cancelled between its claim's commit and its start is named by one of the last few.
+const cancelHintsSize = 256
+
+// cancelHints remembers the last cancel notifications that named no running task: one may name a
+// task whose claim committed and that this worker has not started yet, and would be missed.
+// Guarded by Worker.mu.
+type cancelHints struct {
+	set  map[leaseRef]struct{}
+	ring [cancelHintsSize]leaseRef
+	next int
+}
+
+func (h *cancelHints) add(ref leaseRef) {
+	if h.set == nil {
+		h.set = make(map[leaseRef]struct{}, cancelHintsSize)
+	}
+	if _, ok := h.set[ref]; ok {
+		return
+	}
+	if len(h.set) == cancelHintsSize {
+		delete(h.set, h.ring[h.next])
+	}
+	h.ring[h.next] = ref
+	h.set[ref] = struct{}{}
+	h.next = (h.next + 1) % cancelHintsSize
+}
+
+// has reports whether a cancel notification named ref.
+func (h *cancelHints) has(ref leaseRef) bool {
+	_, ok := h.set[ref]
+	return ok
+}
+
+// parseCancelPayload reads '<task_id>:<lease_id>'.
+func parseCancelPayload(s string) (leaseRef, bool) {
+	a, b, ok := strings.Cut(s, ":")
+	if !ok {
+		return leaseRef{}, false
+	}
+	task, err1 := strconv.ParseInt(a, 10, 64)
+	lease, err2 := strconv.ParseInt(b, 10, 64)
+	if err1 != nil || err2 != nil {
+		return leaseRef{}, false
+	}
+	return leaseRef{task: task, lease: lease}, true
+}
+
+// runningLeases lists the running tasks with their leases.
+func (w *Worker) runningLeases() []leaseRef {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	refs := make([]leaseRef, 0, len(w.running))
+	for id, r := range w.running {
+		refs = append(refs, leaseRef{task: id, lease: *r.task.LeaseID})
+	}
+	return refs
+}
+
+// checkLeases asks the database which of refs this worker no longer holds
+// (queues.lost_leases) and stops those tasks. It is the one path by which a running task learns
+// its lease is gone, whoever suspects it: the lease renewal (a lease it did not extend), a
+// cancel notification, or the periodic check. A task cancelled by an operator is stopped with
+// cause ErrTaskCancelled and logged at info; any other lost lease (expired and taken over) with
+// ErrLeaseLost, logged as a warning. When the database cannot answer within leaseCheckTimeout,
+// nothing is stopped: the next check asks again, and the lease renewal finds the lease gone.
+func (w *Worker) checkLeases(ctx context.Context, refs []leaseRef) {
+	if len(refs) == 0 {
+		return
+	}
+	ids, leases := make([]int64, len(refs)), make([]int64, len(refs))
+	for i, ref := range refs {
+		ids[i], leases[i] = ref.task, ref.lease
+	}
+	type lost struct {
+		task   int64
+		status *string
+	}
+	var gone []lost
+	cctx, cancel := context.WithTimeout(ctx, leaseCheckTimeout)
+	defer cancel()
+	err := w.retryDB(cctx, "check leases", func(ctx context.Context) error {
+		rows, err := w.pool.Query(ctx, lostLeasesSQL, ids, leases)
+		if err != nil {
+			return err
+		}
+		gone = gone[:0]
+		for rows.Next() {
+			var l lost
+			if err := rows.Scan(&l.task, &l.status); err != nil {
+				rows.Close()
+				return err
+			}
+			gone = append(gone, l)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Warn("could not check the running tasks' leases; checking again later", "tasks", len(refs), "error", err)
+		}
+		return
+	}
+	held := make(map[int64]int64, len(refs))
+	for _, ref := range refs {
+		held[ref.task] = ref.lease
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, l := range gone {
+		r, ok := w.running[l.task]
+		// A task whose outcome is being recorded lost its lease to that outcome, not to anyone
+		// else; a task started again under a new lease since the question is not this one.
+		if !ok || *r.task.LeaseID != held[l.task] || r.recording.Load() {
+			continue
+		}
+		w.metrics.leaseLost()
+		if l.status != nil && Status(*l.status) == StatusCancelled {
+			w.taskLogger(r.task).Info("task cancelled; stopping its handler")
+			r.cancel(ErrTaskCancelled)
+			continue
+		}
+		status := "(gone)"
+		if l.status != nil {
+			status = *l.status
+		}
+		w.taskLogger(r.task).Warn("lease lost; cancelling the task", "status", status)
+		r.cancel(ErrLeaseLost)
+	}
+}
