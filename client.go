@@ -62,7 +62,7 @@ func NewClient(pool *pgxpool.Pool, cfg *ClientConfig) (*Client, error) {
 	if pool == nil {
 		return nil, errors.New("taskorch: NewClient needs a *pgxpool.Pool")
 	}
-	return &Client{pool: pool, cfg: cfg.withDefaults(), waits: &waitHub{pool: pool}}, nil
+	return &Client{pool: pool, cfg: cfg.withDefaults(), waits: &waitHub{pool: pool, linger: waitLinger}}, nil
 }
 
 // Pool returns the pool the client was made with.

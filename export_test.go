@@ -30,3 +30,13 @@ func WaitersOf(c *Client) int {
 	}
 	return c.waits.l.n
 }
+
+// SetWaitLinger sets how long c's LISTEN connection stays open after the last Wait returned.
+func SetWaitLinger(c *Client, d time.Duration) { c.waits.linger = d }
+
+// WaitListening reports whether c's LISTEN connection is open (or opening).
+func WaitListening(c *Client) bool {
+	c.waits.mu.Lock()
+	defer c.waits.mu.Unlock()
+	return c.waits.l != nil
+}

@@ -2018,10 +2018,12 @@ begin
     if not exists (select from queues.task_waiter) then
         return null;
     end if;
+    -- Driven by the waiter rows, one primary-key lookup each (a scalar subquery is never turned
+    -- into a join): a join let the planner hash the whole task table, 65 ms a statement with
+    -- 1,000 waiters; this costs about 2 ms (docs/benchmarks.md, "Results and waiting").
     with gone as (
         delete from queues.task_waiter w
-        using queues.task t
-        where t.task_id = w.task_id and t.status in ('completed', 'failed', 'dead', 'cancelled')
+        where (select t.status from queues.task t where t.task_id = w.task_id) in ('completed', 'failed', 'dead', 'cancelled')
         returning w.task_id
     ), numbered as (
         select g.task_id, (row_number() over (order by g.task_id) - 1) / 300 as chunk from gone g
@@ -5798,7 +5800,7 @@ CREATE TRIGGER settings_stamp BEFORE UPDATE ON queues.settings FOR EACH ROW EXEC
 -- Name: task task_done_notify; Type: TRIGGER; Schema: queues; Owner: -
 --
 
-CREATE TRIGGER task_done_notify AFTER UPDATE ON queues.task FOR EACH STATEMENT EXECUTE FUNCTION internal.notify_task_done();
+CREATE TRIGGER task_done_notify AFTER UPDATE OF status ON queues.task FOR EACH STATEMENT EXECUTE FUNCTION internal.notify_task_done();
 
 
 --

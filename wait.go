@@ -18,6 +18,10 @@ import (
 // pool behind a transaction pooler, which cannot LISTEN).
 const waitRecheck = 3 * time.Second
 
+// waitLinger is how long the LISTEN connection stays open after the last Wait returned, so that
+// Waits one after another do not each open a connection.
+const waitLinger = 30 * time.Second
+
 // Wait returns the task once it has reached a terminal status — completed, failed, dead or
 // cancelled — with its result (Task.Result) when it completed with one. A task that is terminal
 // already is returned at once; a task that does not exist returns an error matching ErrNotFound
@@ -92,6 +96,7 @@ func waitError(ctx context.Context, err error) error {
 type waitHub struct {
 	pool    *pgxpool.Pool
 	recheck time.Duration // 0: waitRecheck (tests set it)
+	linger  time.Duration // waitLinger (tests set it)
 
 	mu sync.Mutex
 	l  *waitListener // nil when nobody waits
@@ -104,6 +109,7 @@ type waitListener struct {
 	cancel  context.CancelFunc
 	waiters map[int64]map[*waiter]struct{}
 	n       int
+	idle    *time.Timer // set while n is 0: stops the listener when it fires
 }
 
 // waiter is one Wait's registration: ch receives a signal when its task may have finished.
@@ -123,6 +129,10 @@ func (h *waitHub) add(ctx context.Context, id int64) (*waiter, error) {
 		l = &waitListener{ready: make(chan struct{}), cancel: cancel, waiters: map[int64]map[*waiter]struct{}{}}
 		h.l = l
 		go h.run(lctx, l)
+	}
+	if l.idle != nil {
+		l.idle.Stop() // if it fired already, it finds n above 0 and does nothing
+		l.idle = nil
 	}
 	w := &waiter{id: id, ch: make(chan struct{}, 1), l: l}
 	if l.waiters[id] == nil {
@@ -144,7 +154,8 @@ func (h *waitHub) add(ctx context.Context, id int64) (*waiter, error) {
 	}
 }
 
-// remove forgets w; the last waiter stops the listener, which closes its connection.
+// remove forgets w. After the last waiter, the listener lingers (waitLinger), then stops and
+// closes its connection, unless another Wait came meanwhile.
 func (h *waitHub) remove(w *waiter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -154,11 +165,27 @@ func (h *waitHub) remove(w *waiter) {
 		delete(l.waiters, w.id)
 	}
 	l.n--
-	if l.n == 0 {
-		l.cancel()
-		if h.l == l {
-			h.l = nil
+	if l.n > 0 {
+		return
+	}
+	if h.linger <= 0 || l.err != nil || h.l != l {
+		h.stop(l)
+		return
+	}
+	l.idle = time.AfterFunc(h.linger, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if l.n == 0 {
+			h.stop(l)
 		}
+	})
+}
+
+// stop ends l's listener; h.mu is held.
+func (h *waitHub) stop(l *waitListener) {
+	l.cancel()
+	if h.l == l {
+		h.l = nil
 	}
 }
 

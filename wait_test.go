@@ -169,14 +169,19 @@ func TestWaitBadInput(t *testing.T) {
 	require.Equal(t, "pending", scalar[string](t, pool, `select status::text from queues.task where task_id = $1`, res.TaskID), "waiting changes nothing")
 }
 
-// Waits from many goroutines, starting and ending at random, leave no waiter behind in the
-// client: after they end, a new Wait starts its own listener and still works.
+// Many Waits share one listener and leave no waiter behind. Without lingering the listener stops
+// with the last Wait, and the next Wait starts a new one; with it, the listener stays for the
+// next Wait and then stops on its own.
 func TestWaitListenerRestarts(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	c, _ := newClient(t)
 	taskorch.SetWaitRecheck(c, time.Hour)
-	for round := range 3 {
+	taskorch.SetWaitLinger(c, 0)
+	for round := range 4 {
+		if round == 2 {
+			taskorch.SetWaitLinger(c, 100*time.Millisecond)
+		}
 		res, err := c.Enqueue(ctx, raw("r", `{}`), nil)
 		require.NoError(t, err)
 		var wg sync.WaitGroup
@@ -198,5 +203,10 @@ func TestWaitListenerRestarts(t *testing.T) {
 			require.NoError(t, err)
 		}
 		require.Zero(t, taskorch.WaitersOf(c))
+		if round < 2 {
+			require.False(t, taskorch.WaitListening(c), "round %d: the listener stopped with the last Wait", round)
+		}
 	}
+	require.Eventually(t, func() bool { return !taskorch.WaitListening(c) }, 20*time.Second, 5*time.Millisecond,
+		"the lingering listener stops")
 }

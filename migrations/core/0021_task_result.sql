@@ -143,9 +143,10 @@ end $$;
 
 revoke all on function queues.watch_task(bigint) from public;
 
--- After every update of queues.task: when some waited-for task is now terminal, forget its
--- waiter row and NOTIFY taskorch_task_done with the ids (comma-separated, 300 per notification).
--- With no waiters this is one look at an empty table.
+-- After every update of queues.task's status: when some waited-for task is now terminal, forget
+-- its waiter row and NOTIFY taskorch_task_done with the ids (comma-separated, 300 per
+-- notification). With no waiters this is one look at an empty table. No transition table: it
+-- would copy every updated row of every claim and completion, waiters or not.
 create function internal.notify_task_done() returns trigger
 language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
 declare
@@ -155,10 +156,12 @@ begin
     if not exists (select from queues.task_waiter) then
         return null;
     end if;
+    -- Driven by the waiter rows, one primary-key lookup each (a scalar subquery is never turned
+    -- into a join): a join let the planner hash the whole task table, 65 ms a statement with
+    -- 1,000 waiters; this costs about 2 ms (docs/benchmarks.md, "Results and waiting").
     with gone as (
         delete from queues.task_waiter w
-        using queues.task t
-        where t.task_id = w.task_id and t.status in ('completed', 'failed', 'dead', 'cancelled')
+        where (select t.status from queues.task t where t.task_id = w.task_id) in ('completed', 'failed', 'dead', 'cancelled')
         returning w.task_id
     ), numbered as (
         select g.task_id, (row_number() over (order by g.task_id) - 1) / 300 as chunk from gone g
@@ -173,5 +176,5 @@ end $$;
 
 revoke all on function internal.notify_task_done() from public;
 
-create trigger task_done_notify after update on queues.task
+create trigger task_done_notify after update of status on queues.task
     for each statement execute function internal.notify_task_done();
