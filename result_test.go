@@ -144,6 +144,15 @@ func TestResultCommitsWithCompletion(t *testing.T) {
 		`select status from queues.complete_tasks_with_results(array[$1::bigint], array[$2::bigint], array['"other"'::jsonb])`, ids[2], leases[2]))
 	require.Equal(t, `[2]`, scalar[string](t, pool, `select result::text from queues.task where task_id = $1`, ids[2]))
 
+	// The completer's encoding: a nil element of a []json.RawMessage is SQL NULL, not JSON null.
+	mustExec(t, pool, `select queues.enqueue_many(array['r', 'r'], array['{}', '{}']::jsonb[])`)
+	more := claim(t, pool, "w1", 2, "5 minutes")
+	require.Len(t, more, 2)
+	mustExec(t, pool, `select * from queues.complete_tasks_with_results($1, $2, $3)`,
+		[]int64{more[0].TaskID, more[1].TaskID}, []int64{more[0].LeaseID, more[1].LeaseID}, []json.RawMessage{nil, json.RawMessage(`{"k": 1}`)})
+	require.True(t, scalar[bool](t, pool, `select result is null from queues.task where task_id = $1 and status = 'completed'`, more[0].TaskID))
+	require.Equal(t, `{"k": 1}`, scalar[string](t, pool, `select result::text from queues.task where task_id = $1`, more[1].TaskID))
+
 	// Bad arguments: a clear error, nothing written.
 	_, err = pool.Exec(ctx, `select * from queues.complete_tasks_with_results($1, $2, array[null]::jsonb[])`, ids[:1], leases[:1])
 	require.NoError(t, err, "one result per task")
