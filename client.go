@@ -51,8 +51,9 @@ func (c *ClientConfig) withDefaults() ClientConfig {
 // rolls back together with the application's own rows, and a read sees the transaction's own
 // uncommitted writes.
 type Client struct {
-	pool *pgxpool.Pool
-	cfg  ClientConfig
+	pool  *pgxpool.Pool
+	cfg   ClientConfig
+	waits *waitHub // Wait's shared LISTEN connection
 }
 
 // NewClient returns a client over pool. cfg may be nil for the defaults. The database must be
@@ -61,7 +62,7 @@ func NewClient(pool *pgxpool.Pool, cfg *ClientConfig) (*Client, error) {
 	if pool == nil {
 		return nil, errors.New("taskorch: NewClient needs a *pgxpool.Pool")
 	}
-	return &Client{pool: pool, cfg: cfg.withDefaults()}, nil
+	return &Client{pool: pool, cfg: cfg.withDefaults(), waits: &waitHub{pool: pool, linger: waitLinger}}, nil
 }
 
 // Pool returns the pool the client was made with.

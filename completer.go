@@ -2,8 +2,12 @@ package taskorch
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 const maxCompletionBatch = 1000
@@ -68,33 +72,48 @@ func (w *Worker) runCompleter(ctx context.Context) {
 func (w *Worker) flushCompletions(ctx context.Context, batch []*runningTask) {
 	ids := make([]int64, len(batch))
 	leases := make([]int64, len(batch))
+	var results []json.RawMessage // nil when no task of the batch has a result: the common case
 	for i, r := range batch {
 		ids[i], leases[i] = r.task.ID, *r.task.LeaseID
+		if r.result != nil {
+			if results == nil {
+				results = make([]json.RawMessage, len(batch))
+			}
+			results[i] = r.result
+		}
 	}
 	octx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	var done []int64
+	var done map[int64]Status
 	err := w.retryDB(octx, "complete tasks", func(ctx context.Context) error {
-		rows, err := w.pool.Query(ctx, `select * from queues.complete_tasks($1, $2)`, ids, leases)
+		rows, err := w.pool.Query(ctx, `select task_id, status from queues.complete_tasks_with_results($1, $2, $3)`, ids, leases, results)
 		if err != nil {
 			return err
 		}
-		done, err = collectInt64s(rows)
+		done = make(map[int64]Status, len(batch))
+		var id int64
+		var status string
+		_, err = pgx.ForEachRow(rows, []any{&id, &status}, func() error {
+			done[id] = Status(status)
+			return nil
+		})
 		return err
 	})
-	ok := make(map[int64]bool, len(done))
-	for _, id := range done {
-		ok[id] = true
-	}
 	for _, r := range batch {
 		o := completed()
+		status, ok := done[r.task.ID]
 		switch {
 		case err != nil:
 			o.err = err
-		case ok[r.task.ID]:
-			o.status = StatusCompleted
-		default:
+		case !ok:
 			o.refused = true
+		default:
+			o.status = status
+			if status != StatusCompleted { // its result was over the database's bound
+				o = failed(fmt.Sprintf("the task's result (%d bytes of JSON) is over the database's limit of %d bytes (8 MiB) per task; "+
+					"the task is failed, its result not stored", len(r.result), maxDatabaseResultBytes), false, nil)
+				o.status = status
+			}
 		}
 		w.finish(r, o)
 	}

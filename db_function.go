@@ -45,7 +45,13 @@ func (w *Worker) runDBFunction(ctx context.Context, t *Task) *outcome {
 			return failed(fmt.Sprintf("%s returned %v; its work was rolled back", fn, err), false, errCtx), false
 		}
 		if res.Succeeded {
-			return completed(), true
+			// The envelope's payload is the task's result, stored with the completion.
+			if limit := w.cfg.MaxResultBytes; limit >= 0 && len(res.Payload) > limit {
+				errCtx["reason"] = "result_too_large"
+				errCtx["result_bytes"] = len(res.Payload)
+				return failed(fmt.Sprintf("%s: %s; its work was rolled back", fn, resultTooLarge(len(res.Payload), limit)), false, errCtx), false
+			}
+			return completed().withResult(res.Payload), true
 		}
 		// A named non-success (a status other than "succeeded", a validation failure): the
 		// function ran and its writes stand; the task is failed without retry and the outcome

@@ -90,16 +90,22 @@ func (w *Worker) run(ctx context.Context, r *runningTask) *outcome {
 		o.maxAttempts = limit
 		return o
 	}
-	return w.runHandler(ctx, t, e, timeout)
+	slot := &resultSlot{max: w.cfg.MaxResultBytes}
+	return w.runHandler(withResultSlot(ctx, slot), t, e, timeout, slot)
 }
 
 // runHandler runs a Go handler and turns what it returned into an outcome. timeout is the
-// attempt's bound (0: none), for the message of a timeout.
-func (w *Worker) runHandler(ctx context.Context, t *Task, e handlerEntry, timeout time.Duration) *outcome {
+// attempt's bound (0: none), for the message of a timeout; slot holds the result the handler set
+// (SetResult), which a completion carries.
+func (w *Worker) runHandler(ctx context.Context, t *Task, e handlerEntry, timeout time.Duration, slot *resultSlot) *outcome {
 	err := safeWork(ctx, e.h, t)
 	if err == nil {
 		// Done, even if the worker is stopping: a completion under a lost lease is refused.
-		return completed()
+		result, over := slot.get()
+		if over != "" {
+			return failed(over, false, map[string]any{"handler": "go", "reason": "result_too_large"})
+		}
+		return completed().withResult(result)
 	}
 	if stopped, cause := stoppedBy(ctx); stopped && cause != errTimeout {
 		return noOutcome(fmt.Sprintf("%v (the handler returned: %v)", cause, err))

@@ -2,6 +2,8 @@ package taskorch
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/jackc/pgx/v5"
@@ -46,7 +48,22 @@ func (w *Worker) inLeaseTx(ctx context.Context, t *Task, work txWork, onErr func
 		if o.callFailure != "" {
 			err = tx.QueryRow(ctx, `select queues.complete_failed_call($1, $2, $3, $4)`, t.ID, *t.LeaseID, o.callFailure, o.msg).Scan(&ok)
 		} else {
-			err = tx.QueryRow(ctx, `select queues.complete_task($1, $2)`, t.ID, *t.LeaseID).Scan(&ok)
+			// The result goes in the completion's statement; over the database's bound the task
+			// would be failed in this transaction, with the work's writes: roll back instead and
+			// fail it after, as for a malformed answer.
+			var s string
+			err = tx.QueryRow(ctx, `select status from queues.complete_tasks_with_results(array[$1::bigint], array[$2::bigint], array[$3::jsonb])`,
+				t.ID, *t.LeaseID, o.result).Scan(&s)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				err, ok = nil, false
+			case err == nil && Status(s) != StatusCompleted:
+				return failed(fmt.Sprintf("the task's result (%d bytes of JSON) is over the database's limit of %d bytes (8 MiB) per task; "+
+					"its work was rolled back and its result not stored", len(o.result), maxDatabaseResultBytes),
+					false, map[string]any{"reason": "result_too_large", "result_bytes": len(o.result)})
+			case err == nil:
+				ok = true
+			}
 		}
 		if err != nil {
 			return onErr(err)

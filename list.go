@@ -20,7 +20,7 @@ func (c *Client) GetTx(ctx context.Context, tx pgx.Tx, id int64) (*Task, error) 
 }
 
 func (c *Client) get(ctx context.Context, db DBTX, id int64) (*Task, error) {
-	t, err := scanTask(db.QueryRow(ctx, `select `+taskColumns+` from queues.task where task_id = $1`, id))
+	t, err := scanTaskWithResult(db.QueryRow(ctx, `select `+taskWithResultColumns+` from queues.task where task_id = $1`, id))
 	if err != nil {
 		return nil, fmt.Errorf("get task %d: %w", id, mapError(err))
 	}

@@ -2,6 +2,7 @@ package taskorch
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"time"
 )
@@ -46,6 +47,10 @@ type outcome struct {
 	errCtx    map[string]any // outcomeFail: queues.error's context
 	snooze    time.Duration  // outcomeSnooze
 
+	// result, on an outcomeComplete, is the task's result (nil: none), stored by the completion's
+	// own statement (queues.complete_tasks_with_results).
+	result json.RawMessage
+
 	// A retriable outcomeFail under a Go handler's options (HandlerOpts): written by
 	// fail_task_with_policy when either is set, by fail_task otherwise.
 	retryDelay  *time.Duration // the delay before the retry, in place of queues.retry_delay
@@ -71,6 +76,12 @@ type outcome struct {
 }
 
 func completed() *outcome { return &outcome{kind: outcomeComplete} }
+
+// withResult sets a completion's result.
+func (o *outcome) withResult(result json.RawMessage) *outcome {
+	o.result = result
+	return o
+}
 
 func failed(msg string, retriable bool, errCtx map[string]any) *outcome {
 	return &outcome{kind: outcomeFail, msg: truncate(msg, maxErrorBytes), retriable: retriable, errCtx: errCtx}
@@ -133,6 +144,7 @@ func (w *Worker) record(ctx context.Context, r *runningTask, o *outcome) {
 	t := r.task
 	switch o.kind {
 	case outcomeComplete:
+		r.result = o.result
 		if w.completions.send(r) {
 			return // the completer finishes it
 		}

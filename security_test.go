@@ -30,6 +30,8 @@ func TestWorkerRoleLeastPrivilege(t *testing.T) {
 	require.Equal(t, 1, n, "the worker role claims through the function")
 	require.NoError(t, tx.QueryRow(ctx, `select count(*) from queues.lost_leases('{0}', '{0}')`).Scan(&n))
 	require.Equal(t, 1, n, "the worker role asks which leases are gone (lease_check.go)")
+	require.NoError(t, tx.QueryRow(ctx, `select count(*) from queues.complete_tasks_with_results('{}', '{}', null)`).Scan(&n),
+		"the worker role completes with results through the function")
 
 	for _, sql := range []string{
 		`select * from queues.task`,
@@ -42,6 +44,10 @@ func TestWorkerRoleLeastPrivilege(t *testing.T) {
 		`select queues.cancel_task(1)`,
 		`select queues.retry_task(1)`,
 		`select internal.check_task_input('x', '{}', 1, null)`,
+		`select queues.watch_task(1)`,
+		`select * from queues.task_waiter`,
+		`insert into queues.task_waiter (task_id) values (1)`,
+		`update queues.task set result = '{}'`,
 	} {
 		_, err := tx.Exec(ctx, "savepoint s")
 		require.NoError(t, err)

@@ -107,6 +107,11 @@ type Task struct {
 	FailedAt    *time.Time `json:"failed_at,omitempty"`
 	DeadAt      *time.Time `json:"dead_at,omitempty"`
 	CancelledAt *time.Time `json:"cancelled_at,omitempty"`
+
+	// Result is what the task returned, stored with its completion: a Go handler's SetResult or
+	// AddHandlerWithResult value, a db_function envelope's "payload". nil when it returned none,
+	// and in listings (List leaves it out: results may be large); Get, GetTx and Wait read it.
+	Result json.RawMessage `json:"result,omitempty"`
 }
 
 // taskColumns is the select list that scanTask reads, in order.
@@ -118,15 +123,28 @@ type rowScanner interface {
 	Scan(dest ...any) error
 }
 
+// taskWithResultColumns is taskColumns and the result, which scanTaskWithResult reads.
+const taskWithResultColumns = taskColumns + `, result`
+
 func scanTask(r rowScanner) (*Task, error) {
 	var t Task
-	var payload []byte
-	err := r.Scan(&t.ID, &t.Type, &payload, &t.Priority, &t.IdempotencyKey, &t.ScheduledAt, &t.EnqueuedAt,
-		&t.MaxAttempts, &t.Status, &t.RunAt, &t.Attempt, &t.LeaseID, &t.LeaseExpiresAt, &t.WorkerID, &t.LastError,
-		&t.CallFailure, &t.ClaimedAt, &t.CompletedAt, &t.FailedAt, &t.DeadAt, &t.CancelledAt)
-	if err != nil {
+	if err := r.Scan(t.dest()...); err != nil {
 		return nil, err
 	}
-	t.Payload = json.RawMessage(payload)
 	return &t, nil
+}
+
+func scanTaskWithResult(r rowScanner) (*Task, error) {
+	var t Task
+	if err := r.Scan(append(t.dest(), (*[]byte)(&t.Result))...); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// dest is the scan destinations of taskColumns.
+func (t *Task) dest() []any {
+	return []any{&t.ID, &t.Type, (*[]byte)(&t.Payload), &t.Priority, &t.IdempotencyKey, &t.ScheduledAt, &t.EnqueuedAt,
+		&t.MaxAttempts, &t.Status, &t.RunAt, &t.Attempt, &t.LeaseID, &t.LeaseExpiresAt, &t.WorkerID, &t.LastError,
+		&t.CallFailure, &t.ClaimedAt, &t.CompletedAt, &t.FailedAt, &t.DeadAt, &t.CancelledAt}
 }

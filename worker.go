@@ -2,6 +2,7 @@ package taskorch
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -66,6 +67,8 @@ type runningTask struct {
 	// end by the task's own outcome (a completion waiting for the completer's batch), which the
 	// renewer must not take for a lost lease.
 	recording atomic.Bool
+	// result is the completion's result, handed to the completer with the task (outcome.result).
+	result json.RawMessage
 }
 
 // NewWorker returns a worker over pool. The pool should allow Concurrency + 4 connections: a

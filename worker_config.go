@@ -66,6 +66,13 @@ type WorkerConfig struct {
 	// Handlers are the Go handlers, by task type.
 	Handlers *Handlers
 
+	// MaxResultBytes bounds the JSON size of one task's result (SetResult, AddHandlerWithResult,
+	// a db_function envelope's payload): a task whose result is larger fails, without retry, with
+	// a message naming the sizes; the result is not stored, not even in part. Defaults to 1 MiB,
+	// as ClientConfig.MaxPayloadBytes. Negative means no bound here; the database's hard limit of
+	// 8 MiB per task holds whatever this is (docs/sql.md, "Results and waiting").
+	MaxResultBytes int
+
 	// Channels are the providers of the channel task types (email, sms, file_delete), by type.
 	// A channel task whose type has no provider fails with a clear message.
 	Channels map[string]ChannelProvider
@@ -197,6 +204,9 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 	}
 	if c.RedispatchAfter == 0 {
 		c.RedispatchAfter = dispatch.DefaultRedispatchAfter
+	}
+	if c.MaxResultBytes == 0 {
+		c.MaxResultBytes = defaultMaxPayloadBytes
 	}
 	if err := c.validateTransport(); err != nil {
 		return c, err

@@ -173,6 +173,9 @@ func printTask(w io.Writer, t *taskorch.Task, h *taskorch.History) error {
 		row("last error", deref(t.LastError))
 	}
 	row("payload", string(t.Payload))
+	if t.Result != nil {
+		row("result", string(t.Result))
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
