@@ -56,7 +56,11 @@ func (c *Client) Wait(ctx context.Context, id int64) (*Task, error) {
 				return nil, fmt.Errorf("wait for task %d: %w", id, ctx.Err())
 			case <-recheck.C:
 				continue // look again, in case a notification was lost
-			case <-w.ch: // notified: read the task
+			case t := <-w.ch:
+				if t != nil && t.Status.Finished() {
+					return t, nil // read by the listener, with the other tasks of its notification
+				}
+				// Told to look again (a reconnection), or the listener's read failed: read it.
 			}
 		}
 		t, err := c.get(ctx, c.pool, id)
@@ -112,10 +116,11 @@ type waitListener struct {
 	idle    *time.Timer // set while n is 0: stops the listener when it fires
 }
 
-// waiter is one Wait's registration: ch receives a signal when its task may have finished.
+// waiter is one Wait's registration: ch receives its task, read once it finished, or nil when
+// the task may have finished and Wait should read it.
 type waiter struct {
 	id int64
-	ch chan struct{}
+	ch chan *Task
 	l  *waitListener
 }
 
@@ -134,7 +139,7 @@ func (h *waitHub) add(ctx context.Context, id int64) (*waiter, error) {
 		l.idle.Stop() // if it fired already, it finds n above 0 and does nothing
 		l.idle = nil
 	}
-	w := &waiter{id: id, ch: make(chan struct{}, 1), l: l}
+	w := &waiter{id: id, ch: make(chan *Task, 1), l: l}
 	if l.waiters[id] == nil {
 		l.waiters[id] = map[*waiter]struct{}{}
 	}
@@ -257,8 +262,58 @@ func (h *waitHub) listen(ctx context.Context, pc *pgx.Conn, l *waitListener) {
 				ids = append(ids, id)
 			}
 		}
-		h.signal(l, ids)
+		h.deliver(ctx, pc, l, ids)
 	}
+}
+
+// deliver reads the tasks of one notification that have waiters, in one query on the listening
+// connection (so 1,000 Waits woken at once do not queue for 1,000 reads on the pool), and hands
+// each finished one to its waiters. When the read fails, the waiters read their tasks themselves.
+func (h *waitHub) deliver(ctx context.Context, pc *pgx.Conn, l *waitListener, ids []int64) {
+	h.mu.Lock()
+	wanted := ids[:0:0]
+	for _, id := range ids {
+		if len(l.waiters[id]) > 0 {
+			wanted = append(wanted, id)
+		}
+	}
+	h.mu.Unlock()
+	if len(wanted) == 0 {
+		return
+	}
+	tasks, err := readTasks(ctx, pc, wanted)
+	if err != nil {
+		h.signal(l, wanted)
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, id := range wanted {
+		for w := range l.waiters[id] {
+			select {
+			case w.ch <- tasks[id]: // nil (not found): the waiter reads it and says so
+			default:
+			}
+		}
+	}
+}
+
+// readTasks reads the tasks ids, with their results, by id.
+func readTasks(ctx context.Context, db DBTX, ids []int64) (map[int64]*Task, error) {
+	rows, err := db.Query(ctx, `select `+taskWithResultColumns+` from queues.task where task_id = any($1)`, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	tasks := make(map[int64]*Task, len(ids))
+	for rows.Next() {
+		t, err := scanTaskWithResult(rows)
+		if err != nil {
+			return nil, err
+		}
+		tasks[t.ID] = t
+	}
+	return tasks, rows.Err()
 }
 
 // signal wakes the waiters of ids, or every waiter when ids is nil.
@@ -268,7 +323,7 @@ func (h *waitHub) signal(l *waitListener, ids []int64) {
 	wake := func(ws map[*waiter]struct{}) {
 		for w := range ws {
 			select {
-			case w.ch <- struct{}{}:
+			case w.ch <- nil:
 			default:
 			}
 		}
