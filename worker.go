@@ -28,6 +28,11 @@ type Worker struct {
 	log  *slog.Logger
 
 	slots       chan struct{} // one token per running task
+	ready       *readyBuffer  // tasks claimed ahead of free slots (claim_ahead.go)
+	room        chan struct{} // a slot freed: the fetcher may claim
+	freed       atomic.Int64  // slots freed so far, for the claim-ahead target
+	busy        atomic.Int64  // nanoseconds those slots were held by their tasks
+	staleAhead  atomic.Int64  // times the renewer gave back buffered tasks that waited too long
 	wake        chan struct{} // a NOTIFY arrived
 	completions *completions  // succeeded tasks, for the completer
 	hardStop    chan struct{}
@@ -120,8 +125,10 @@ func NewWorker(pool *pgxpool.Pool, cfg *WorkerConfig) (*Worker, error) {
 		cfg:         c,
 		log:         c.Logger.With("worker_id", c.ID),
 		slots:       make(chan struct{}, c.Concurrency),
+		ready:       newReadyBuffer(),
+		room:        make(chan struct{}, 1),
 		wake:        make(chan struct{}, 1),
-		completions: newCompletions(c.Concurrency * 2),
+		completions: newCompletions(2*c.Concurrency + maxCompletionBatch),
 		hardStop:    make(chan struct{}),
 		running:     map[int64]*runningTask{},
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -25,7 +26,9 @@ type SlotsConfig struct {
 }
 
 func (c SlotsConfig) withDefaults() (SlotsConfig, error) {
+	batch := c.FetchBatch
 	c.WorkerOptions = c.WorkerOptions.withDefaults(16)
+	c.FetchBatch = batch // 0: the worker's own default, which this mode measures
 	if c.Work == 0 {
 		c.Work = time.Millisecond
 	}
@@ -45,11 +48,12 @@ func (c SlotsConfig) withDefaults() (SlotsConfig, error) {
 // SlotsResult is Slots' result.
 type SlotsResult struct {
 	Header
-	Tasks       int64   `json:"tasks"`
-	Workers     int     `json:"workers"`
-	Concurrency int     `json:"concurrency"`
-	FetchBatch  int     `json:"fetch_batch"`
-	WorkMS      float64 `json:"work_ms"`
+	Tasks       int64 `json:"tasks"`
+	Workers     int   `json:"workers"`
+	Concurrency int   `json:"concurrency"`
+	// FetchBatch is --fetch-batch; 0 leaves the worker's default (WorkerConfig.FetchBatch).
+	FetchBatch int     `json:"fetch_batch"`
+	WorkMS     float64 `json:"work_ms"`
 	// Handler says how a handler works: "sleep" (time.Sleep for WorkMS).
 	Handler string `json:"handler"`
 	// Seconds is from the workers' start to the last completion committed.
@@ -68,9 +72,13 @@ type SlotsResult struct {
 
 // Table implements Result.
 func (r *SlotsResult) Table() []Row {
+	batch := "the worker's default"
+	if r.FetchBatch > 0 {
+		batch = strconv.Itoa(r.FetchBatch)
+	}
 	return append(r.headerRows(),
 		Row{"tasks", fmt.Sprintf("%s backlog, enqueued before the start; handlers sleep %s ms", humanize.Thousands(r.Tasks), fmtMS(r.WorkMS))},
-		Row{"workers", fmt.Sprintf("%d in-process, %d slots each, fetch batch %d", r.Workers, r.Concurrency, r.FetchBatch)},
+		Row{"workers", fmt.Sprintf("%d in-process, %d slots each, fetch batch %s", r.Workers, r.Concurrency, batch)},
 		Row{"worked in", fmt.Sprintf("%.3f s", r.Seconds)},
 		Row{"throughput", humanize.Thousands(int64(r.TasksPerSecond)) + " tasks/s"},
 		Row{"utilisation", fmt.Sprintf("%.1f%% of slot time on the nominal work (%.1f%% in handlers)", 100*r.Utilisation, 100*r.HandlerUtilisation)},
