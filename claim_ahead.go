@@ -22,6 +22,7 @@ import (
 type bufferedTask struct {
 	task    *Task
 	claimed time.Time // when the claim that took it was sent: its lease started no earlier
+	claim   int64     // the claim's sequence number
 }
 
 // readyBuffer is the claim-ahead buffer: claimed tasks in claim order, waiting for a slot.
@@ -29,22 +30,33 @@ type readyBuffer struct {
 	mu    sync.Mutex
 	queue []*bufferedTask
 	byID  map[int64]*bufferedTask // the tasks still in queue (the renewer may take some out)
-	// avail has a token while the buffer is not empty.
+	// gate is the sequence number of the oldest claim in flight (math.MaxInt64: none): tasks of
+	// later claims wait for it, so that two overlapping claims start their tasks in claim order.
+	gate int64
+	// avail has a token while the buffer may have a task to start.
 	avail chan struct{}
 }
 
 func newReadyBuffer() *readyBuffer {
-	return &readyBuffer{byID: map[int64]*bufferedTask{}, avail: make(chan struct{}, 1)}
+	return &readyBuffer{byID: map[int64]*bufferedTask{}, gate: math.MaxInt64, avail: make(chan struct{}, 1)}
 }
 
-// add adds tasks claimed at claimed.
-func (b *readyBuffer) add(tasks []*Task, claimed time.Time) {
+// setGate sets the sequence number of the oldest claim in flight (math.MaxInt64: none).
+func (b *readyBuffer) setGate(seq int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.gate = seq
+	b.signalLocked()
+}
+
+// add adds the tasks that claim number seq, sent at claimed, returned.
+func (b *readyBuffer) add(tasks []*Task, claimed time.Time, seq int64) {
 	if len(tasks) == 0 {
 		return
 	}
 	b.mu.Lock()
 	for _, t := range tasks {
-		bt := &bufferedTask{task: t, claimed: claimed}
+		bt := &bufferedTask{task: t, claimed: claimed, claim: seq}
 		b.queue = append(b.queue, bt)
 		b.byID[t.ID] = bt
 	}
@@ -60,19 +72,19 @@ func (b *readyBuffer) add(tasks []*Task, claimed time.Time) {
 	}
 }
 
-// take removes and returns the oldest task still buffered; nil when there is none.
+// take removes and returns the first task in claim order that may start (its claim is not
+// later than one still in flight); nil when there is none.
 func (b *readyBuffer) take() *Task {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for len(b.queue) > 0 {
-		bt := b.queue[0]
-		b.queue[0] = nil
-		b.queue = b.queue[1:]
-		if _, ok := b.byID[bt.task.ID]; ok {
-			delete(b.byID, bt.task.ID)
-			b.signalLocked()
-			return bt.task
+	for i, bt := range b.queue {
+		if bt.claim >= b.gate {
+			continue
 		}
+		b.queue = slices.Delete(b.queue, i, i+1)
+		delete(b.byID, bt.task.ID)
+		b.signalLocked()
+		return bt.task
 	}
 	return nil
 }
@@ -162,8 +174,11 @@ func (w *Worker) runStarter(ctx, inner context.Context) {
 		case w.slots <- struct{}{}:
 		}
 		t := w.ready.take()
-		if t == nil { // the renewer took it out meanwhile
+		if t == nil {
+			// Taken out by the renewer meanwhile, or waiting for an earlier claim: the slot goes
+			// back, and the fetcher, which may have counted it as taken, hears of it.
 			<-w.slots
+			w.signalRoom()
 			continue
 		}
 		w.start(inner, t)
@@ -175,6 +190,11 @@ func (w *Worker) freeSlot(started time.Time) {
 	w.busy.Add(int64(time.Since(started)))
 	w.freed.Add(1)
 	<-w.slots
+	w.signalRoom()
+}
+
+// signalRoom tells the fetcher a slot was given back.
+func (w *Worker) signalRoom() {
 	select {
 	case w.room <- struct{}{}:
 	default:

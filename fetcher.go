@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -51,15 +53,26 @@ func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}) {
 		err   error
 		asked int
 		sent  time.Time
+		seq   int64
 	}
 	results := make(chan claimResult, maxClaimsInFlight)
 	inFlight, asked := 0, 0 // claims in flight, and the tasks they asked for
+	var seq int64           // claims sent
+	var flying []int64      // the sequence numbers of the claims in flight, oldest first
+	landed := func(r claimResult) {
+		flying = slices.DeleteFunc(flying, func(s int64) bool { return s == r.seq })
+		w.ready.add(r.tasks, r.sent, r.seq)
+		if len(flying) == 0 {
+			w.ready.setGate(math.MaxInt64)
+		} else {
+			w.ready.setGate(flying[0])
+		}
+	}
 	defer func() {
 		if ctx.Err() == nil {
 			// Back to the transport (until closed): start what was claimed, as slots free.
 			for ; inFlight > 0; inFlight-- {
-				r := <-results
-				w.ready.add(r.tasks, r.sent)
+				landed(<-results)
 			}
 			tick := time.NewTicker(10 * time.Millisecond)
 			for w.ready.len() > 0 && ctx.Err() == nil {
@@ -110,8 +123,13 @@ func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}) {
 			if want <= 0 || (inFlight > 0 && 4*want < room) {
 				break
 			}
-			r := claimResult{asked: min(want, w.cfg.FetchBatch), sent: time.Now()}
+			seq++
+			r := claimResult{asked: min(want, w.cfg.FetchBatch), sent: time.Now(), seq: seq}
 			inFlight, asked = inFlight+1, asked+r.asked
+			if len(flying) == 0 {
+				w.ready.setGate(seq)
+			}
+			flying = append(flying, seq)
 			go func() {
 				r.tasks, r.err = w.claim(inner, claimSQL, r.asked, lease, types)
 				results <- r
@@ -132,7 +150,7 @@ func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}) {
 				w.releaseBuffered(inner, r.tasks, "stopped before the task started")
 				return
 			}
-			w.ready.add(r.tasks, r.sent)
+			landed(r)
 			ahead.observe(time.Since(r.sent), w.freed.Load(), w.busy.Load())
 			switch {
 			case r.err != nil:
