@@ -36,7 +36,7 @@ func (w *Worker) start(inner context.Context, t *Task) {
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
-		defer func() { <-w.slots }()
+		defer w.freeSlot(r.started)
 		defer cancel(nil)
 		o := w.run(ctx, r)
 		w.record(ctx, r, o)

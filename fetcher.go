@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,66 +24,178 @@ const claimSQL = `select ` + taskColumns + ` from queues.claim_tasks($1, $2, $3:
 // claims these from the database, as they are not sent as messages.
 const claimLimitedSQL = `select ` + taskColumns + ` from queues.claim_limited_tasks($1, $2, $3::interval, $4)`
 
-// runFetcher claims tasks while there are free slots, until ctx is done or until is closed (nil:
-// never; with a transport, when it is back after an outage). Tasks run on inner, which outlives
-// ctx by the shutdown.
+// runFetcher claims tasks from PostgreSQL until ctx is done or until is closed (nil: never;
+// with a transport, when it is back after an outage). Tasks run on inner, which outlives ctx by
+// the shutdown.
+//
+// It claims continuously while a backlog lasts: one claim in flight at a time, for the free
+// slots plus the claim-ahead target (claim_ahead.go), into the buffer that runStarter starts
+// tasks from as slots free. A claim that comes back short means the backlog is gone: the
+// fetcher then waits for a NOTIFY or the poll timer, which backs off.
 //
 // Stopping is a signal the loop checks between claims, never the cancellation of a claim in
 // flight: a claim statement can commit in the database while a cancelled client throws its
 // rows away, leaving tasks leased to a worker that does not know it holds them. A claim
-// therefore runs on inner; if the worker was told to stop meanwhile, what it claimed is not
-// started, and the shutdown gives it back with everything else the database says this worker
-// holds (giveBack).
+// therefore runs on inner; once the worker is told to stop, the fetcher waits for the claim in
+// flight and gives back what it returned and what the buffer holds at once (release_tasks);
+// the shutdown gives back anything else the database says this worker holds (giveBack).
 func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}) {
 	var types []string
 	if w.cfg.OnlyKnownTypes {
 		types = knownTypes(w.cfg)
 	}
 	lease := w.cfg.LeaseDuration.String()
-	wait := w.cfg.PollInterval
-	for {
-		n := w.takeSlots(ctx, until)
-		if n == 0 {
-			return
-		}
-		tasks, err := w.claimAndStart(ctx, inner, claimSQL, n, lease, types)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			w.log.Warn("claim failed; retrying", "error", err, "retry_in", wait)
-		case len(tasks) == n:
-			wait = w.cfg.PollInterval
-			continue // there may be more
-		}
+	sctx, stopStarter := context.WithCancel(ctx)
+	starterDone := make(chan struct{})
+	go func() { defer close(starterDone); w.runStarter(sctx, inner) }()
 
-		// A short claim may be a limit holding tasks back: then wait as long as it says.
-		hinted := false
-		if err == nil {
-			if d, ok := w.limitWait(inner, types); ok {
-				wait, hinted = d, true
+	type claimResult struct {
+		tasks []*Task
+		err   error
+		asked int
+		sent  time.Time
+		seq   int64
+	}
+	results := make(chan claimResult, maxClaimsInFlight)
+	inFlight, asked := 0, 0 // claims in flight, and the tasks they asked for
+	var seq int64           // claims sent
+	var flying []int64      // the sequence numbers of the claims in flight, oldest first
+	landed := func(r claimResult) {
+		flying = slices.DeleteFunc(flying, func(s int64) bool { return s == r.seq })
+		w.ready.add(r.tasks, r.sent, r.seq)
+		if len(flying) == 0 {
+			w.ready.setGate(math.MaxInt64)
+		} else {
+			w.ready.setGate(flying[0])
+		}
+	}
+	defer func() {
+		if ctx.Err() == nil {
+			// Back to the transport (until closed): start what was claimed, as slots free.
+			for ; inFlight > 0; inFlight-- {
+				landed(<-results)
 			}
+			tick := time.NewTicker(10 * time.Millisecond)
+			for w.ready.len() > 0 && ctx.Err() == nil {
+				select {
+				case <-ctx.Done():
+				case <-w.room:
+				case <-tick.C:
+				}
+			}
+			tick.Stop()
 		}
+		stopStarter()
+		<-starterDone
+		left := w.ready.removeOlder(time.Time{}, true)
+		for ; inFlight > 0; inFlight-- {
+			left = append(left, (<-results).tasks...)
+		}
+		w.releaseBuffered(inner, left, "stopped before the task started")
+	}()
 
-		// Idle (or the database is unreachable): wait for a NOTIFY or the poll timer, backing off.
-		timer := time.NewTimer(wait)
+	// Claim ahead with PostgreSQL delivery only: a worker on a transport that is down claims
+	// for its free slots, and goes back to the transport without a buffer to empty.
+	ahead := aheadEstimator{limit: max(w.cfg.ClaimAhead, 0), slots: w.cfg.Concurrency}
+	if until != nil {
+		ahead.limit = 0
+	}
+	wait := w.cfg.PollInterval
+	idle := false  // the last claim came back short (or failed): wait for a wake-up or the timer
+	short := false // a claim came back short while another was in flight: claim no more for now
+	hinted, empty := false, false
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var wake <-chan struct{}
+	var timerC <-chan time.Time
+	stale := w.staleAhead.Load()
+	for {
+		if n := w.staleAhead.Load(); n != stale {
+			stale = n
+			ahead.reset(w.freed.Load(), w.busy.Load())
+		}
+		for inFlight < maxClaimsInFlight && !idle && !short {
+			// Room for the free slots and the target ahead, less what is buffered or asked for.
+			// With a claim in flight, a second one goes out only for a quarter of that room or
+			// more: small claims cost a round trip each.
+			room := w.cfg.Concurrency - len(w.slots) + ahead.target
+			want := room - w.ready.len() - asked
+			if want <= 0 || (inFlight > 0 && 4*want < room) {
+				break
+			}
+			seq++
+			r := claimResult{asked: min(want, w.cfg.FetchBatch), sent: time.Now(), seq: seq}
+			inFlight, asked = inFlight+1, asked+r.asked
+			if len(flying) == 0 {
+				w.ready.setGate(seq)
+			}
+			flying = append(flying, seq)
+			go func() {
+				r.tasks, r.err = w.claim(inner, claimSQL, r.asked, lease, types)
+				results <- r
+			}()
+		}
+		wake, timerC = nil, nil
+		if idle {
+			wake, timerC = w.wake, timer.C
+		}
 		select {
 		case <-ctx.Done():
-			timer.Stop()
 			return
 		case <-until:
-			timer.Stop()
 			return
-		case <-w.wake:
+		case r := <-results:
+			inFlight, asked = inFlight-1, asked-r.asked
+			if ctx.Err() != nil {
+				w.releaseBuffered(inner, r.tasks, "stopped before the task started")
+				return
+			}
+			landed(r)
+			ahead.observe(time.Since(r.sent), w.freed.Load(), w.busy.Load())
+			switch {
+			case r.err != nil:
+				w.log.Warn("claim failed; retrying", "error", r.err, "retry_in", wait)
+				short = true
+			case len(r.tasks) < r.asked:
+				short = true
+			default:
+				wait = w.cfg.PollInterval
+			}
+			if !short || inFlight > 0 {
+				continue // there may be more; or the backlog is gone, and the other claim returns first
+			}
+			short = false
+			// A short claim may be a limit holding tasks back: then wait as long as it says.
+			d := wait
+			hinted, empty = false, len(r.tasks) == 0
+			if r.err == nil {
+				if hint, ok := w.limitWait(inner, types); ok {
+					d, hinted = hint, true
+				}
+			}
+			// Idle (or the database is unreachable): wait for a NOTIFY or the poll timer.
+			idle = true
+			timer.Reset(d)
+		case <-w.room:
+			// A slot freed: the loop claims again if there is room and no claim is in flight.
+		case <-wake:
 			timer.Stop()
-			wait = w.cfg.PollInterval
-		case <-timer.C:
+			idle, wait = false, w.cfg.PollInterval
+		case <-timerC:
+			idle = false
 			if hinted {
 				wait = w.cfg.PollInterval
-			} else if len(tasks) == 0 {
-				wait = min(wait*2, w.cfg.MaxPollInterval)
+			} else if empty {
+				wait = min(wait*2, w.cfg.MaxPollInterval) // backing off while nothing comes
 			}
 		}
 	}
 }
+
+// maxClaimsInFlight is how many claims the fetcher overlaps while a backlog lasts: a second
+// claim hides the first one's round trip when commits are slow.
+const maxClaimsInFlight = 2
 
 // claimAndStart claims up to n tasks with claimSQL on inner and starts them; the n slots were
 // taken, and those not filled are given back. What a claim returns after ctx is done is not

@@ -5,9 +5,12 @@ import (
 	"time"
 )
 
-// runRenewer extends the leases of running tasks every LeaseDuration/3, in one statement, and
-// stops the tasks whose lease is gone (cancelled by an operator, or expired and taken over)
-// through checkLeases. A cancellation usually reaches the worker sooner (lease_check.go).
+// runRenewer extends the leases of running and buffered tasks every LeaseDuration/3, in one
+// statement. A running task whose lease is gone (cancelled by an operator, or expired and taken
+// over) is stopped through checkLeases (a cancellation usually reaches the worker sooner:
+// lease_check.go); a buffered one is dropped from the claim-ahead buffer. A buffered task that
+// has waited a whole period is given back to pending instead: the slots are busy with longer
+// work than the buffer was sized for, and another worker may run it sooner.
 func (w *Worker) runRenewer(ctx context.Context) {
 	every := max(w.cfg.LeaseDuration/3, 100*time.Millisecond)
 	tick := time.NewTicker(every)
@@ -17,6 +20,10 @@ func (w *Worker) runRenewer(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+			if stale := w.ready.removeOlder(time.Now().Add(-every), false); len(stale) > 0 {
+				w.staleAhead.Add(1) // the fetcher stops claiming ahead until a task finishes
+				w.releaseBuffered(ctx, stale, "waited in the claim-ahead buffer for a whole lease renewal period")
+			}
 			w.renew(ctx)
 		}
 	}
@@ -24,13 +31,15 @@ func (w *Worker) runRenewer(ctx context.Context) {
 
 func (w *Worker) renew(ctx context.Context) {
 	refs := w.runningLeases()
-	if len(refs) == 0 {
+	bids, bleases := w.ready.leases()
+	if len(refs)+len(bids) == 0 {
 		return
 	}
-	ids, leases := make([]int64, len(refs)), make([]int64, len(refs))
-	for i, ref := range refs {
-		ids[i], leases[i] = ref.task, ref.lease
+	ids, leases := make([]int64, 0, len(refs)+len(bids)), make([]int64, 0, len(refs)+len(bids))
+	for _, ref := range refs {
+		ids, leases = append(ids, ref.task), append(leases, ref.lease)
 	}
+	ids, leases = append(ids, bids...), append(leases, bleases...)
 	rows, err := w.pool.Query(ctx, `select task_id from queues.renew_leases($1, $2, $3::interval)`,
 		ids, leases, w.cfg.LeaseDuration.String())
 	var kept []int64
@@ -50,6 +59,16 @@ func (w *Worker) renew(ctx context.Context) {
 		if !alive[ref.task] {
 			missing = append(missing, ref)
 		}
+	}
+	var lostAhead []int64
+	for _, id := range bids {
+		if !alive[id] {
+			lostAhead = append(lostAhead, id)
+		}
+	}
+	for _, t := range w.ready.remove(lostAhead) {
+		w.metrics.leaseLost()
+		w.taskLogger(t).Warn("lease lost while the task waited in the claim-ahead buffer; not starting it")
 	}
 	// Not extended: cancelled, or expired and taken over, or finished meanwhile. The database
 	// says which, on the one path that stops tasks whose lease is gone (lease_check.go).

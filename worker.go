@@ -29,6 +29,11 @@ type Worker struct {
 	log  *slog.Logger
 
 	slots       chan struct{} // one token per running task
+	ready       *readyBuffer  // tasks claimed ahead of free slots (claim_ahead.go)
+	room        chan struct{} // a slot freed: the fetcher may claim
+	freed       atomic.Int64  // slots freed so far, for the claim-ahead target
+	busy        atomic.Int64  // nanoseconds those slots were held by their tasks
+	staleAhead  atomic.Int64  // times the renewer gave back buffered tasks that waited too long
 	wake        chan struct{} // a NOTIFY arrived
 	leaseCheck  chan struct{} // a running task may have been cancelled (lease_check.go)
 	listening   atomic.Bool   // the LISTEN connection is up: cancel notifications arrive
@@ -127,9 +132,11 @@ func NewWorker(pool *pgxpool.Pool, cfg *WorkerConfig) (*Worker, error) {
 		cfg:         c,
 		log:         c.Logger.With("worker_id", c.ID),
 		slots:       make(chan struct{}, c.Concurrency),
+		ready:       newReadyBuffer(),
+		room:        make(chan struct{}, 1),
 		wake:        make(chan struct{}, 1),
 		leaseCheck:  make(chan struct{}, 1),
-		completions: newCompletions(c.Concurrency * 2),
+		completions: newCompletions(2*c.Concurrency + maxCompletionBatch),
 		hardStop:    make(chan struct{}),
 		running:     map[int64]*runningTask{},
 	}

@@ -27,8 +27,18 @@ type WorkerConfig struct {
 	// Concurrency is how many tasks run at once. Defaults to 10.
 	Concurrency int
 
-	// FetchBatch caps how many tasks one claim statement takes. Defaults to Concurrency.
+	// FetchBatch caps how many tasks one claim statement takes. Defaults to Concurrency +
+	// ClaimAhead, at most 1,000 (or Concurrency, if that is more).
 	FetchBatch int
+
+	// ClaimAhead caps how many tasks the worker claims ahead of its free slots, into a local
+	// buffer from which a slot that frees takes its next task at once (docs/worker.md,
+	// "Claiming ahead"). The buffer holds about what the slots finish in two claim round trips,
+	// never more than this; its tasks' leases are renewed like running tasks', and a task that
+	// waits there a whole renewal period (LeaseDuration/3) is given back to pending. Negative
+	// turns claiming ahead off: claims take only free slots. Defaults to 4 × Concurrency, at
+	// least 500.
+	ClaimAhead int
 
 	// LeaseDuration is how long a claim holds a task. The worker renews the leases of running
 	// tasks every LeaseDuration/3, so long tasks keep theirs; a crashed worker's tasks become
@@ -175,8 +185,11 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 	if c.Concurrency == 0 {
 		c.Concurrency = 10
 	}
+	if c.ClaimAhead == 0 {
+		c.ClaimAhead = max(4*c.Concurrency, 500)
+	}
 	if c.FetchBatch == 0 {
-		c.FetchBatch = c.Concurrency
+		c.FetchBatch = max(min(c.Concurrency+max(c.ClaimAhead, 0), 1000), c.Concurrency)
 	}
 	if c.LeaseDuration == 0 {
 		c.LeaseDuration = 5 * time.Minute
@@ -214,6 +227,8 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 	switch {
 	case c.Concurrency < 1 || c.Concurrency > 10000:
 		return c, inputErrorf("worker concurrency must be between 1 and 10000, got %d", c.Concurrency)
+	case c.ClaimAhead > 100000:
+		return c, inputErrorf("worker claim-ahead must be at most 100000, got %d", c.ClaimAhead)
 	case c.FetchBatch < 1:
 		return c, inputErrorf("worker fetch batch must be at least 1, got %d", c.FetchBatch)
 	case c.LeaseDuration < time.Second:

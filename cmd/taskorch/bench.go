@@ -29,7 +29,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	f := &benchFlags{}
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure throughput, latency, backlog, processes and memory on a database",
+		Short: "Measure throughput, latency, backlog, processes, memory and slot use on a database",
 		Long: `Measures taskorch on the database it is given (DATABASE_URL or --database-url), like river bench.
 
 It creates a database of its own on the same server (taskorch_bench_<random>), migrates it, runs,
@@ -44,7 +44,8 @@ terminal. The method and the figures: docs/benchmarks.md.
   taskorch bench latency --rate 1000 --duration 10s
   taskorch bench backlog --backlog 5000000
   taskorch bench processes --count 10000
-  taskorch bench memory --tasks 100`,
+  taskorch bench memory --tasks 100
+  taskorch bench slots --concurrency 16 --work 1ms`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.BoolVar(&g.jsonOut, "json", false, "print one JSON object instead of a table")
@@ -56,7 +57,7 @@ terminal. The method and the figures: docs/benchmarks.md.
 	pf.StringVar(&f.listenURL, "listen-database-url", "", "a direct URL of the same server: the workers LISTEN there while their work goes through DATABASE_URL, a transaction pooler")
 
 	cmd.AddCommand(newBenchThroughputCmd(g, f), newBenchLatencyCmd(g, f), newBenchBacklogCmd(g, f),
-		newBenchProcessesCmd(g, f), newBenchMemoryCmd(g, f))
+		newBenchProcessesCmd(g, f), newBenchMemoryCmd(g, f), newBenchSlotsCmd(g, f))
 	return cmd
 }
 
@@ -159,6 +160,24 @@ func newBenchProcessesCmd(g *globals, f *benchFlags) *cobra.Command {
 	addWorkerFlags(cmd, &c.WorkerOptions, 32)
 	cmd.Flags().IntVar(&c.Count, "count", 10_000, "email sends to start")
 	cmd.Flags().DurationVar(&c.CheckInterval, "check-interval", time.Second, "comms.process_config check_interval for the run")
+	return cmd
+}
+
+func newBenchSlotsCmd(g *globals, f *benchFlags) *cobra.Command {
+	c := bench.SlotsConfig{}
+	cmd := &cobra.Command{
+		Use:   "slots",
+		Short: "A backlog worked by handlers that sleep --work each; tasks/s and slot utilisation",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return f.run(cmd, g, nil, func(ctx context.Context, e *bench.Env) (bench.Result, error) {
+				return bench.Slots(ctx, e, c)
+			})
+		},
+	}
+	addWorkerFlags(cmd, &c.WorkerOptions, 16)
+	cmd.Flags().DurationVar(&c.Work, "work", time.Millisecond, "how long each handler works (it sleeps)")
+	cmd.Flags().IntVar(&c.Tasks, "tasks", 0, "backlog enqueued before the start (default: about 2 s of ideal work, 1,000 to 200,000)")
 	return cmd
 }
 

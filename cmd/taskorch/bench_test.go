@@ -24,6 +24,17 @@ func TestBenchCommand(t *testing.T) {
 	require.Regexp(t, `(?m)^enqueue→start +p50 [0-9.]+ ms, p90 [0-9.]+ ms, p99 [0-9.]+ ms, max [0-9.]+ ms$`, r.out)
 	require.Empty(t, r.err, "no progress when stderr is not a terminal")
 
+	sl := runJSON[map[string]any](t, "bench", "slots", "--tasks", "200", "--concurrency", "4", "--work", "1ms", "--database-url", url)
+	require.Equal(t, "slots", sl["mode"])
+	require.EqualValues(t, 200, sl["tasks"])
+	require.EqualValues(t, 4, sl["concurrency"])
+	require.EqualValues(t, 1, sl["work_ms"])
+	require.Positive(t, sl["utilisation"])
+
+	r = run(t, "bench", "slots", "--work", "-1ms", "--database-url", url)
+	require.Equal(t, 1, r.code, r.err)
+	require.Contains(t, r.err, "--work must be between 0 and 1m")
+
 	r = run(t, "bench", "throughput")
 	require.Equal(t, exitUsage, r.code)
 	require.Contains(t, r.err, "no database")

@@ -238,3 +238,31 @@ func TestInPlace(t *testing.T) {
 	_, err = bench.Open(t.Context(), bench.Options{DatabaseURL: url, InPlace: true})
 	require.ErrorContains(t, err, "1 task(s) are pending or running in this database")
 }
+
+// The slots mode works a backlog with handlers that sleep, and its utilisation is what the
+// figures say: tasks × work ÷ (wall time × slots).
+func TestSlots(t *testing.T) {
+	t.Parallel()
+	e := open(t, bench.Options{})
+	r, err := bench.Slots(t.Context(), e, bench.SlotsConfig{Tasks: 400, Work: 2 * time.Millisecond,
+		WorkerOptions: bench.WorkerOptions{Concurrency: 8}})
+	require.NoError(t, err)
+	require.EqualValues(t, 400, r.Tasks)
+	require.Equal(t, "sleep", r.Handler)
+	require.InDelta(t, 2.0, r.WorkMS, 0.001)
+	require.InDelta(t, 400*0.002/(r.Seconds*8), r.Utilisation, 0.002)
+	require.Greater(t, r.Utilisation, 0.0)
+	require.LessOrEqual(t, r.Utilisation, 1.0)
+	require.GreaterOrEqual(t, r.HandlerUtilisation, r.Utilisation-0.002, "a sleep lasts at least its duration")
+	// Idle per task is the slot time outside handlers, per task (the figures are rounded).
+	require.InDelta(t, r.Seconds*8*1000/400*(1-r.HandlerUtilisation), r.IdleMSPerTask, 0.05)
+	// 400 tasks of 2 ms on 8 slots cannot take less than 100 ms.
+	require.GreaterOrEqual(t, r.Seconds, 0.1)
+	require.Equal(t, 400, scalar[int](t, e.Admin(), `select count(*)::int from queues.task where status = 'completed'`))
+	m := asJSON(t, r)
+	require.Equal(t, "slots", m["mode"])
+	require.InDelta(t, r.Utilisation, m["utilisation"], 0.0001)
+
+	_, err = bench.Slots(t.Context(), e, bench.SlotsConfig{Work: -time.Millisecond})
+	require.ErrorContains(t, err, "--work must be between 0 and 1m")
+}

@@ -1,5 +1,5 @@
 // Package bench is the machinery of `taskorch bench`: it measures the queue and the worker on
-// the database it is given, in five modes.
+// the database it is given, in six modes.
 //
 //   - Throughput: N no-op tasks bulk-enqueued, then worked by in-process workers (or, Steady,
 //     enqueued while they are worked, for a duration); tasks per second.
@@ -10,6 +10,8 @@
 //   - Processes: N supervised email sends (comms.send_email) with the outbox provider, until every
 //     one has a terminal fact; processes per second.
 //   - Memory: the RSS of a separate `taskorch worker` process running 100 sleeping tasks.
+//   - Slots: a backlog worked by W slots whose handlers sleep a fixed time; tasks per second
+//     and slot utilisation (tasks × work ÷ (wall time × W)).
 //
 // Open prepares the database: by default it creates a database of its own on the same server
 // (taskorch_bench_<random>), migrates it and drops it at Close; when the user may not create

@@ -1,0 +1,135 @@
+package taskorch_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/internal/dbtest"
+)
+
+// aheadHandlers run "quick" tasks at once and hold "hold" tasks until their context ends,
+// announcing each start of a held task on started.
+func aheadHandlers(started chan<- int64) *taskorch.Handlers {
+	hs := taskorch.NewHandlers()
+	hs.HandleFunc("quick", func(context.Context, *taskorch.Task) error { return nil })
+	hs.HandleFunc("hold", func(ctx context.Context, t *taskorch.Task) error {
+		started <- t.ID
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	return hs
+}
+
+// enqueueAhead enqueues quick tasks, then held ones (claimed after the quick ones: same priority,
+// later ids), so that the worker has measured short tasks and claims ahead when it meets them.
+func enqueueAhead(t *testing.T, db taskorch.DBTX, quick, hold int) {
+	t.Helper()
+	mustExec(t, db, `select queues.enqueue_many(array_fill('quick'::text, array[$1::int]), array_fill('{}'::jsonb, array[$1::int]))`, quick)
+	mustExec(t, db, `select queues.enqueue_many(array_fill('hold'::text, array[$1::int]), array_fill('{}'::jsonb, array[$1::int]))`, hold)
+}
+
+// quickDone waits until the 300 quick tasks are completed (the completer writes in batches).
+func quickDone(t *testing.T, db taskorch.DBTX) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		return scalar[int](t, db, `select count(*)::int from queues.task where task_type = 'quick' and status = 'completed'`) == 300
+	}, 10*time.Second, 5*time.Millisecond)
+}
+
+// After a run of short tasks the worker claims ahead of its free slots, never more than
+// ClaimAhead; a graceful stop gives the buffered tasks back at once, without waiting out the
+// grace given to the running task, and without spending their attempt.
+func TestClaimAheadStopGivesBufferBack(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewDB(t)
+	enqueueAhead(t, pool, 300, 20)
+	started := make(chan int64, 20)
+	w, stop := startWorker(t, pool, &taskorch.WorkerConfig{ID: "ahead-stop", Handlers: aheadHandlers(started),
+		Concurrency: 1, ClaimAhead: 5, ShutdownGrace: time.Minute})
+
+	running := <-started
+	held := func() int {
+		// Hold tasks only: a finished quick task counts as running until the completer writes it.
+		return scalar[int](t, pool, `select count(*)::int from queues.task where task_type = 'hold' and status = 'running' and worker_id = 'ahead-stop'`)
+	}
+	require.Eventually(t, func() bool { return held() > 1 }, 10*time.Second, 5*time.Millisecond,
+		"the worker holds tasks ahead of its one slot")
+	require.LessOrEqual(t, held(), 1+5, "at most ClaimAhead ahead of the slot")
+	quickDone(t, pool)
+
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); stop() }()
+	// The buffer goes back while the running task still has most of its minute of grace.
+	require.Eventually(t, func() bool { return held() == 1 }, 10*time.Second, 5*time.Millisecond, "buffered tasks given back")
+	require.Equal(t, "running", scalar[string](t, pool, `select status::text from queues.task where task_id = $1`, running))
+	require.Positive(t, scalar[int](t, pool, `select count(*)::int from queues.task_event where event = 'released'
+		and detail like '%stopped before the task started%'`))
+	require.Zero(t, scalar[int](t, pool, `select count(*)::int from queues.task where task_type = 'hold' and status = 'pending' and attempt > 0`),
+		"a given-back task has not spent an attempt")
+	select {
+	case id := <-started:
+		t.Fatalf("task %d started after the stop signal", id)
+	default:
+	}
+
+	w.HardStop()
+	<-stopped
+	require.Zero(t, held(), "the running task is given back too")
+	require.Equal(t, 20, scalar[int](t, pool, `select count(*)::int from queues.task where task_type = 'hold' and status = 'pending'`))
+}
+
+// A buffered task waiting behind long work keeps its lease: the renewer renews it, and gives it
+// back to pending when it has waited a whole renewal period (LeaseDuration/3), so no buffered
+// lease expires; the worker then stops claiming ahead until a task finishes.
+func TestClaimAheadLongWaitGivesBack(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewDB(t)
+	enqueueAhead(t, pool, 300, 10)
+	started := make(chan int64, 10)
+	_, _ = startWorker(t, pool, &taskorch.WorkerConfig{ID: "ahead-wait", Handlers: aheadHandlers(started),
+		Concurrency: 1, ClaimAhead: 4, LeaseDuration: time.Second, ShutdownGrace: time.Millisecond})
+	<-started
+
+	// Two lease durations with the slot busy: the buffered tasks were given back, none expired.
+	require.Eventually(t, func() bool {
+		return scalar[int](t, pool, `select count(*)::int from queues.task_event where event = 'released'
+			and detail like '%waited in the claim-ahead buffer%'`) > 0
+	}, 10*time.Second, 10*time.Millisecond, "a buffered task that waited a renewal period is given back")
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		require.Zero(t, scalar[int](t, pool, `select count(*)::int from queues.task_event where event = 'lease_expired'`))
+		require.Zero(t, scalar[int](t, pool, `select count(*)::int from queues.task where status = 'running' and lease_expires_at < now()`),
+			"no lease held by the worker is past its expiry")
+		time.Sleep(50 * time.Millisecond) // sampling the leases over time is the check
+	}
+	// After the give-back the worker claims for its free slots only: it holds just the running task.
+	require.Equal(t, 1, scalar[int](t, pool, `select count(*)::int from queues.task where task_type = 'hold' and status = 'running' and worker_id = 'ahead-wait'`))
+	select {
+	case id := <-started:
+		t.Fatalf("task %d started while the slot was busy", id)
+	default:
+	}
+}
+
+// ClaimAhead has an upper bound; a negative value turns claiming ahead off.
+func TestClaimAheadConfig(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewDB(t)
+	_, err := taskorch.NewWorker(pool, &taskorch.WorkerConfig{ClaimAhead: 100001})
+	require.ErrorContains(t, err, "worker claim-ahead must be at most 100000, got 100001")
+	var ie *taskorch.InputError
+	require.ErrorAs(t, err, &ie)
+
+	enqueueAhead(t, pool, 300, 5)
+	started := make(chan int64, 5)
+	_, _ = startWorker(t, pool, &taskorch.WorkerConfig{ID: "ahead-off", Handlers: aheadHandlers(started),
+		Concurrency: 1, ClaimAhead: -1, ShutdownGrace: time.Millisecond})
+	<-started
+	quickDone(t, pool)
+	require.Equal(t, 1, scalar[int](t, pool, `select count(*)::int from queues.task where task_type = 'hold' and status = 'running'`),
+		"without claiming ahead the worker holds only what its slot runs")
+}
