@@ -126,7 +126,8 @@ const latencyType = "taskorch.bench.latency"
 
 func (latencyArgs) TaskType() string { return latencyType }
 
-// completionTracer notes when each task's completion statement (queues.complete_tasks) returned
+// completionTracer notes when each task's completion statement (queues.complete_tasks or
+// queues.complete_tasks_with_results, the one the worker calls since results) returned
 // on the worker's pool: the client-side moment the completion is committed.
 type completionTracer struct {
 	mu   sync.Mutex
@@ -137,7 +138,7 @@ type tracedIDs struct{}
 
 // TraceQueryStart implements pgx.QueryTracer.
 func (t *completionTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if strings.Contains(d.SQL, "queues.complete_tasks(") && len(d.Args) > 0 {
+	if (strings.Contains(d.SQL, "queues.complete_tasks(") || strings.Contains(d.SQL, "queues.complete_tasks_with_results(")) && len(d.Args) > 0 {
 		if ids, ok := d.Args[0].([]int64); ok {
 			return context.WithValue(ctx, tracedIDs{}, ids)
 		}
@@ -310,7 +311,7 @@ schedule:
 			continue
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("bench: task %d's completion was not seen (does the completer still call queues.complete_tasks?)", taskIDs[i])
+			return nil, fmt.Errorf("bench: task %d's completion was not seen (does the completer still call queues.complete_tasks or complete_tasks_with_results?)", taskIDs[i])
 		}
 		time.Sleep(time.Millisecond)
 	}
