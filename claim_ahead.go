@@ -116,6 +116,28 @@ func (b *readyBuffer) leases() (ids, leases []int64) {
 	return ids, leases
 }
 
+// holds reports whether the buffer holds task ref.task under lease ref.lease.
+func (b *readyBuffer) holds(ref leaseRef) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	bt, ok := b.byID[ref.task]
+	return ok && *bt.task.LeaseID == ref.lease
+}
+
+// removeLease takes task ref.task out of the buffer if it is there under lease ref.lease, and
+// returns it; nil when it is not (started, given back, or never buffered).
+func (b *readyBuffer) removeLease(ref leaseRef) *Task {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	bt, ok := b.byID[ref.task]
+	if !ok || *bt.task.LeaseID != ref.lease {
+		return nil
+	}
+	delete(b.byID, ref.task)
+	b.compactLocked()
+	return bt.task
+}
+
 // remove takes the listed tasks out of the buffer (their lease was lost, or they are given
 // back) and returns those that were still in it.
 func (b *readyBuffer) remove(ids []int64) []*Task {

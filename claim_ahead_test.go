@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch"
@@ -132,4 +133,35 @@ func TestClaimAheadConfig(t *testing.T) {
 	quickDone(t, pool)
 	require.Equal(t, 1, scalar[int](t, pool, `select count(*)::int from queues.task where task_type = 'hold' and status = 'running'`),
 		"without claiming ahead the worker holds only what its slot runs")
+}
+
+// A task cancelled while it waits in the claim-ahead buffer leaves the buffer without starting:
+// the cancel notification names a task the worker holds, the lease check finds it cancelled, and
+// its handler never runs — the slot goes to the next buffered task.
+func TestClaimAheadCancelledTaskNeverStarts(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewDB(t)
+	enqueueAhead(t, pool, 300, 20)
+	started := make(chan int64, 20)
+	reg := prometheus.NewRegistry()
+	w, stop := startWorker(t, pool, &taskorch.WorkerConfig{ID: "ahead-cancel", Handlers: aheadHandlers(started),
+		Concurrency: 1, ClaimAhead: 5, Registerer: reg})
+	defer func() { w.HardStop(); stop() }()
+
+	running := <-started
+	buffered := func() []int64 {
+		return scalar[[]int64](t, pool, `select coalesce(array_agg(task_id order by task_id), '{}') from queues.task
+			where task_type = 'hold' and status = 'running' and worker_id = 'ahead-cancel' and task_id <> $1`, running)
+	}
+	require.Eventually(t, func() bool { return len(buffered()) > 0 }, 10*time.Second, 5*time.Millisecond,
+		"the worker holds tasks ahead of its one slot")
+	victim := buffered()[0]
+	mustExec(t, pool, `select queues.cancel_task($1)`, victim)
+	require.Eventually(t, func() bool { return metricSum(t, "taskorch_leases_lost_total", reg) == 1 }, 5*time.Second, 5*time.Millisecond,
+		"the buffered task is dropped when it is cancelled, before any slot frees")
+
+	mustExec(t, pool, `select queues.cancel_task($1)`, running) // frees the slot
+	next := <-started
+	require.NotEqual(t, victim, next, "the cancelled task started")
+	require.Equal(t, "cancelled", scalar[string](t, pool, `select status::text from queues.task where task_id = $1`, victim))
 }

@@ -42,7 +42,7 @@ func (w *Worker) runLeaseChecker(ctx context.Context) {
 				continue
 			}
 		}
-		w.checkLeases(ctx, w.runningLeases())
+		w.checkLeases(ctx, w.heldLeases())
 	}
 }
 
@@ -71,7 +71,8 @@ func (w *Worker) cancelNotified(payload string) {
 		w.cancelHints.add(ref)
 	}
 	w.mu.Unlock()
-	if mine {
+	// A task waiting in the claim-ahead buffer is checked too, and leaves it without starting.
+	if mine || w.ready.holds(ref) {
 		w.signalLeaseCheck()
 	}
 }
@@ -122,6 +123,17 @@ func parseCancelPayload(s string) (leaseRef, bool) {
 		return leaseRef{}, false
 	}
 	return leaseRef{task: task, lease: lease}, true
+}
+
+// heldLeases lists the running tasks and those waiting in the claim-ahead buffer, with their
+// leases.
+func (w *Worker) heldLeases() []leaseRef {
+	refs := w.runningLeases()
+	ids, leases := w.ready.leases()
+	for i, id := range ids {
+		refs = append(refs, leaseRef{task: id, lease: leases[i]})
+	}
+	return refs
 }
 
 // runningLeases lists the running tasks with their leases.
@@ -183,13 +195,34 @@ func (w *Worker) checkLeases(ctx context.Context, refs []leaseRef) {
 	for _, ref := range refs {
 		held[ref.task] = ref.lease
 	}
+	var notRunning []lost
+	defer func() {
+		// Not running under that lease: perhaps waiting in the claim-ahead buffer, which it
+		// leaves without starting (after w.mu is released: the buffer has its own lock).
+		for _, l := range notRunning {
+			t := w.ready.removeLease(leaseRef{task: l.task, lease: held[l.task]})
+			if t == nil {
+				continue
+			}
+			w.metrics.leaseLost()
+			if l.status != nil && Status(*l.status) == StatusCancelled {
+				w.taskLogger(t).Info("task cancelled while it waited in the claim-ahead buffer; not starting it")
+			} else {
+				w.taskLogger(t).Warn("lease lost while the task waited in the claim-ahead buffer; not starting it")
+			}
+		}
+	}()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, l := range gone {
 		r, ok := w.running[l.task]
+		if !ok || *r.task.LeaseID != held[l.task] {
+			notRunning = append(notRunning, l)
+			continue
+		}
 		// A task whose outcome is being recorded lost its lease to that outcome, not to anyone
-		// else; a task started again under a new lease since the question is not this one.
-		if !ok || *r.task.LeaseID != held[l.task] || r.recording.Load() {
+		// else.
+		if r.recording.Load() {
 			continue
 		}
 		w.metrics.leaseLost()
