@@ -1454,6 +1454,32 @@ $$;
 
 
 --
+-- Name: check_signal_key(text, text, text); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.check_signal_key(_label text, _name text, _key text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if _name is null or _name = '' then
+        raise exception '%: name must not be empty', _label using errcode = 'invalid_parameter_value';
+    end if;
+    if length(_name) > 128 then
+        raise exception '%: name is % characters, over the limit of 128', _label, length(_name)
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if _key is null or _key = '' then
+        raise exception '%: key must not be empty', _label using errcode = 'invalid_parameter_value';
+    end if;
+    if length(_key) > 512 then
+        raise exception '%: key is % characters, over the limit of 512', _label, length(_key)
+            using errcode = 'invalid_parameter_value';
+    end if;
+end $$;
+
+
+--
 -- Name: check_task_input(text, jsonb, integer, text, text); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -1995,6 +2021,18 @@ $$;
 
 
 --
+-- Name: lock_signal(text, text); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.lock_signal(_name text, _key text) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select pg_advisory_xact_lock(hashtext('taskorch.signal'), hashtext(_name || ':' || _key))
+$$;
+
+
+--
 -- Name: max_payload_bytes(); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -2293,6 +2331,36 @@ CREATE FUNCTION internal.take_limit_tokens(_task_ids bigint[], _clock timestamp 
     on conflict (task_type, limit_key) do update
     set tokens = excluded.tokens, refilled_at = excluded.refilled_at
 $$;
+
+
+--
+-- Name: wake_signal_waiters(bigint[], text, text); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.wake_signal_waiters(_task_ids bigint[], _name text, _key text) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _n integer;
+begin
+    with woken as (
+        update queues.task t set run_at = now()
+        where t.task_id = any (_task_ids) and t.status = 'pending' and t.run_at > now()
+        returning t.task_id, t.attempt
+    ), logged as (
+        insert into queues.task_event (task_id, event, from_status, to_status, worker_id, attempt, detail)
+        select w.task_id, 'signalled', 'pending', 'pending', session_user, w.attempt,
+               format('made due by signal %s key %s', quote_literal(_name), quote_literal(left(_key, 140)))
+        from woken w
+        returning 1
+    )
+    select count(*)::integer into _n from logged;
+    if _n > 0 then
+        perform pg_notify('taskorch_task', '');
+    end if;
+    return _n;
+end $$;
 
 
 --
@@ -3967,6 +4035,59 @@ end $_$;
 
 
 --
+-- Name: signal(text, text, jsonb); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.signal(_name text, _key text, _payload jsonb DEFAULT '{}'::jsonb) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _waiting bigint[];
+begin
+    perform internal.check_signal_key('signal', _name, _key);
+    if _payload is null or jsonb_typeof(_payload) <> 'object' then
+        raise exception 'signal: payload must be a JSON object, got %', coalesce(jsonb_typeof(_payload), 'null')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if pg_column_size(_payload) > internal.max_payload_bytes() then
+        raise exception 'signal: payload is % bytes, over the limit of % bytes (8 MiB) per signal',
+            pg_column_size(_payload), internal.max_payload_bytes()
+            using errcode = 'invalid_parameter_value',
+                  hint = 'Store large data elsewhere (a table, object storage) and put its key in the payload.';
+    end if;
+
+    perform internal.lock_signal(_name, _key);
+    insert into queues.signal (name, key, payload) values (_name, _key, _payload)
+    on conflict (name, key) do nothing;
+    if not found then
+        return false;
+    end if;
+
+    with gone as (
+        delete from queues.signal_wait w where w.name = _name and w.key = _key returning w.task_id
+    )
+    select array_agg(g.task_id) into _waiting from gone g;
+    if _waiting is not null then
+        perform internal.wake_signal_waiters(_waiting, _name, _key);
+    end if;
+    return true;
+end $$;
+
+
+--
+-- Name: signal_payload(text, text); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.signal_payload(_name text, _key text) RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select s.payload from queues.signal s where s.name = _name and s.key = _key
+$$;
+
+
+--
 -- Name: snooze_task(bigint, bigint, timestamp with time zone); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -4008,6 +4129,42 @@ begin
     where t.task_id = any (_task_ids) and t.status = 'pending' and t.dispatched_at is not null;
     get diagnostics _n = row_count;
     return _n;
+end $$;
+
+
+--
+-- Name: wait_for_signal(text, text, bigint); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.wait_for_signal(_name text, _key text, _task_id bigint) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _status queues.task_status;
+begin
+    perform internal.check_signal_key('wait_for_signal', _name, _key);
+    if _task_id is null then
+        raise exception 'wait_for_signal: task_id must not be null' using errcode = 'invalid_parameter_value';
+    end if;
+
+    perform internal.lock_signal(_name, _key);
+    select t.status into _status from queues.task t where t.task_id = _task_id for update;
+    if not found then
+        raise exception 'wait_for_signal: task % does not exist', _task_id using errcode = 'no_data_found';
+    end if;
+    if _status <> 'pending' then
+        raise exception 'wait_for_signal: task % is %; only a pending task can wait for a signal', _task_id, _status
+            using errcode = 'object_not_in_prerequisite_state';
+    end if;
+
+    if exists (select from queues.signal s where s.name = _name and s.key = _key) then
+        perform internal.wake_signal_waiters(array[_task_id], _name, _key);
+        return true;
+    end if;
+    insert into queues.signal_wait (name, key, task_id) values (_name, _key, _task_id)
+    on conflict do nothing;
+    return false;
 end $$;
 
 
@@ -4935,6 +5092,62 @@ COMMENT ON COLUMN queues.settings.notify_coalesce_ms IS 'queues.notify_coalesce_
 
 
 --
+-- Name: signal; Type: TABLE; Schema: queues; Owner: -
+--
+
+CREATE TABLE queues.signal (
+    signal_id bigint NOT NULL,
+    name text NOT NULL,
+    key text NOT NULL,
+    payload jsonb DEFAULT '{}'::jsonb NOT NULL,
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT signal_key_valid CHECK (((length(key) >= 1) AND (length(key) <= 512))),
+    CONSTRAINT signal_name_valid CHECK (((length(name) >= 1) AND (length(name) <= 128))),
+    CONSTRAINT signal_payload_is_object CHECK ((jsonb_typeof(payload) = 'object'::text))
+);
+
+
+--
+-- Name: TABLE signal; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON TABLE queues.signal IS 'Append-only: one row per external event (name, key), the first emit''s payload. Written by queues.signal.';
+
+
+--
+-- Name: signal_signal_id_seq; Type: SEQUENCE; Schema: queues; Owner: -
+--
+
+ALTER TABLE queues.signal ALTER COLUMN signal_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME queues.signal_signal_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: signal_wait; Type: TABLE; Schema: queues; Owner: -
+--
+
+CREATE TABLE queues.signal_wait (
+    name text NOT NULL,
+    key text NOT NULL,
+    task_id bigint NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+--
+-- Name: TABLE signal_wait; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON TABLE queues.signal_wait IS 'Tasks registered by queues.wait_for_signal: made due now when signal (name, key) arrives.';
+
+
+--
 -- Name: task_event; Type: TABLE; Schema: queues; Owner: -
 --
 
@@ -5475,6 +5688,30 @@ ALTER TABLE ONLY queues.settings
 
 
 --
+-- Name: signal signal_name_key; Type: CONSTRAINT; Schema: queues; Owner: -
+--
+
+ALTER TABLE ONLY queues.signal
+    ADD CONSTRAINT signal_name_key UNIQUE (name, key);
+
+
+--
+-- Name: signal signal_pkey; Type: CONSTRAINT; Schema: queues; Owner: -
+--
+
+ALTER TABLE ONLY queues.signal
+    ADD CONSTRAINT signal_pkey PRIMARY KEY (signal_id);
+
+
+--
+-- Name: signal_wait signal_wait_pkey; Type: CONSTRAINT; Schema: queues; Owner: -
+--
+
+ALTER TABLE ONLY queues.signal_wait
+    ADD CONSTRAINT signal_wait_pkey PRIMARY KEY (name, key, task_id);
+
+
+--
 -- Name: task_event task_event_pkey; Type: CONSTRAINT; Schema: queues; Owner: -
 --
 
@@ -5585,6 +5822,13 @@ CREATE INDEX error_task_id_idx ON queues.error USING btree (task_id) WHERE (task
 --
 
 CREATE INDEX outbox_message_recipient_idx ON queues.outbox_message USING btree (channel, recipient, status);
+
+
+--
+-- Name: signal_wait_task_idx; Type: INDEX; Schema: queues; Owner: -
+--
+
+CREATE INDEX signal_wait_task_idx ON queues.signal_wait USING btree (task_id);
 
 
 --
@@ -5823,6 +6067,13 @@ CREATE TRIGGER settings_keep_row BEFORE DELETE OR TRUNCATE ON queues.settings FO
 --
 
 CREATE TRIGGER settings_stamp BEFORE UPDATE ON queues.settings FOR EACH ROW EXECUTE FUNCTION internal.guard_settings();
+
+
+--
+-- Name: signal signal_append_only; Type: TRIGGER; Schema: queues; Owner: -
+--
+
+CREATE TRIGGER signal_append_only BEFORE UPDATE ON queues.signal FOR EACH STATEMENT EXECUTE FUNCTION internal.refuse_fact_update();
 
 
 --
@@ -6114,6 +6365,14 @@ ALTER TABLE ONLY files.file
 
 ALTER TABLE ONLY queues.limit_bucket
     ADD CONSTRAINT limit_bucket_task_type_fkey FOREIGN KEY (task_type) REFERENCES queues.task_limit(task_type) ON DELETE CASCADE;
+
+
+--
+-- Name: signal_wait signal_wait_task_id_fkey; Type: FK CONSTRAINT; Schema: queues; Owner: -
+--
+
+ALTER TABLE ONLY queues.signal_wait
+    ADD CONSTRAINT signal_wait_task_id_fkey FOREIGN KEY (task_id) REFERENCES queues.task(task_id) ON DELETE CASCADE;
 
 
 --
@@ -6474,6 +6733,13 @@ REVOKE ALL ON FUNCTION files.wake_file_deletion_supervisor(_file_deletion_task_i
 
 
 --
+-- Name: FUNCTION check_signal_key(_label text, _name text, _key text); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.check_signal_key(_label text, _name text, _key text) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION check_task_input(_task_type text, _payload jsonb, _max_attempts integer, _idempotency_key text, _label text); Type: ACL; Schema: internal; Owner: -
 --
 
@@ -6565,6 +6831,13 @@ REVOKE ALL ON FUNCTION internal.limited_claimable(_limited text[], _task_types t
 
 
 --
+-- Name: FUNCTION lock_signal(_name text, _key text); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.lock_signal(_name text, _key text) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION max_payload_bytes(); Type: ACL; Schema: internal; Owner: -
 --
 
@@ -6633,6 +6906,13 @@ REVOKE ALL ON FUNCTION internal.set_inserted_limit_keys() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION internal.take_limit_tokens(_task_ids bigint[], _clock timestamp with time zone) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION wake_signal_waiters(_task_ids bigint[], _name text, _key text); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.wake_signal_waiters(_task_ids bigint[], _name text, _key text) FROM PUBLIC;
 
 
 --
@@ -7028,6 +7308,20 @@ REVOKE ALL ON FUNCTION queues.set_limit(_task_type text, _max_running integer, _
 
 
 --
+-- Name: FUNCTION signal(_name text, _key text, _payload jsonb); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.signal(_name text, _key text, _payload jsonb) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION signal_payload(_name text, _key text); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.signal_payload(_name text, _key text) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION snooze_task(_task_id bigint, _lease_id bigint, _run_at timestamp with time zone); Type: ACL; Schema: queues; Owner: -
 --
 
@@ -7041,6 +7335,13 @@ GRANT ALL ON FUNCTION queues.snooze_task(_task_id bigint, _lease_id bigint, _run
 
 REVOKE ALL ON FUNCTION queues.undispatch_tasks(_task_ids bigint[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION queues.undispatch_tasks(_task_ids bigint[]) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION wait_for_signal(_name text, _key text, _task_id bigint); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.wait_for_signal(_name text, _key text, _task_id bigint) FROM PUBLIC;
 
 
 --

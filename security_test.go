@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch"
@@ -48,6 +49,16 @@ func TestWorkerRoleLeastPrivilege(t *testing.T) {
 		`select * from queues.task_waiter`,
 		`insert into queues.task_waiter (task_id) values (1)`,
 		`update queues.task set result = '{}'`,
+		`select queues.signal('n', 'k')`,
+		`select queues.wait_for_signal('n', 'k', 1)`,
+		`select queues.signal_payload('n', 'k')`,
+		`select internal.wake_signal_waiters('{1}', 'n', 'k')`,
+		`select internal.lock_signal('n', 'k')`,
+		`select internal.check_signal_key('x', 'n', 'k')`,
+		`select * from queues.signal`,
+		`insert into queues.signal (name, key) values ('n', 'k')`,
+		`select * from queues.signal_wait`,
+		`insert into queues.signal_wait (name, key, task_id) values ('n', 'k', 1)`,
 	} {
 		_, err := tx.Exec(ctx, "savepoint s")
 		require.NoError(t, err)
@@ -114,4 +125,45 @@ func TestInjectionThroughInputs(t *testing.T) {
 	require.ErrorContains(t, err, "is malformed", "a schedule name is checked against its grammar")
 	require.True(t, scalar[bool](t, pool, `select to_regclass('queues.task') is not null`), "the table survived")
 	require.Equal(t, 1, scalar[int](t, pool, `select count(*)::int from queues.task`))
+}
+
+// An application role granted queues.signal (docs/security.md) emits signals through it and can
+// touch neither the signal tables nor the waiting functions; the worker role gets none of them.
+func TestSignalGrantedToApplicationOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.NewDB(t)
+	app := "app_" + randomHex(t, 6)
+	mustExec(t, pool, "create role "+pgx.Identifier{app}.Sanitize()+" nologin")
+	t.Cleanup(func() {
+		mustExec(t, pool, "drop owned by "+pgx.Identifier{app}.Sanitize()+"; drop role "+pgx.Identifier{app}.Sanitize())
+	})
+	mustExec(t, pool, "grant usage on schema queues to "+pgx.Identifier{app}.Sanitize())
+	mustExec(t, pool, "grant execute on function queues.signal(text, text, jsonb) to "+pgx.Identifier{app}.Sanitize())
+
+	for _, fn := range []string{"queues.signal(text, text, jsonb)", "queues.wait_for_signal(text, text, bigint)", "queues.signal_payload(text, text)"} {
+		require.False(t, scalar[bool](t, pool, `select has_function_privilege('worker_service_user', $1, 'execute')`, fn), fn)
+	}
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, "set local role "+pgx.Identifier{app}.Sanitize())
+	require.NoError(t, err)
+	require.True(t, scalar[bool](t, tx, `select queues.signal('email.confirmed', 'a@example.com', '{"via": "link"}')`))
+	for _, sql := range []string{
+		`select * from queues.signal`,
+		`delete from queues.signal`,
+		`select queues.signal_payload('email.confirmed', 'a@example.com')`,
+		`select queues.wait_for_signal('email.confirmed', 'a@example.com', 1)`,
+	} {
+		_, err := tx.Exec(ctx, "savepoint s")
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, sql)
+		require.ErrorContains(t, err, "permission denied", sql)
+		_, err = tx.Exec(ctx, "rollback to savepoint s")
+		require.NoError(t, err)
+	}
+	require.NoError(t, tx.Commit(ctx))
+	require.JSONEq(t, `{"via": "link"}`, scalar[string](t, pool, `select queues.signal_payload('email.confirmed', 'a@example.com')::text`))
 }
