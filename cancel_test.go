@@ -205,6 +205,11 @@ func TestCancelWhileListenIsDown(t *testing.T) {
 	<-started
 
 	lost := tap.expect("LISTEN connection lost; polling until it is back", 0)
+	// The task may have been claimed by the first poll, before the LISTEN connection is up.
+	require.Eventually(t, func() bool {
+		return scalar[int64](t, pool, `select count(*) from pg_stat_activity
+			where datname = current_database() and pid <> pg_backend_pid() and query ilike 'listen%'`) == 1
+	}, 10*time.Second, 5*time.Millisecond, "the worker's LISTEN connection")
 	require.Equal(t, int64(1), scalar[int64](t, pool, `select count(pg_terminate_backend(pid)) from pg_stat_activity
 		where datname = current_database() and pid <> pg_backend_pid() and query ilike 'listen%'`), "the worker's LISTEN connection")
 	tap.await(t, lost)
