@@ -2714,50 +2714,12 @@ CREATE FUNCTION queues.complete_tasks(_task_ids bigint[], _lease_ids bigint[]) R
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-declare
-    _done bigint[];
 begin
     if coalesce(cardinality(_task_ids), 0) <> coalesce(cardinality(_lease_ids), 0) then
         raise exception 'complete_tasks: % task ids but % lease ids', cardinality(_task_ids), cardinality(_lease_ids)
             using errcode = 'invalid_parameter_value';
     end if;
-
-    with done as (
-        update queues.task t
-        set status = 'completed', completed_at = now(), lease_expires_at = null
-        from unnest(_task_ids, _lease_ids) as c(task_id, lease_id)
-        where t.task_id = c.task_id and t.lease_id = c.lease_id and t.lease_expires_at is not null  -- i.e. running
-        returning t.task_id, t.lease_id, t.worker_id, t.attempt
-    ), ev as (
-        insert into queues.task_event (task_id, event, from_status, to_status, lease_id, worker_id, attempt)
-        select d.task_id, 'completed', 'running', 'completed', d.lease_id, d.worker_id, d.attempt
-        from done d
-    )
-    select coalesce(array_agg(d.task_id), '{}') into _done from done d;
-
-    return query select unnest(_done);
-    if cardinality(_done) = coalesce(cardinality(_task_ids), 0) then
-        return;
-    end if;
-
-    -- Repeats under the lease that completed the task count as done.
-    return query
-    select c.task_id
-    from unnest(_task_ids, _lease_ids) as c(task_id, lease_id)
-    join queues.task t on t.task_id = c.task_id
-    where c.task_id <> all (_done) and t.status = 'completed' and t.lease_id = c.lease_id;
-
-    insert into queues.error (task_id, error_message, context)
-    select c.task_id,
-           case when t.task_id is null then format('completion refused: task %s does not exist', c.task_id)
-                else format('completion refused: lease %s is not the current lease of task %s (current lease %s, status %s)',
-                            coalesce(c.lease_id::text, 'NULL'), c.task_id, t.lease_id, t.status) end,
-           jsonb_build_object('operation', 'complete', 'lease_id', c.lease_id,
-                              'current_lease_id', t.lease_id, 'status', t.status)
-    from unnest(_task_ids, _lease_ids) as c(task_id, lease_id)
-    left join queues.task t on t.task_id = c.task_id
-    where c.task_id <> all (_done)
-      and not coalesce(t.status = 'completed' and t.lease_id = c.lease_id, false);
+    return query select c.task_id from queues.complete_tasks_with_results(_task_ids, _lease_ids, null) c;
 end $$;
 
 
