@@ -81,7 +81,8 @@ type channelPayload struct {
 // runChannel is the handler invoker: the before handler builds the provider request, the
 // provider is called outside any transaction, then the success handler (with
 // {original_payload, worker_payload}) or the error handler (with {original_payload, error})
-// runs in one transaction with the task's completion (inLeaseTx). A task with handlers belongs
+// runs in one transaction with the task's completion (the completer's batch for a success,
+// inLeaseTx for a failure). A task with handlers belongs
 // to a supervisor and is always completed after processing: retries are the supervisor's new
 // attempts. A task without handlers is retried at task level when the provider fails, and its
 // success is a plain completion, written by the completer.
@@ -143,7 +144,9 @@ func (w *Worker) runChannel(ctx context.Context, t *Task) *outcome {
 		return completed()
 	}
 	body, _ := json.Marshal(map[string]json.RawMessage{"original_payload": t.Payload, "worker_payload": resp})
-	return w.finishWithHandler(ctx, t, p.SuccessHandler, body, "", "")
+	// The completer runs the success handler with the completion, batched with others
+	// (completer.go); it runs even when the task's context has ended meanwhile.
+	return completedWithHandler(p.SuccessHandler, body)
 }
 
 // channelFailed is the outcome of a failed channel attempt: with an error handler, the handler

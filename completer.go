@@ -69,7 +69,29 @@ func (w *Worker) runCompleter(ctx context.Context) {
 	}
 }
 
+// flushCompletions writes a batch: plain completions in one statement, and those with a success
+// handler in transactions of up to maxHandlerBatch (handler_batch.go).
 func (w *Worker) flushCompletions(ctx context.Context, batch []*runningTask) {
+	plain := batch[:0:0]
+	var handled []*runningTask
+	for _, r := range batch {
+		if r.handler != "" {
+			handled = append(handled, r)
+		} else {
+			plain = append(plain, r)
+		}
+	}
+	if len(plain) > 0 {
+		w.flushPlain(ctx, plain)
+	}
+	for len(handled) > 0 {
+		n := min(len(handled), maxHandlerBatch)
+		w.flushHandlers(ctx, handled[:n])
+		handled = handled[n:]
+	}
+}
+
+func (w *Worker) flushPlain(ctx context.Context, batch []*runningTask) {
 	ids := make([]int64, len(batch))
 	leases := make([]int64, len(batch))
 	var results []json.RawMessage // nil when no task of the batch has a result: the common case

@@ -68,6 +68,11 @@ type outcome struct {
 	noteLevel slog.Level
 	noteAttrs []any
 
+	// handler and handlerBody: a completion's success handler and its argument, run by the
+	// completer in the completion's transaction (completedWithHandler).
+	handler     string
+	handlerBody []byte
+
 	// Set by record (or by the branch, for outcomeWritten).
 	status  Status // the task's status after the write: completed, pending (retry or snooze), failed, dead
 	refused bool   // the database refused the write: the lease was lost meanwhile
@@ -76,6 +81,12 @@ type outcome struct {
 }
 
 func completed() *outcome { return &outcome{kind: outcomeComplete} }
+
+// completedWithHandler is a completion whose success handler (a channel task's) the completer
+// runs in the completion's transaction, with body.
+func completedWithHandler(handler string, body []byte) *outcome {
+	return &outcome{kind: outcomeComplete, handler: handler, handlerBody: body}
+}
 
 // withResult sets a completion's result.
 func (o *outcome) withResult(result json.RawMessage) *outcome {
@@ -145,6 +156,7 @@ func (w *Worker) record(ctx context.Context, r *runningTask, o *outcome) {
 	switch o.kind {
 	case outcomeComplete:
 		r.result = o.result
+		r.handler, r.handlerBody = o.handler, o.handlerBody
 		if w.completions.send(r) {
 			return // the completer finishes it
 		}

@@ -676,10 +676,7 @@ begin
         select t.send_email_task_id into send_email_task_id from comms.send_email_task t where t.message_id = _message_id;
         return;
     end if;
-
-    perform queues.enqueue('db_function',
-        jsonb_build_object('db_function', 'comms.send_email_supervisor', 'send_email_task_id', send_email_task_id),
-        coalesce(_scheduled_at, now()));
+    perform comms.wake_send_email(send_email_task_id, coalesce(_scheduled_at, now()));
 end $$;
 
 
@@ -710,10 +707,7 @@ begin
         select t.send_sms_task_id into send_sms_task_id from comms.send_sms_task t where t.message_id = _message_id;
         return;
     end if;
-
-    perform queues.enqueue('db_function',
-        jsonb_build_object('db_function', 'comms.send_sms_supervisor', 'send_sms_task_id', send_sms_task_id),
-        coalesce(_scheduled_at, now()));
+    perform comms.wake_send_sms(send_sms_task_id, coalesce(_scheduled_at, now()));
 end $$;
 
 
@@ -727,9 +721,9 @@ CREATE FUNCTION comms.record_email_failure(_payload jsonb) RETURNS jsonb
     AS $$
 declare
     _attempt_id bigint := (_payload #>> '{original_payload,send_email_attempt_id}')::bigint;
-    _task_id    bigint;
+    _id         bigint;
 begin
-    select send_email_task_id into _task_id from comms.send_email_attempt where send_email_attempt_id = _attempt_id;
+    select send_email_task_id into _id from comms.send_email_attempt where send_email_attempt_id = _attempt_id;
     if not found then
         return jsonb_build_object('success', false,
             'validation_failure_message', format('record_email_failure: send_email_attempt %s does not exist', coalesce(_attempt_id::text, 'NULL')));
@@ -737,7 +731,7 @@ begin
     insert into comms.send_email_attempt_failed (send_email_attempt_id, error_message)
     values (_attempt_id, left(coalesce(nullif(_payload ->> 'error', ''), 'unknown error'), 8192))
     on conflict do nothing;
-    perform comms.wake_send_email_supervisor(_task_id, _attempt_id);
+    perform comms.wake_send_email(_id, now());
     return jsonb_build_object('success', true);
 end $$;
 
@@ -752,17 +746,20 @@ CREATE FUNCTION comms.record_email_success(_payload jsonb) RETURNS jsonb
     AS $$
 declare
     _attempt_id bigint := (_payload #>> '{original_payload,send_email_attempt_id}')::bigint;
-    _task_id    bigint;
+    _id         bigint;
 begin
-    select send_email_task_id into _task_id from comms.send_email_attempt where send_email_attempt_id = _attempt_id;
+    select send_email_task_id into _id from comms.send_email_attempt where send_email_attempt_id = _attempt_id;
     if not found then
         return jsonb_build_object('success', false,
             'validation_failure_message', format('record_email_success: send_email_attempt %s does not exist', coalesce(_attempt_id::text, 'NULL')));
     end if;
+    delete from comms.send_email_due where send_email_task_id = _id;
     insert into comms.send_email_attempt_succeeded (send_email_attempt_id, provider_response)
     values (_attempt_id, _payload -> 'worker_payload')
     on conflict do nothing;
-    perform comms.wake_send_email_supervisor(_task_id, _attempt_id);
+    if not exists (select 1 from comms.send_email_task_failed where send_email_task_id = _id) then
+        insert into comms.send_email_task_succeeded (send_email_task_id) values (_id) on conflict do nothing;
+    end if;
     return jsonb_build_object('success', true);
 end $$;
 
@@ -777,9 +774,9 @@ CREATE FUNCTION comms.record_sms_failure(_payload jsonb) RETURNS jsonb
     AS $$
 declare
     _attempt_id bigint := (_payload #>> '{original_payload,send_sms_attempt_id}')::bigint;
-    _task_id    bigint;
+    _id         bigint;
 begin
-    select send_sms_task_id into _task_id from comms.send_sms_attempt where send_sms_attempt_id = _attempt_id;
+    select send_sms_task_id into _id from comms.send_sms_attempt where send_sms_attempt_id = _attempt_id;
     if not found then
         return jsonb_build_object('success', false,
             'validation_failure_message', format('record_sms_failure: send_sms_attempt %s does not exist', coalesce(_attempt_id::text, 'NULL')));
@@ -787,7 +784,7 @@ begin
     insert into comms.send_sms_attempt_failed (send_sms_attempt_id, error_message)
     values (_attempt_id, left(coalesce(nullif(_payload ->> 'error', ''), 'unknown error'), 8192))
     on conflict do nothing;
-    perform comms.wake_send_sms_supervisor(_task_id, _attempt_id);
+    perform comms.wake_send_sms(_id, now());
     return jsonb_build_object('success', true);
 end $$;
 
@@ -802,17 +799,20 @@ CREATE FUNCTION comms.record_sms_success(_payload jsonb) RETURNS jsonb
     AS $$
 declare
     _attempt_id bigint := (_payload #>> '{original_payload,send_sms_attempt_id}')::bigint;
-    _task_id    bigint;
+    _id         bigint;
 begin
-    select send_sms_task_id into _task_id from comms.send_sms_attempt where send_sms_attempt_id = _attempt_id;
+    select send_sms_task_id into _id from comms.send_sms_attempt where send_sms_attempt_id = _attempt_id;
     if not found then
         return jsonb_build_object('success', false,
             'validation_failure_message', format('record_sms_success: send_sms_attempt %s does not exist', coalesce(_attempt_id::text, 'NULL')));
     end if;
+    delete from comms.send_sms_due where send_sms_task_id = _id;
     insert into comms.send_sms_attempt_succeeded (send_sms_attempt_id, provider_response)
     values (_attempt_id, _payload -> 'worker_payload')
     on conflict do nothing;
-    perform comms.wake_send_sms_supervisor(_task_id, _attempt_id);
+    if not exists (select 1 from comms.send_sms_task_failed where send_sms_task_id = _id) then
+        insert into comms.send_sms_task_succeeded (send_sms_task_id) values (_id) on conflict do nothing;
+    end if;
     return jsonb_build_object('success', true);
 end $$;
 
@@ -862,106 +862,135 @@ CREATE FUNCTION comms.send_email_supervisor(_payload jsonb) RETURNS jsonb
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    _id          bigint;
-    _task        comms.send_email_task;
-    _cfg         comms.process_config;
-    _attempts    integer;
-    _failures    integer;
-    _last_fail   timestamptz;
-    _next_try    timestamptz;
-    _next_check  timestamptz;
-    _open        record;
-    _attempt_id  bigint;
-    _channel_id  bigint;
-    _wake        boolean := coalesce((_payload ->> 'wake')::boolean, false);
+    _cfg       comms.process_config;
+    _clean     boolean;
+    _ids       bigint[];
+    _id        bigint;
+    _done      bigint[];
+    _succeed   bigint[];
+    _fail      bigint[];
+    _fail_msg  text[];
+    _new       bigint[];
+    _later     bigint[];
+    _later_at  timestamptz[];
+    _attempts  bigint[];
+    _tasks     bigint[];
+    _next      timestamptz;
 begin
+    if _payload ? 'send_email_task_id' then
+        if jsonb_typeof(_payload -> 'send_email_task_id') is distinct from 'number' then
+            return jsonb_build_object('success', false,
+                'validation_failure_message', 'send_email_supervisor: payload needs a numeric send_email_task_id');
+        end if;
+        _id := (_payload ->> 'send_email_task_id')::bigint;
+        if not exists (select 1 from comms.send_email_task where send_email_task_id = _id) then
+            return jsonb_build_object('success', false,
+                'validation_failure_message', format('send_email_supervisor: send_email_task %s does not exist', _id));
+        end if;
+        if not exists (select 1 from comms.send_email_task_succeeded where send_email_task_id = _id)
+           and not exists (select 1 from comms.send_email_task_failed where send_email_task_id = _id) then
+            insert into comms.send_email_due as d (send_email_task_id, due_at) values (_id, now())
+            on conflict (send_email_task_id) do update set due_at = least(d.due_at, excluded.due_at);
+        end if;
+    end if;
+
     -- Input
-    if jsonb_typeof(_payload -> 'send_email_task_id') is distinct from 'number' then
-        return jsonb_build_object('success', false,
-            'validation_failure_message', 'send_email_supervisor: payload needs a numeric send_email_task_id');
-    end if;
-    _id := (_payload ->> 'send_email_task_id')::bigint;
-    select * into _task from comms.send_email_task where send_email_task_id = _id for update;
-    if not found then
-        return jsonb_build_object('success', false,
-            'validation_failure_message', format('send_email_supervisor: send_email_task %s does not exist', _id));
-    end if;
-    if exists (select 1 from comms.send_email_task_succeeded where send_email_task_id = _id)
-       or exists (select 1 from comms.send_email_task_failed where send_email_task_id = _id) then
-        return jsonb_build_object('status', 'succeeded', 'payload', jsonb_build_object('state', 'terminal'));
+    _clean := queues.supervisor_tick_clean('comms.send_email_supervisor');
+    select array_agg(d.send_email_task_id) into _ids
+    from (select send_email_task_id from comms.send_email_due where due_at <= now()
+          order by due_at limit 500 for update skip locked) d;
+    if _ids is null then
+        select min(due_at) into _next from comms.send_email_due;
+        perform queues.schedule_supervisor_tick('comms.send_email_supervisor', _next);
+        return jsonb_build_object('status', 'succeeded', 'payload', jsonb_build_object('instances', 0, 'clean', _clean));
     end if;
     select * into _cfg from comms.process_config where process = 'send_email';
 
-    -- An outstanding attempt whose channel task ended without recording an outcome (its
-    -- handlers kept failing until the task died, or an operator cancelled it) counts as failed.
-    -- (One statement, so the attempt's facts and its task's status come from one snapshot: a
-    -- handler commits its fact and the task's completion together.)
-    select a.send_email_attempt_id, a.task_id, t.status, t.last_error into _open
+    insert into comms.send_email_attempt_failed (send_email_attempt_id, error_message)
+    select a.send_email_attempt_id,
+           format('the email task %s ended %s without recording an outcome%s', a.task_id,
+                  coalesce(t.status::text, 'and was removed'), coalesce(': ' || t.last_error, ''))
     from comms.send_email_attempt a
     left join queues.task t on t.task_id = a.task_id
-    where a.send_email_task_id = _id
+    where a.send_email_task_id = any (_ids)
+      and (t.task_id is null or t.status in ('completed', 'failed', 'dead', 'cancelled'))
       and not exists (select 1 from comms.send_email_attempt_succeeded s where s.send_email_attempt_id = a.send_email_attempt_id)
       and not exists (select 1 from comms.send_email_attempt_failed f where f.send_email_attempt_id = a.send_email_attempt_id)
-    order by a.send_email_attempt_id desc limit 1;
-    if found and (_open.status in ('completed', 'failed', 'dead', 'cancelled') or _open.status is null) then
-        insert into comms.send_email_attempt_failed (send_email_attempt_id, error_message)
-        values (_open.send_email_attempt_id,
-                format('the email task %s ended %s without recording an outcome%s', _open.task_id,
-                       coalesce(_open.status::text, 'and was removed'), coalesce(': ' || _open.last_error, '')))
-        on conflict do nothing;
-    end if;
-
-    _attempts := comms.count_send_email_attempts(_id);
-    _failures := comms.count_send_email_failed_attempts(_id);
+    on conflict do nothing;
 
     -- Compute
-    if comms.has_send_email_succeeded_attempt(_id) then
-        insert into comms.send_email_task_succeeded (send_email_task_id) values (_id) on conflict do nothing;
-        return jsonb_build_object('status', 'succeeded', 'payload', jsonb_build_object('state', 'sent', 'attempts', _attempts));
-    end if;
-    if comms.is_send_email_stuck(_id) then
-        insert into comms.send_email_task_failed (send_email_task_id, error_message)
-        values (_id, format('email not sent after %s failed attempts (max %s); last error: %s', _failures, _cfg.max_attempts,
-                            coalesce((select f.error_message from comms.send_email_attempt a
-                                      join comms.send_email_attempt_failed f using (send_email_attempt_id)
-                                      where a.send_email_task_id = _id order by f.created_at desc limit 1), 'none')))
-        on conflict do nothing;
-        return jsonb_build_object('status', 'succeeded', 'payload', jsonb_build_object('state', 'gave_up', 'attempts', _attempts));
-    end if;
-    select max(f.created_at) into _last_fail from comms.send_email_attempt a
-    join comms.send_email_attempt_failed f using (send_email_attempt_id) where a.send_email_task_id = _id;
-    _next_try := greatest(_task.scheduled_at, coalesce(_last_fail, '-infinity') + queues.process_backoff(_failures, _cfg.backoff_base, _cfg.backoff_max));
+    with facts as (
+        select r.send_email_task_id as id, r.scheduled_at,
+               exists (select 1 from comms.send_email_task_succeeded x where x.send_email_task_id = r.send_email_task_id)
+               or exists (select 1 from comms.send_email_task_failed x where x.send_email_task_id = r.send_email_task_id) as terminal,
+               coalesce(a.attempts, 0) as attempts, coalesce(a.failures, 0) as failures,
+               coalesce(a.succeeded, false) as succeeded, a.last_fail, a.last_error
+        from comms.send_email_task r
+        left join lateral (
+            select count(*) as attempts, count(f.send_email_attempt_id) as failures,
+                   bool_or(s.send_email_attempt_id is not null) as succeeded, max(f.created_at) as last_fail,
+                   (array_agg(f.error_message order by f.created_at desc) filter (where f.send_email_attempt_id is not null))[1] as last_error
+            from comms.send_email_attempt a
+            left join comms.send_email_attempt_succeeded s using (send_email_attempt_id)
+            left join comms.send_email_attempt_failed f using (send_email_attempt_id)
+            where a.send_email_task_id = r.send_email_task_id
+        ) a on true
+        where r.send_email_task_id = any (_ids)
+    ), decided as (
+        select f.*,
+               greatest(f.scheduled_at, coalesce(f.last_fail, '-infinity')
+                        + queues.process_backoff(f.failures::integer, _cfg.backoff_base, _cfg.backoff_max)) as next_try
+        from facts f
+    )
+    select array_agg(id) filter (where terminal),
+           array_agg(id) filter (where not terminal and succeeded),
+           array_agg(id) filter (where not terminal and not succeeded and failures >= _cfg.max_attempts),
+           array_agg(format('email not sent after %s failed attempts (max %s); last error: %s',
+                            failures, _cfg.max_attempts, coalesce(last_error, 'none')))
+               filter (where not terminal and not succeeded and failures >= _cfg.max_attempts),
+           array_agg(id) filter (where not terminal and not succeeded and failures < _cfg.max_attempts
+                                 and attempts = failures and next_try <= now()),
+           array_agg(id) filter (where not terminal and not succeeded and failures < _cfg.max_attempts
+                                 and not (attempts = failures and next_try <= now())),
+           array_agg(case when attempts = failures then next_try else now() + _cfg.check_interval end)
+               filter (where not terminal and not succeeded and failures < _cfg.max_attempts
+                       and not (attempts = failures and next_try <= now()))
+    into _done, _succeed, _fail, _fail_msg, _new, _later, _later_at
+    from decided;
 
     -- Output
-    if _attempts = _failures and _next_try <= now() then
-        insert into comms.send_email_attempt (send_email_task_id) values (_id) returning send_email_attempt_id into _attempt_id;
-        _channel_id := queues.enqueue('email', jsonb_build_object(
-            'send_email_task_id', _id,
-            'send_email_attempt_id', _attempt_id,
-            'before_handler', 'comms.get_email_payload',
-            'success_handler', 'comms.record_email_success',
-            'error_handler', 'comms.record_email_failure'),
-            now(), 0, null, 5);
-        update comms.send_email_attempt set task_id = _channel_id where send_email_attempt_id = _attempt_id;
-        _next_check := now() + _cfg.check_interval;
-    elsif _attempts = _failures then
-        -- Backing off: look again the moment the backoff ends (once per failure count).
-        _next_check := _next_try;
-        perform queues.enqueue('db_function',
-            jsonb_build_object('db_function', 'comms.send_email_supervisor', 'send_email_task_id', _id, 'wake', true),
-            _next_try, 0, format('comms.send_email:%s:retry:%s', _id, _failures));
-    else
-        _next_check := now() + _cfg.check_interval;   -- an attempt is outstanding
+    insert into comms.send_email_task_succeeded (send_email_task_id) select unnest(_succeed) on conflict do nothing;
+    insert into comms.send_email_task_failed (send_email_task_id, error_message) select * from unnest(_fail, _fail_msg) on conflict do nothing;
+    delete from comms.send_email_due where send_email_task_id = any (coalesce(_done, '{}') || coalesce(_succeed, '{}') || coalesce(_fail, '{}'));
+    update comms.send_email_due d set due_at = l.at from unnest(_later, _later_at) as l(id, at) where d.send_email_task_id = l.id;
+    if _new is not null then
+        with a as (
+            insert into comms.send_email_attempt (send_email_task_id) select unnest(_new)
+            returning send_email_attempt_id, send_email_task_id
+        )
+        select array_agg(send_email_attempt_id order by send_email_attempt_id) into _attempts from a;
+        select array_agg(e.task_id order by e.ord) into _tasks
+        from queues.enqueue_many_with_result(
+            array_fill('email'::text, array[cardinality(_attempts)]),
+            (select array_agg(jsonb_build_object(
+                        'send_email_task_id', a.send_email_task_id,
+                        'send_email_attempt_id', a.send_email_attempt_id,
+                        'before_handler', 'comms.get_email_payload',
+                        'success_handler', 'comms.record_email_success',
+                        'error_handler', 'comms.record_email_failure') order by a.send_email_attempt_id)
+             from comms.send_email_attempt a where a.send_email_attempt_id = any (_attempts)),
+            null, null, null, array_fill(5, array[cardinality(_attempts)])) with ordinality as e(task_id, duplicate, ord);
+        update comms.send_email_attempt a set task_id = x.task_id
+        from unnest(_attempts, _tasks) as x(attempt_id, task_id) where a.send_email_attempt_id = x.attempt_id;
+        update comms.send_email_due d set due_at = now() + _cfg.check_interval where d.send_email_task_id = any (_new);
     end if;
 
-    if not _wake then
-        perform queues.enqueue('db_function',
-            jsonb_build_object('db_function', 'comms.send_email_supervisor', 'send_email_task_id', _id),
-            _next_check);
-    end if;
+    select min(due_at) into _next from comms.send_email_due;
+    perform queues.schedule_supervisor_tick('comms.send_email_supervisor', _next);
     return jsonb_build_object('status', 'succeeded', 'payload', jsonb_build_object(
-        'state', 'in_progress', 'attempts', _attempts, 'failures', _failures,
-        'new_attempt_id', _attempt_id, 'next_check_at', case when _wake then null else _next_check end));
+        'instances', cardinality(_ids), 'clean', _clean,
+        'succeeded', coalesce(cardinality(_succeed), 0), 'failed', coalesce(cardinality(_fail), 0),
+        'new_attempts', coalesce(cardinality(_new), 0), 'next_tick_at', _next));
 end $$;
 
 
@@ -1006,106 +1035,151 @@ CREATE FUNCTION comms.send_sms_supervisor(_payload jsonb) RETURNS jsonb
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    _id          bigint;
-    _task        comms.send_sms_task;
-    _cfg         comms.process_config;
-    _attempts    integer;
-    _failures    integer;
-    _last_fail   timestamptz;
-    _next_try    timestamptz;
-    _next_check  timestamptz;
-    _open        record;
-    _attempt_id  bigint;
-    _channel_id  bigint;
-    _wake        boolean := coalesce((_payload ->> 'wake')::boolean, false);
+    _cfg       comms.process_config;
+    _clean     boolean;
+    _ids       bigint[];
+    _id        bigint;
+    _done      bigint[];
+    _succeed   bigint[];
+    _fail      bigint[];
+    _fail_msg  text[];
+    _new       bigint[];
+    _later     bigint[];
+    _later_at  timestamptz[];
+    _attempts  bigint[];
+    _tasks     bigint[];
+    _next      timestamptz;
 begin
+    if _payload ? 'send_sms_task_id' then
+        if jsonb_typeof(_payload -> 'send_sms_task_id') is distinct from 'number' then
+            return jsonb_build_object('success', false,
+                'validation_failure_message', 'send_sms_supervisor: payload needs a numeric send_sms_task_id');
+        end if;
+        _id := (_payload ->> 'send_sms_task_id')::bigint;
+        if not exists (select 1 from comms.send_sms_task where send_sms_task_id = _id) then
+            return jsonb_build_object('success', false,
+                'validation_failure_message', format('send_sms_supervisor: send_sms_task %s does not exist', _id));
+        end if;
+        if not exists (select 1 from comms.send_sms_task_succeeded where send_sms_task_id = _id)
+           and not exists (select 1 from comms.send_sms_task_failed where send_sms_task_id = _id) then
+            insert into comms.send_sms_due as d (send_sms_task_id, due_at) values (_id, now())
+            on conflict (send_sms_task_id) do update set due_at = least(d.due_at, excluded.due_at);
+        end if;
+    end if;
+
     -- Input
-    if jsonb_typeof(_payload -> 'send_sms_task_id') is distinct from 'number' then
-        return jsonb_build_object('success', false,
-            'validation_failure_message', 'send_sms_supervisor: payload needs a numeric send_sms_task_id');
-    end if;
-    _id := (_payload ->> 'send_sms_task_id')::bigint;
-    select * into _task from comms.send_sms_task where send_sms_task_id = _id for update;
-    if not found then
-        return jsonb_build_object('success', false,
-            'validation_failure_message', format('send_sms_supervisor: send_sms_task %s does not exist', _id));
-    end if;
-    if exists (select 1 from comms.send_sms_task_succeeded where send_sms_task_id = _id)
-       or exists (select 1 from comms.send_sms_task_failed where send_sms_task_id = _id) then
-        return jsonb_build_object('status', 'succeeded', 'payload', jsonb_build_object('state', 'terminal'));
+    _clean := queues.supervisor_tick_clean('comms.send_sms_supervisor');
+    select array_agg(d.send_sms_task_id) into _ids
+    from (select send_sms_task_id from comms.send_sms_due where due_at <= now()
+          order by due_at limit 500 for update skip locked) d;
+    if _ids is null then
+        select min(due_at) into _next from comms.send_sms_due;
+        perform queues.schedule_supervisor_tick('comms.send_sms_supervisor', _next);
+        return jsonb_build_object('status', 'succeeded', 'payload', jsonb_build_object('instances', 0, 'clean', _clean));
     end if;
     select * into _cfg from comms.process_config where process = 'send_sms';
 
-    -- An outstanding attempt whose channel task ended without recording an outcome (its
-    -- handlers kept failing until the task died, or an operator cancelled it) counts as failed.
-    -- (One statement, so the attempt's facts and its task's status come from one snapshot: a
-    -- handler commits its fact and the task's completion together.)
-    select a.send_sms_attempt_id, a.task_id, t.status, t.last_error into _open
+    insert into comms.send_sms_attempt_failed (send_sms_attempt_id, error_message)
+    select a.send_sms_attempt_id,
+           format('the sms task %s ended %s without recording an outcome%s', a.task_id,
+                  coalesce(t.status::text, 'and was removed'), coalesce(': ' || t.last_error, ''))
     from comms.send_sms_attempt a
     left join queues.task t on t.task_id = a.task_id
-    where a.send_sms_task_id = _id
+    where a.send_sms_task_id = any (_ids)
+      and (t.task_id is null or t.status in ('completed', 'failed', 'dead', 'cancelled'))
       and not exists (select 1 from comms.send_sms_attempt_succeeded s where s.send_sms_attempt_id = a.send_sms_attempt_id)
       and not exists (select 1 from comms.send_sms_attempt_failed f where f.send_sms_attempt_id = a.send_sms_attempt_id)
-    order by a.send_sms_attempt_id desc limit 1;
-    if found and (_open.status in ('completed', 'failed', 'dead', 'cancelled') or _open.status is null) then
-        insert into comms.send_sms_attempt_failed (send_sms_attempt_id, error_message)
-        values (_open.send_sms_attempt_id,
-                format('the sms task %s ended %s without recording an outcome%s', _open.task_id,
-                       coalesce(_open.status::text, 'and was removed'), coalesce(': ' || _open.last_error, '')))
-        on conflict do nothing;
-    end if;
-
-    _attempts := comms.count_send_sms_attempts(_id);
-    _failures := comms.count_send_sms_failed_attempts(_id);
+    on conflict do nothing;
 
     -- Compute
-    if comms.has_send_sms_succeeded_attempt(_id) then
-        insert into comms.send_sms_task_succeeded (send_sms_task_id) values (_id) on conflict do nothing;
-        return jsonb_build_object('status', 'succeeded', 'payload', jsonb_build_object('state', 'sent', 'attempts', _attempts));
-    end if;
-    if comms.is_send_sms_stuck(_id) then
-        insert into comms.send_sms_task_failed (send_sms_task_id, error_message)
-        values (_id, format('sms not sent after %s failed attempts (max %s); last error: %s', _failures, _cfg.max_attempts,
-                            coalesce((select f.error_message from comms.send_sms_attempt a
-                                      join comms.send_sms_attempt_failed f using (send_sms_attempt_id)
-                                      where a.send_sms_task_id = _id order by f.created_at desc limit 1), 'none')))
-        on conflict do nothing;
-        return jsonb_build_object('status', 'succeeded', 'payload', jsonb_build_object('state', 'gave_up', 'attempts', _attempts));
-    end if;
-    select max(f.created_at) into _last_fail from comms.send_sms_attempt a
-    join comms.send_sms_attempt_failed f using (send_sms_attempt_id) where a.send_sms_task_id = _id;
-    _next_try := greatest(_task.scheduled_at, coalesce(_last_fail, '-infinity') + queues.process_backoff(_failures, _cfg.backoff_base, _cfg.backoff_max));
+    with facts as (
+        select r.send_sms_task_id as id, r.scheduled_at,
+               exists (select 1 from comms.send_sms_task_succeeded x where x.send_sms_task_id = r.send_sms_task_id)
+               or exists (select 1 from comms.send_sms_task_failed x where x.send_sms_task_id = r.send_sms_task_id) as terminal,
+               coalesce(a.attempts, 0) as attempts, coalesce(a.failures, 0) as failures,
+               coalesce(a.succeeded, false) as succeeded, a.last_fail, a.last_error
+        from comms.send_sms_task r
+        left join lateral (
+            select count(*) as attempts, count(f.send_sms_attempt_id) as failures,
+                   bool_or(s.send_sms_attempt_id is not null) as succeeded, max(f.created_at) as last_fail,
+                   (array_agg(f.error_message order by f.created_at desc) filter (where f.send_sms_attempt_id is not null))[1] as last_error
+            from comms.send_sms_attempt a
+            left join comms.send_sms_attempt_succeeded s using (send_sms_attempt_id)
+            left join comms.send_sms_attempt_failed f using (send_sms_attempt_id)
+            where a.send_sms_task_id = r.send_sms_task_id
+        ) a on true
+        where r.send_sms_task_id = any (_ids)
+    ), decided as (
+        select f.*,
+               greatest(f.scheduled_at, coalesce(f.last_fail, '-infinity')
+                        + queues.process_backoff(f.failures::integer, _cfg.backoff_base, _cfg.backoff_max)) as next_try
+        from facts f
+    )
+    select array_agg(id) filter (where terminal),
+           array_agg(id) filter (where not terminal and succeeded),
+           array_agg(id) filter (where not terminal and not succeeded and failures >= _cfg.max_attempts),
+           array_agg(format('sms not sent after %s failed attempts (max %s); last error: %s',
+                            failures, _cfg.max_attempts, coalesce(last_error, 'none')))
+               filter (where not terminal and not succeeded and failures >= _cfg.max_attempts),
+           array_agg(id) filter (where not terminal and not succeeded and failures < _cfg.max_attempts
+                                 and attempts = failures and next_try <= now()),
+           array_agg(id) filter (where not terminal and not succeeded and failures < _cfg.max_attempts
+                                 and not (attempts = failures and next_try <= now())),
+           array_agg(case when attempts = failures then next_try else now() + _cfg.check_interval end)
+               filter (where not terminal and not succeeded and failures < _cfg.max_attempts
+                       and not (attempts = failures and next_try <= now()))
+    into _done, _succeed, _fail, _fail_msg, _new, _later, _later_at
+    from decided;
 
     -- Output
-    if _attempts = _failures and _next_try <= now() then
-        insert into comms.send_sms_attempt (send_sms_task_id) values (_id) returning send_sms_attempt_id into _attempt_id;
-        _channel_id := queues.enqueue('sms', jsonb_build_object(
-            'send_sms_task_id', _id,
-            'send_sms_attempt_id', _attempt_id,
-            'before_handler', 'comms.get_sms_payload',
-            'success_handler', 'comms.record_sms_success',
-            'error_handler', 'comms.record_sms_failure'),
-            now(), 0, null, 5);
-        update comms.send_sms_attempt set task_id = _channel_id where send_sms_attempt_id = _attempt_id;
-        _next_check := now() + _cfg.check_interval;
-    elsif _attempts = _failures then
-        -- Backing off: look again the moment the backoff ends (once per failure count).
-        _next_check := _next_try;
-        perform queues.enqueue('db_function',
-            jsonb_build_object('db_function', 'comms.send_sms_supervisor', 'send_sms_task_id', _id, 'wake', true),
-            _next_try, 0, format('comms.send_sms:%s:retry:%s', _id, _failures));
-    else
-        _next_check := now() + _cfg.check_interval;   -- an attempt is outstanding
+    insert into comms.send_sms_task_succeeded (send_sms_task_id) select unnest(_succeed) on conflict do nothing;
+    insert into comms.send_sms_task_failed (send_sms_task_id, error_message) select * from unnest(_fail, _fail_msg) on conflict do nothing;
+    delete from comms.send_sms_due where send_sms_task_id = any (coalesce(_done, '{}') || coalesce(_succeed, '{}') || coalesce(_fail, '{}'));
+    update comms.send_sms_due d set due_at = l.at from unnest(_later, _later_at) as l(id, at) where d.send_sms_task_id = l.id;
+    if _new is not null then
+        with a as (
+            insert into comms.send_sms_attempt (send_sms_task_id) select unnest(_new)
+            returning send_sms_attempt_id, send_sms_task_id
+        )
+        select array_agg(send_sms_attempt_id order by send_sms_attempt_id) into _attempts from a;
+        select array_agg(e.task_id order by e.ord) into _tasks
+        from queues.enqueue_many_with_result(
+            array_fill('sms'::text, array[cardinality(_attempts)]),
+            (select array_agg(jsonb_build_object(
+                        'send_sms_task_id', a.send_sms_task_id,
+                        'send_sms_attempt_id', a.send_sms_attempt_id,
+                        'before_handler', 'comms.get_sms_payload',
+                        'success_handler', 'comms.record_sms_success',
+                        'error_handler', 'comms.record_sms_failure') order by a.send_sms_attempt_id)
+             from comms.send_sms_attempt a where a.send_sms_attempt_id = any (_attempts)),
+            null, null, null, array_fill(5, array[cardinality(_attempts)])) with ordinality as e(task_id, duplicate, ord);
+        update comms.send_sms_attempt a set task_id = x.task_id
+        from unnest(_attempts, _tasks) as x(attempt_id, task_id) where a.send_sms_attempt_id = x.attempt_id;
+        update comms.send_sms_due d set due_at = now() + _cfg.check_interval where d.send_sms_task_id = any (_new);
     end if;
 
-    if not _wake then
-        perform queues.enqueue('db_function',
-            jsonb_build_object('db_function', 'comms.send_sms_supervisor', 'send_sms_task_id', _id),
-            _next_check);
-    end if;
+    select min(due_at) into _next from comms.send_sms_due;
+    perform queues.schedule_supervisor_tick('comms.send_sms_supervisor', _next);
     return jsonb_build_object('status', 'succeeded', 'payload', jsonb_build_object(
-        'state', 'in_progress', 'attempts', _attempts, 'failures', _failures,
-        'new_attempt_id', _attempt_id, 'next_check_at', case when _wake then null else _next_check end));
+        'instances', cardinality(_ids), 'clean', _clean,
+        'succeeded', coalesce(cardinality(_succeed), 0), 'failed', coalesce(cardinality(_fail), 0),
+        'new_attempts', coalesce(cardinality(_new), 0), 'next_tick_at', _next));
+end $$;
+
+
+--
+-- Name: wake_send_email(bigint, timestamp with time zone); Type: FUNCTION; Schema: comms; Owner: -
+--
+
+CREATE FUNCTION comms.wake_send_email(_id bigint, _at timestamp with time zone DEFAULT now()) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    _at := coalesce(_at, now());
+    insert into comms.send_email_due as d (send_email_task_id, due_at) values (_id, _at)
+    on conflict (send_email_task_id) do update set due_at = least(d.due_at, excluded.due_at);
+    perform queues.wake_supervisor('comms.send_email_supervisor', _at);
 end $$;
 
 
@@ -1117,10 +1191,24 @@ CREATE FUNCTION comms.wake_send_email_supervisor(_send_email_task_id bigint, _at
     LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select queues.enqueue('db_function',
-        jsonb_build_object('db_function', 'comms.send_email_supervisor', 'send_email_task_id', _send_email_task_id, 'wake', true),
-        now(), 0, 'comms.send_email:wake:' || _attempt_id);
+    select comms.wake_send_email(_send_email_task_id, now());
 $$;
+
+
+--
+-- Name: wake_send_sms(bigint, timestamp with time zone); Type: FUNCTION; Schema: comms; Owner: -
+--
+
+CREATE FUNCTION comms.wake_send_sms(_id bigint, _at timestamp with time zone DEFAULT now()) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    _at := coalesce(_at, now());
+    insert into comms.send_sms_due as d (send_sms_task_id, due_at) values (_id, _at)
+    on conflict (send_sms_task_id) do update set due_at = least(d.due_at, excluded.due_at);
+    perform queues.wake_supervisor('comms.send_sms_supervisor', _at);
+end $$;
 
 
 --
@@ -1131,9 +1219,7 @@ CREATE FUNCTION comms.wake_send_sms_supervisor(_send_sms_task_id bigint, _attemp
     LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select queues.enqueue('db_function',
-        jsonb_build_object('db_function', 'comms.send_sms_supervisor', 'send_sms_task_id', _send_sms_task_id, 'wake', true),
-        now(), 0, 'comms.send_sms:wake:' || _attempt_id);
+    select comms.wake_send_sms(_send_sms_task_id, now());
 $$;
 
 
@@ -2273,6 +2359,33 @@ COMMENT ON FUNCTION internal.run_function(function_name text, payload jsonb) IS 
 
 
 --
+-- Name: schedule_supervisor_tick(text, timestamp with time zone); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.schedule_supervisor_tick(_supervisor text, _at timestamp with time zone) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _key text := internal.supervisor_tick_key(_supervisor);
+begin
+    _at := coalesce(_at, now());
+    if exists (select 1 from queues.task
+               where task_type = 'db_function' and debounce_key = _key and status = 'pending' and run_at <= _at) then
+        return;
+    end if;
+    insert into queues.task as t (task_type, payload, scheduled_at, run_at, max_attempts, debounce_key)
+    values ('db_function', jsonb_build_object('db_function', _supervisor, 'tick', true), _at, _at,
+            queues.default_max_attempts(), _key)
+    on conflict (task_type, debounce_key) where status = 'pending' and debounce_key is not null
+    do update set run_at = excluded.run_at, scheduled_at = excluded.scheduled_at
+        where t.run_at > excluded.run_at;
+    -- A moved tick is not an insert: wake the workers as the insert trigger would.
+    perform pg_notify('taskorch_task', '');
+end $$;
+
+
+--
 -- Name: schedule_tick_key(text, timestamp with time zone); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -2303,6 +2416,30 @@ begin
     where t.task_id = n.task_id and l.task_type is not null;
     return null;
 end $$;
+
+
+--
+-- Name: supervisor_lock_id(text); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.supervisor_lock_id(_supervisor text) RETURNS bigint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select hashtextextended('taskorch.supervisor_tick:' || _supervisor, 0)
+$$;
+
+
+--
+-- Name: supervisor_tick_key(text); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.supervisor_tick_key(_supervisor text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select 'tick:' || _supervisor
+$$;
 
 
 --
@@ -3942,6 +4079,48 @@ end $$;
 
 
 --
+-- Name: run_task_handlers(bigint[], bigint[], text[], jsonb[]); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.run_task_handlers(_task_ids bigint[], _lease_ids bigint[], _handlers text[], _bodies jsonb[]) RETURNS TABLE(task_id bigint, held boolean, envelope jsonb)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+    _n integer := coalesce(cardinality(_task_ids), 0);
+begin
+    if coalesce(cardinality(_lease_ids), 0) <> _n or coalesce(cardinality(_handlers), 0) <> _n
+       or coalesce(cardinality(_bodies), 0) <> _n then
+        raise exception 'run_task_handlers: % task ids, % lease ids, % handlers and % bodies; expected one of each per task',
+            _n, coalesce(cardinality(_lease_ids), 0), coalesce(cardinality(_handlers), 0), coalesce(cardinality(_bodies), 0)
+            using errcode = 'invalid_parameter_value';
+    end if;
+    for _i in 1 .. _n loop
+        task_id := _task_ids[_i];
+        held := queues.lock_lease(_task_ids[_i], _lease_ids[_i]);
+        envelope := case when held then internal.run_function(_handlers[_i], _bodies[_i]) end;
+        return next;
+    end loop;
+end $$;
+
+
+--
+-- Name: schedule_supervisor_tick(text, timestamp with time zone); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.schedule_supervisor_tick(_supervisor text, _next timestamp with time zone) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if _next is not null then
+        perform internal.schedule_supervisor_tick(_supervisor, greatest(_next, now()));
+    end if;
+end $$;
+
+
+--
 -- Name: set_limit(text, integer, double precision, integer, text); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -4076,6 +4255,24 @@ end $$;
 
 
 --
+-- Name: supervisor_tick_clean(text, interval); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.supervisor_tick_clean(_supervisor text, _retry interval DEFAULT '00:00:00.05'::interval) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if pg_try_advisory_lock(internal.supervisor_lock_id(_supervisor)) then
+        perform pg_advisory_unlock(internal.supervisor_lock_id(_supervisor));
+        return true;
+    end if;
+    perform internal.schedule_supervisor_tick(_supervisor, now() + coalesce(_retry, interval '0'));
+    return false;
+end $$;
+
+
+--
 -- Name: undispatch_tasks(bigint[]); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -4128,6 +4325,24 @@ begin
     on conflict do nothing;
     return false;
 end $$;
+
+
+--
+-- Name: wake_supervisor(text, timestamp with time zone); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.wake_supervisor(_supervisor text, _at timestamp with time zone DEFAULT now()) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+begin
+    if _supervisor is null or _supervisor !~ '^[a-z_][a-z0-9_$]*\.[a-z_][a-z0-9_$]*$' then
+        raise exception 'wake_supervisor: the supervisor must be a schema.function name, got %',
+            coalesce(quote_literal(left(_supervisor, 100)), 'NULL') using errcode = 'invalid_parameter_value';
+    end if;
+    perform pg_advisory_xact_lock_shared(internal.supervisor_lock_id(_supervisor));
+    perform internal.schedule_supervisor_tick(_supervisor, _at);
+end $_$;
 
 
 --
@@ -4455,6 +4670,16 @@ CREATE TABLE comms.send_email_attempt_succeeded (
 
 
 --
+-- Name: send_email_due; Type: TABLE; Schema: comms; Owner: -
+--
+
+CREATE TABLE comms.send_email_due (
+    send_email_task_id bigint NOT NULL,
+    due_at timestamp with time zone NOT NULL
+);
+
+
+--
 -- Name: send_email_task; Type: TABLE; Schema: comms; Owner: -
 --
 
@@ -4546,6 +4771,16 @@ CREATE TABLE comms.send_sms_attempt_succeeded (
     send_sms_attempt_id bigint NOT NULL,
     provider_response jsonb,
     created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+--
+-- Name: send_sms_due; Type: TABLE; Schema: comms; Owner: -
+--
+
+CREATE TABLE comms.send_sms_due (
+    send_sms_task_id bigint NOT NULL,
+    due_at timestamp with time zone NOT NULL
 );
 
 
@@ -5402,6 +5637,14 @@ ALTER TABLE ONLY comms.send_email_attempt_succeeded
 
 
 --
+-- Name: send_email_due send_email_due_pkey; Type: CONSTRAINT; Schema: comms; Owner: -
+--
+
+ALTER TABLE ONLY comms.send_email_due
+    ADD CONSTRAINT send_email_due_pkey PRIMARY KEY (send_email_task_id);
+
+
+--
 -- Name: send_email_task_failed send_email_task_failed_pkey; Type: CONSTRAINT; Schema: comms; Owner: -
 --
 
@@ -5455,6 +5698,14 @@ ALTER TABLE ONLY comms.send_sms_attempt
 
 ALTER TABLE ONLY comms.send_sms_attempt_succeeded
     ADD CONSTRAINT send_sms_attempt_succeeded_pkey PRIMARY KEY (send_sms_attempt_id);
+
+
+--
+-- Name: send_sms_due send_sms_due_pkey; Type: CONSTRAINT; Schema: comms; Owner: -
+--
+
+ALTER TABLE ONLY comms.send_sms_due
+    ADD CONSTRAINT send_sms_due_pkey PRIMARY KEY (send_sms_task_id);
 
 
 --
@@ -5752,10 +6003,24 @@ CREATE INDEX send_email_attempt_task_idx ON comms.send_email_attempt USING btree
 
 
 --
+-- Name: send_email_due_at_idx; Type: INDEX; Schema: comms; Owner: -
+--
+
+CREATE INDEX send_email_due_at_idx ON comms.send_email_due USING btree (due_at);
+
+
+--
 -- Name: send_sms_attempt_task_idx; Type: INDEX; Schema: comms; Owner: -
 --
 
 CREATE INDEX send_sms_attempt_task_idx ON comms.send_sms_attempt USING btree (send_sms_task_id, send_sms_attempt_id);
+
+
+--
+-- Name: send_sms_due_at_idx; Type: INDEX; Schema: comms; Owner: -
+--
+
+CREATE INDEX send_sms_due_at_idx ON comms.send_sms_due USING btree (due_at);
 
 
 --
@@ -6186,6 +6451,14 @@ ALTER TABLE ONLY comms.send_email_attempt_succeeded
 
 
 --
+-- Name: send_email_due send_email_due_send_email_task_id_fkey; Type: FK CONSTRAINT; Schema: comms; Owner: -
+--
+
+ALTER TABLE ONLY comms.send_email_due
+    ADD CONSTRAINT send_email_due_send_email_task_id_fkey FOREIGN KEY (send_email_task_id) REFERENCES comms.send_email_task(send_email_task_id);
+
+
+--
 -- Name: send_email_task_failed send_email_task_failed_send_email_task_id_fkey; Type: FK CONSTRAINT; Schema: comms; Owner: -
 --
 
@@ -6231,6 +6504,14 @@ ALTER TABLE ONLY comms.send_sms_attempt
 
 ALTER TABLE ONLY comms.send_sms_attempt_succeeded
     ADD CONSTRAINT send_sms_attempt_succeeded_send_sms_attempt_id_fkey FOREIGN KEY (send_sms_attempt_id) REFERENCES comms.send_sms_attempt(send_sms_attempt_id);
+
+
+--
+-- Name: send_sms_due send_sms_due_send_sms_task_id_fkey; Type: FK CONSTRAINT; Schema: comms; Owner: -
+--
+
+ALTER TABLE ONLY comms.send_sms_due
+    ADD CONSTRAINT send_sms_due_send_sms_task_id_fkey FOREIGN KEY (send_sms_task_id) REFERENCES comms.send_sms_task(send_sms_task_id);
 
 
 --
@@ -6600,10 +6881,24 @@ GRANT ALL ON FUNCTION comms.send_sms_supervisor(_payload jsonb) TO worker_servic
 
 
 --
+-- Name: FUNCTION wake_send_email(_id bigint, _at timestamp with time zone); Type: ACL; Schema: comms; Owner: -
+--
+
+REVOKE ALL ON FUNCTION comms.wake_send_email(_id bigint, _at timestamp with time zone) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION wake_send_email_supervisor(_send_email_task_id bigint, _attempt_id bigint); Type: ACL; Schema: comms; Owner: -
 --
 
 REVOKE ALL ON FUNCTION comms.wake_send_email_supervisor(_send_email_task_id bigint, _attempt_id bigint) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION wake_send_sms(_id bigint, _at timestamp with time zone); Type: ACL; Schema: comms; Owner: -
+--
+
+REVOKE ALL ON FUNCTION comms.wake_send_sms(_id bigint, _at timestamp with time zone) FROM PUBLIC;
 
 
 --
@@ -6850,6 +7145,13 @@ GRANT ALL ON FUNCTION internal.run_function(function_name text, payload jsonb) T
 
 
 --
+-- Name: FUNCTION schedule_supervisor_tick(_supervisor text, _at timestamp with time zone); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.schedule_supervisor_tick(_supervisor text, _at timestamp with time zone) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION schedule_tick_key(_name text, _tick timestamp with time zone); Type: ACL; Schema: internal; Owner: -
 --
 
@@ -6861,6 +7163,20 @@ REVOKE ALL ON FUNCTION internal.schedule_tick_key(_name text, _tick timestamp wi
 --
 
 REVOKE ALL ON FUNCTION internal.set_inserted_limit_keys() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION supervisor_lock_id(_supervisor text); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.supervisor_lock_id(_supervisor text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION supervisor_tick_key(_supervisor text); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.supervisor_tick_key(_supervisor text) FROM PUBLIC;
 
 
 --
@@ -7263,6 +7579,21 @@ REVOKE ALL ON FUNCTION queues.retry_task(_task_id bigint) FROM PUBLIC;
 
 
 --
+-- Name: FUNCTION run_task_handlers(_task_ids bigint[], _lease_ids bigint[], _handlers text[], _bodies jsonb[]); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.run_task_handlers(_task_ids bigint[], _lease_ids bigint[], _handlers text[], _bodies jsonb[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION queues.run_task_handlers(_task_ids bigint[], _lease_ids bigint[], _handlers text[], _bodies jsonb[]) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION schedule_supervisor_tick(_supervisor text, _next timestamp with time zone); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.schedule_supervisor_tick(_supervisor text, _next timestamp with time zone) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION set_limit(_task_type text, _max_running integer, _rate_per_second double precision, _burst integer, _key_field text); Type: ACL; Schema: queues; Owner: -
 --
 
@@ -7292,6 +7623,13 @@ GRANT ALL ON FUNCTION queues.snooze_task(_task_id bigint, _lease_id bigint, _run
 
 
 --
+-- Name: FUNCTION supervisor_tick_clean(_supervisor text, _retry interval); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.supervisor_tick_clean(_supervisor text, _retry interval) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION undispatch_tasks(_task_ids bigint[]); Type: ACL; Schema: queues; Owner: -
 --
 
@@ -7304,6 +7642,13 @@ GRANT ALL ON FUNCTION queues.undispatch_tasks(_task_ids bigint[]) TO worker_serv
 --
 
 REVOKE ALL ON FUNCTION queues.wait_for_signal(_name text, _key text, _task_id bigint) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION wake_supervisor(_supervisor text, _at timestamp with time zone); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.wake_supervisor(_supervisor text, _at timestamp with time zone) FROM PUBLIC;
 
 
 --

@@ -74,6 +74,10 @@ type runningTask struct {
 	recording atomic.Bool
 	// result is the completion's result, handed to the completer with the task (outcome.result).
 	result json.RawMessage
+	// handler and handlerBody: the success handler the completer runs with the completion
+	// (outcome.handler).
+	handler     string
+	handlerBody []byte
 }
 
 // NewWorker returns a worker over pool. The pool should allow Concurrency + 4 connections: a

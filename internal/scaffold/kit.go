@@ -1,0 +1,87 @@
+package scaffold
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"strings"
+	"text/template"
+)
+
+//go:embed channel_kit.sql.tmpl
+var channelKitTemplate string
+
+var kitTmpl = template.Must(template.New("kit").Parse(channelKitTemplate))
+
+// ChannelProcess is the spec of a channel process's supervisor machinery, the part every
+// channel process shares: its agenda table (<name>_due), kickoff, the set-based supervisor
+// that runs as ticks, and the success and error handlers. The business part (the message
+// tables, the function applications call, the before handler that builds the provider request)
+// is written by hand next to it.
+type ChannelProcess struct {
+	Schema string // e.g. "comms"
+	Name   string // e.g. "send_email": tables <name>_task, <name>_attempt, ...
+	// Key is the root table's unique column naming the domain row (one process per row), and
+	// KeyTable the table it refers to; KeyNoun names that row in messages.
+	Key, KeyTable, KeyNoun string
+	// Channel is the task type of an attempt, e.g. "email".
+	Channel string
+	// PayloadFn, SuccessFn and FailureFn are the before, success and error handlers
+	// (schema.function).
+	PayloadFn, SuccessFn, FailureFn string
+	// ResultColumn is <name>_attempt_succeeded's column for the provider's response.
+	ResultColumn string
+	// Noun and Verb make the give-up message: "<noun> not <verb> after N failed attempts".
+	Noun, Verb string
+}
+
+// SuccessFnShort is SuccessFn without its schema, as messages name it.
+func (p ChannelProcess) SuccessFnShort() string { return short(p.SuccessFn) }
+
+// FailureFnShort is FailureFn without its schema.
+func (p ChannelProcess) FailureFnShort() string { return short(p.FailureFn) }
+
+func short(fn string) string { return fn[strings.IndexByte(fn, '.')+1:] }
+
+func (p ChannelProcess) validate() error {
+	for _, f := range []struct{ what, v string }{{"schema", p.Schema}, {"name", p.Name}, {"key", p.Key}} {
+		if !identRE.MatchString(f.v) || len(f.v) > 30 {
+			return fmt.Errorf("%w: %s %q must be 1 to 30 lower-case letters, digits and underscores, starting with a letter", ErrInvalid, f.what, f.v)
+		}
+	}
+	if !channelRE.MatchString(p.Channel) || len(p.Channel) > 128 {
+		return fmt.Errorf("%w: channel %q is not a task type", ErrInvalid, p.Channel)
+	}
+	for _, f := range []struct{ what, v string }{{"key table", p.KeyTable}, {"before handler", p.PayloadFn},
+		{"success handler", p.SuccessFn}, {"error handler", p.FailureFn}} {
+		s, n, ok := strings.Cut(f.v, ".")
+		if !ok || !identRE.MatchString(s) || !identRE.MatchString(n) {
+			return fmt.Errorf("%w: %s %q must be schema.name", ErrInvalid, f.what, f.v)
+		}
+	}
+	if !identRE.MatchString(p.ResultColumn) {
+		return fmt.Errorf("%w: result column %q is not an identifier", ErrInvalid, p.ResultColumn)
+	}
+	for _, f := range []string{p.KeyNoun, p.Noun, p.Verb} {
+		if f == "" || strings.ContainsAny(f, "'%\\\n") {
+			return fmt.Errorf("%w: noun or verb %q must be plain words", ErrInvalid, f)
+		}
+	}
+	return nil
+}
+
+// RenderChannelKit returns the kit's SQL for the processes, in order, after header (SQL
+// comment lines).
+func RenderChannelKit(header string, ps ...ChannelProcess) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteString(header)
+	for _, p := range ps {
+		if err := p.validate(); err != nil {
+			return nil, err
+		}
+		if err := kitTmpl.ExecuteTemplate(&buf, "channel_kit", p); err != nil {
+			return nil, err
+		}
+	}
+	return buf.Bytes(), nil
+}
