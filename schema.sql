@@ -1258,107 +1258,136 @@ CREATE FUNCTION files.file_deletion_supervisor(_payload jsonb) RETURNS jsonb
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    _id          bigint;
-    _task        files.file_deletion_task;
-    _cfg         files.process_config;
-    _attempts    integer;
-    _failures    integer;
-    _last_fail   timestamptz;
-    _next_try    timestamptz;
-    _next_check  timestamptz;
-    _open        record;
-    _attempt_id  bigint;
-    _channel_id  bigint;
-    _wake        boolean := coalesce((_payload ->> 'wake')::boolean, false);
+    _cfg       files.process_config;
+    _clean     boolean;
+    _ids       bigint[];
+    _id        bigint;
+    _done      bigint[];
+    _succeed   bigint[];
+    _fail      bigint[];
+    _fail_msg  text[];
+    _new       bigint[];
+    _later     bigint[];
+    _later_at  timestamptz[];
+    _attempts  bigint[];
+    _tasks     bigint[];
+    _next      timestamptz;
 begin
+    if _payload ? 'file_deletion_task_id' then
+        if jsonb_typeof(_payload -> 'file_deletion_task_id') is distinct from 'number' then
+            return jsonb_build_object('success', false,
+                'validation_failure_message', 'file_deletion_supervisor: payload needs a numeric file_deletion_task_id');
+        end if;
+        _id := (_payload ->> 'file_deletion_task_id')::bigint;
+        if not exists (select 1 from files.file_deletion_task where file_deletion_task_id = _id) then
+            return jsonb_build_object('success', false,
+                'validation_failure_message', format('file_deletion_supervisor: file_deletion_task %s does not exist', _id));
+        end if;
+        if not exists (select 1 from files.file_deletion_task_succeeded where file_deletion_task_id = _id)
+           and not exists (select 1 from files.file_deletion_task_failed where file_deletion_task_id = _id) then
+            insert into files.file_deletion_due as d (file_deletion_task_id, due_at) values (_id, now())
+            on conflict (file_deletion_task_id) do update set due_at = least(d.due_at, excluded.due_at);
+        end if;
+    end if;
+
     -- Input
-    if jsonb_typeof(_payload -> 'file_deletion_task_id') is distinct from 'number' then
-        return jsonb_build_object('success', false,
-            'validation_failure_message', 'file_deletion_supervisor: payload needs a numeric file_deletion_task_id');
-    end if;
-    _id := (_payload ->> 'file_deletion_task_id')::bigint;
-    select * into _task from files.file_deletion_task where file_deletion_task_id = _id for update;
-    if not found then
-        return jsonb_build_object('success', false,
-            'validation_failure_message', format('file_deletion_supervisor: file_deletion_task %s does not exist', _id));
-    end if;
-    if exists (select 1 from files.file_deletion_task_succeeded where file_deletion_task_id = _id)
-       or exists (select 1 from files.file_deletion_task_failed where file_deletion_task_id = _id) then
-        return jsonb_build_object('status', 'succeeded', 'payload', jsonb_build_object('state', 'terminal'));
+    _clean := queues.supervisor_tick_clean('files.file_deletion_supervisor');
+    select array_agg(d.file_deletion_task_id) into _ids
+    from (select file_deletion_task_id from files.file_deletion_due where due_at <= now()
+          order by due_at limit 500 for update skip locked) d;
+    if _ids is null then
+        select min(due_at) into _next from files.file_deletion_due;
+        perform queues.schedule_supervisor_tick('files.file_deletion_supervisor', _next);
+        return jsonb_build_object('status', 'succeeded', 'payload', jsonb_build_object('instances', 0, 'clean', _clean));
     end if;
     select * into _cfg from files.process_config where process = 'file_deletion';
 
-    -- An outstanding attempt whose channel task ended without recording an outcome (its
-    -- handlers kept failing until the task died, or an operator cancelled it) counts as failed.
-    -- (One statement, so the attempt's facts and its task's status come from one snapshot: a
-    -- handler commits its fact and the task's completion together.)
-    select a.file_deletion_attempt_id, a.task_id, t.status, t.last_error into _open
+    insert into files.file_deletion_attempt_failed (file_deletion_attempt_id, error_message)
+    select a.file_deletion_attempt_id,
+           format('the file_delete task %s ended %s without recording an outcome%s', a.task_id,
+                  coalesce(t.status::text, 'and was removed'), coalesce(': ' || t.last_error, ''))
     from files.file_deletion_attempt a
     left join queues.task t on t.task_id = a.task_id
-    where a.file_deletion_task_id = _id
+    where a.file_deletion_task_id = any (_ids)
+      and (t.task_id is null or t.status in ('completed', 'failed', 'dead', 'cancelled'))
       and not exists (select 1 from files.file_deletion_attempt_succeeded s where s.file_deletion_attempt_id = a.file_deletion_attempt_id)
       and not exists (select 1 from files.file_deletion_attempt_failed f where f.file_deletion_attempt_id = a.file_deletion_attempt_id)
-    order by a.file_deletion_attempt_id desc limit 1;
-    if found and (_open.status in ('completed', 'failed', 'dead', 'cancelled') or _open.status is null) then
-        insert into files.file_deletion_attempt_failed (file_deletion_attempt_id, error_message)
-        values (_open.file_deletion_attempt_id,
-                format('the file_delete task %s ended %s without recording an outcome%s', _open.task_id,
-                       coalesce(_open.status::text, 'and was removed'), coalesce(': ' || _open.last_error, '')))
-        on conflict do nothing;
-    end if;
-
-    _attempts := files.count_file_deletion_attempts(_id);
-    _failures := files.count_file_deletion_failed_attempts(_id);
+    on conflict do nothing;
 
     -- Compute
-    if files.has_file_deletion_succeeded_attempt(_id) then
-        insert into files.file_deletion_task_succeeded (file_deletion_task_id) values (_id) on conflict do nothing;
-        return jsonb_build_object('status', 'succeeded', 'payload', jsonb_build_object('state', 'deleted', 'attempts', _attempts));
-    end if;
-    if files.is_file_deletion_stuck(_task.file_id) then
-        insert into files.file_deletion_task_failed (file_deletion_task_id, error_message)
-        values (_id, format('file not deleted after %s failed attempts (max %s); last error: %s', _failures, _cfg.max_attempts,
-                            coalesce((select f.error_message from files.file_deletion_attempt a
-                                      join files.file_deletion_attempt_failed f using (file_deletion_attempt_id)
-                                      where a.file_deletion_task_id = _id order by f.created_at desc limit 1), 'none')))
-        on conflict do nothing;
-        return jsonb_build_object('status', 'succeeded', 'payload', jsonb_build_object('state', 'gave_up', 'attempts', _attempts));
-    end if;
-    select max(f.created_at) into _last_fail from files.file_deletion_attempt a
-    join files.file_deletion_attempt_failed f using (file_deletion_attempt_id) where a.file_deletion_task_id = _id;
-    _next_try := greatest(_task.scheduled_at, coalesce(_last_fail, '-infinity') + queues.process_backoff(_failures, _cfg.backoff_base, _cfg.backoff_max));
+    with facts as (
+        select r.file_deletion_task_id as id, r.scheduled_at,
+               exists (select 1 from files.file_deletion_task_succeeded x where x.file_deletion_task_id = r.file_deletion_task_id)
+               or exists (select 1 from files.file_deletion_task_failed x where x.file_deletion_task_id = r.file_deletion_task_id) as terminal,
+               coalesce(a.attempts, 0) as attempts, coalesce(a.failures, 0) as failures,
+               coalesce(a.succeeded, false) as succeeded, a.last_fail, a.last_error
+        from files.file_deletion_task r
+        left join lateral (
+            select count(*) as attempts, count(f.file_deletion_attempt_id) as failures,
+                   bool_or(s.file_deletion_attempt_id is not null) as succeeded, max(f.created_at) as last_fail,
+                   (array_agg(f.error_message order by f.created_at desc) filter (where f.file_deletion_attempt_id is not null))[1] as last_error
+            from files.file_deletion_attempt a
+            left join files.file_deletion_attempt_succeeded s using (file_deletion_attempt_id)
+            left join files.file_deletion_attempt_failed f using (file_deletion_attempt_id)
+            where a.file_deletion_task_id = r.file_deletion_task_id
+        ) a on true
+        where r.file_deletion_task_id = any (_ids)
+    ), decided as (
+        select f.*,
+               greatest(f.scheduled_at, coalesce(f.last_fail, '-infinity')
+                        + queues.process_backoff(f.failures::integer, _cfg.backoff_base, _cfg.backoff_max)) as next_try
+        from facts f
+    )
+    select array_agg(id) filter (where terminal),
+           array_agg(id) filter (where not terminal and succeeded),
+           array_agg(id) filter (where not terminal and not succeeded and failures >= _cfg.max_attempts),
+           array_agg(format('file not deleted after %s failed attempts (max %s); last error: %s',
+                            failures, _cfg.max_attempts, coalesce(last_error, 'none')))
+               filter (where not terminal and not succeeded and failures >= _cfg.max_attempts),
+           array_agg(id) filter (where not terminal and not succeeded and failures < _cfg.max_attempts
+                                 and attempts = failures and next_try <= now()),
+           array_agg(id) filter (where not terminal and not succeeded and failures < _cfg.max_attempts
+                                 and not (attempts = failures and next_try <= now())),
+           array_agg(case when attempts = failures then next_try else now() + _cfg.check_interval end)
+               filter (where not terminal and not succeeded and failures < _cfg.max_attempts
+                       and not (attempts = failures and next_try <= now()))
+    into _done, _succeed, _fail, _fail_msg, _new, _later, _later_at
+    from decided;
 
     -- Output
-    if _attempts = _failures and _next_try <= now() then
-        insert into files.file_deletion_attempt (file_deletion_task_id) values (_id) returning file_deletion_attempt_id into _attempt_id;
-        _channel_id := queues.enqueue('file_delete', jsonb_build_object(
-            'file_deletion_task_id', _id,
-            'file_deletion_attempt_id', _attempt_id,
-            'file_id', _task.file_id,
-            'before_handler', 'files.get_file_delete_payload',
-            'success_handler', 'files.record_file_delete_success',
-            'error_handler', 'files.record_file_delete_failure'),
-            now(), 0, null, 5);
-        update files.file_deletion_attempt set task_id = _channel_id where file_deletion_attempt_id = _attempt_id;
-        _next_check := now() + _cfg.check_interval;
-    elsif _attempts = _failures then
-        -- Backing off: look again the moment the backoff ends (once per failure count).
-        _next_check := _next_try;
-        perform queues.enqueue('db_function',
-            jsonb_build_object('db_function', 'files.file_deletion_supervisor', 'file_deletion_task_id', _id, 'wake', true),
-            _next_try, 0, format('files.file_deletion:%s:retry:%s', _id, _failures));
-    else
-        _next_check := now() + _cfg.check_interval;   -- an attempt is outstanding
+    insert into files.file_deletion_task_succeeded (file_deletion_task_id) select unnest(_succeed) on conflict do nothing;
+    insert into files.file_deletion_task_failed (file_deletion_task_id, error_message) select * from unnest(_fail, _fail_msg) on conflict do nothing;
+    delete from files.file_deletion_due where file_deletion_task_id = any (coalesce(_done, '{}') || coalesce(_succeed, '{}') || coalesce(_fail, '{}'));
+    update files.file_deletion_due d set due_at = l.at from unnest(_later, _later_at) as l(id, at) where d.file_deletion_task_id = l.id;
+    if _new is not null then
+        with a as (
+            insert into files.file_deletion_attempt (file_deletion_task_id) select unnest(_new)
+            returning file_deletion_attempt_id, file_deletion_task_id
+        )
+        select array_agg(file_deletion_attempt_id order by file_deletion_attempt_id) into _attempts from a;
+        select array_agg(e.task_id order by e.ord) into _tasks
+        from queues.enqueue_many_with_result(
+            array_fill('file_delete'::text, array[cardinality(_attempts)]),
+            (select array_agg(jsonb_build_object(
+                        'file_deletion_task_id', a.file_deletion_task_id,
+                        'file_deletion_attempt_id', a.file_deletion_attempt_id,
+                        'file_id', (select r.file_id from files.file_deletion_task r where r.file_deletion_task_id = a.file_deletion_task_id),
+                        'before_handler', 'files.get_file_delete_payload',
+                        'success_handler', 'files.record_file_delete_success',
+                        'error_handler', 'files.record_file_delete_failure') order by a.file_deletion_attempt_id)
+             from files.file_deletion_attempt a where a.file_deletion_attempt_id = any (_attempts)),
+            null, null, null, array_fill(5, array[cardinality(_attempts)])) with ordinality as e(task_id, duplicate, ord);
+        update files.file_deletion_attempt a set task_id = x.task_id
+        from unnest(_attempts, _tasks) as x(attempt_id, task_id) where a.file_deletion_attempt_id = x.attempt_id;
+        update files.file_deletion_due d set due_at = now() + _cfg.check_interval where d.file_deletion_task_id = any (_new);
     end if;
 
-    if not _wake then
-        perform queues.enqueue('db_function',
-            jsonb_build_object('db_function', 'files.file_deletion_supervisor', 'file_deletion_task_id', _id),
-            _next_check);
-    end if;
+    select min(due_at) into _next from files.file_deletion_due;
+    perform queues.schedule_supervisor_tick('files.file_deletion_supervisor', _next);
     return jsonb_build_object('status', 'succeeded', 'payload', jsonb_build_object(
-        'state', 'in_progress', 'attempts', _attempts, 'failures', _failures,
-        'new_attempt_id', _attempt_id, 'next_check_at', case when _wake then null else _next_check end));
+        'instances', cardinality(_ids), 'clean', _clean,
+        'succeeded', coalesce(cardinality(_succeed), 0), 'failed', coalesce(cardinality(_fail), 0),
+        'new_attempts', coalesce(cardinality(_new), 0), 'next_tick_at', _next));
 end $$;
 
 
@@ -1450,13 +1479,11 @@ begin
     on conflict (file_id) do nothing
     returning files.file_deletion_task.file_deletion_task_id into file_deletion_task_id;
     if file_deletion_task_id is null then
+        -- Already started: the supervisor is running.
         select t.file_deletion_task_id into file_deletion_task_id from files.file_deletion_task t where t.file_id = _file_id;
         return;
     end if;
-
-    perform queues.enqueue('db_function',
-        jsonb_build_object('db_function', 'files.file_deletion_supervisor', 'file_deletion_task_id', file_deletion_task_id),
-        coalesce(_scheduled_at, now()));
+    perform files.wake_file_deletion(file_deletion_task_id, coalesce(_scheduled_at, now()));
 end $$;
 
 
@@ -1484,9 +1511,9 @@ CREATE FUNCTION files.record_file_delete_failure(_payload jsonb) RETURNS jsonb
     AS $$
 declare
     _attempt_id bigint := (_payload #>> '{original_payload,file_deletion_attempt_id}')::bigint;
-    _task_id    bigint;
+    _id         bigint;
 begin
-    select file_deletion_task_id into _task_id from files.file_deletion_attempt where file_deletion_attempt_id = _attempt_id;
+    select file_deletion_task_id into _id from files.file_deletion_attempt where file_deletion_attempt_id = _attempt_id;
     if not found then
         return jsonb_build_object('success', false,
             'validation_failure_message', format('record_file_delete_failure: file_deletion_attempt %s does not exist', coalesce(_attempt_id::text, 'NULL')));
@@ -1494,7 +1521,7 @@ begin
     insert into files.file_deletion_attempt_failed (file_deletion_attempt_id, error_message)
     values (_attempt_id, left(coalesce(nullif(_payload ->> 'error', ''), 'unknown error'), 8192))
     on conflict do nothing;
-    perform files.wake_file_deletion_supervisor(_task_id, _attempt_id);
+    perform files.wake_file_deletion(_id, now());
     return jsonb_build_object('success', true);
 end $$;
 
@@ -1509,19 +1536,38 @@ CREATE FUNCTION files.record_file_delete_success(_payload jsonb) RETURNS jsonb
     AS $$
 declare
     _attempt_id bigint := (_payload #>> '{original_payload,file_deletion_attempt_id}')::bigint;
-    _task_id    bigint;
+    _id         bigint;
 begin
-    select file_deletion_task_id into _task_id from files.file_deletion_attempt where file_deletion_attempt_id = _attempt_id;
+    select file_deletion_task_id into _id from files.file_deletion_attempt where file_deletion_attempt_id = _attempt_id;
     if not found then
         return jsonb_build_object('success', false,
             'validation_failure_message', format('record_file_delete_success: file_deletion_attempt %s does not exist', coalesce(_attempt_id::text, 'NULL')));
     end if;
+    delete from files.file_deletion_due where file_deletion_task_id = _id;
     insert into files.file_deletion_attempt_succeeded (file_deletion_attempt_id, provider_response)
     values (_attempt_id, _payload -> 'worker_payload')
     on conflict do nothing;
-    perform files.mark_file_deleted(t.file_id) from files.file_deletion_task t where t.file_deletion_task_id = _task_id;
-    perform files.wake_file_deletion_supervisor(_task_id, _attempt_id);
+    if not exists (select 1 from files.file_deletion_task_failed where file_deletion_task_id = _id) then
+        insert into files.file_deletion_task_succeeded (file_deletion_task_id) values (_id) on conflict do nothing;
+    end if;
+    perform files.mark_file_deleted(t.file_id) from files.file_deletion_task t where t.file_deletion_task_id = _id;
     return jsonb_build_object('success', true);
+end $$;
+
+
+--
+-- Name: wake_file_deletion(bigint, timestamp with time zone); Type: FUNCTION; Schema: files; Owner: -
+--
+
+CREATE FUNCTION files.wake_file_deletion(_id bigint, _at timestamp with time zone DEFAULT now()) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    _at := coalesce(_at, now());
+    insert into files.file_deletion_due as d (file_deletion_task_id, due_at) values (_id, _at)
+    on conflict (file_deletion_task_id) do update set due_at = least(d.due_at, excluded.due_at);
+    perform queues.wake_supervisor('files.file_deletion_supervisor', _at);
 end $$;
 
 
@@ -1533,9 +1579,7 @@ CREATE FUNCTION files.wake_file_deletion_supervisor(_file_deletion_task_id bigin
     LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select queues.enqueue('db_function',
-        jsonb_build_object('db_function', 'files.file_deletion_supervisor', 'file_deletion_task_id', _file_deletion_task_id, 'wake', true),
-        now(), 0, 'files.file_deletion:wake:' || _attempt_id);
+    select files.wake_file_deletion(_file_deletion_task_id, now());
 $$;
 
 
@@ -4909,6 +4953,16 @@ CREATE TABLE files.file_deletion_attempt_succeeded (
 
 
 --
+-- Name: file_deletion_due; Type: TABLE; Schema: files; Owner: -
+--
+
+CREATE TABLE files.file_deletion_due (
+    file_deletion_task_id bigint NOT NULL,
+    due_at timestamp with time zone NOT NULL
+);
+
+
+--
 -- Name: file_deletion_task; Type: TABLE; Schema: files; Owner: -
 --
 
@@ -5781,6 +5835,14 @@ ALTER TABLE ONLY files.file_deletion_attempt_succeeded
 
 
 --
+-- Name: file_deletion_due file_deletion_due_pkey; Type: CONSTRAINT; Schema: files; Owner: -
+--
+
+ALTER TABLE ONLY files.file_deletion_due
+    ADD CONSTRAINT file_deletion_due_pkey PRIMARY KEY (file_deletion_task_id);
+
+
+--
 -- Name: file_deletion_task_failed file_deletion_task_failed_pkey; Type: CONSTRAINT; Schema: files; Owner: -
 --
 
@@ -6028,6 +6090,13 @@ CREATE INDEX send_sms_due_at_idx ON comms.send_sms_due USING btree (due_at);
 --
 
 CREATE INDEX file_deletion_attempt_task_idx ON files.file_deletion_attempt USING btree (file_deletion_task_id, file_deletion_attempt_id);
+
+
+--
+-- Name: file_deletion_due_at_idx; Type: INDEX; Schema: files; Owner: -
+--
+
+CREATE INDEX file_deletion_due_at_idx ON files.file_deletion_due USING btree (due_at);
 
 
 --
@@ -6571,6 +6640,14 @@ ALTER TABLE ONLY files.file_deletion_attempt_succeeded
 
 
 --
+-- Name: file_deletion_due file_deletion_due_file_deletion_task_id_fkey; Type: FK CONSTRAINT; Schema: files; Owner: -
+--
+
+ALTER TABLE ONLY files.file_deletion_due
+    ADD CONSTRAINT file_deletion_due_file_deletion_task_id_fkey FOREIGN KEY (file_deletion_task_id) REFERENCES files.file_deletion_task(file_deletion_task_id);
+
+
+--
 -- Name: file_deletion_task_failed file_deletion_task_failed_file_deletion_task_id_fkey; Type: FK CONSTRAINT; Schema: files; Owner: -
 --
 
@@ -6980,6 +7057,13 @@ GRANT ALL ON FUNCTION files.record_file_delete_failure(_payload jsonb) TO worker
 
 REVOKE ALL ON FUNCTION files.record_file_delete_success(_payload jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION files.record_file_delete_success(_payload jsonb) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION wake_file_deletion(_id bigint, _at timestamp with time zone); Type: ACL; Schema: files; Owner: -
+--
+
+REVOKE ALL ON FUNCTION files.wake_file_deletion(_id bigint, _at timestamp with time zone) FROM PUBLIC;
 
 
 --

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/taskorch/taskorch"
 )
@@ -65,8 +66,17 @@ func (p *Outbox) Call(ctx context.Context, call taskorch.ChannelCall) (json.RawM
 		taskID = &call.Task.ID
 	}
 	var raw []byte
-	if err := p.db.QueryRow(ctx, `select queues.record_outbox_message($1::bigint, $2::text, $3::jsonb)`,
-		taskID, p.channel, []byte(call.Request)).Scan(&raw); err != nil {
+	q := `select queues.record_outbox_message($1::bigint, $2::text, $3::jsonb)`
+	if _, ok := p.db.(*pgxpool.Pool); ok {
+		// Its own transaction: commit without waiting for the disk. A recording lost in a crash
+		// belongs to a task whose completion was not durable either (the completion's commit
+		// comes later in the log and flushes it), so the task runs again and records it again,
+		// as a provider that went down before accepting the message. A caller's transaction
+		// (a pgx.Tx) keeps its own durability.
+		q = `select queues.record_outbox_message($1::bigint, $2::text, $3::jsonb)
+		     from (select set_config('synchronous_commit', 'off', true)) as async_commit`
+	}
+	if err := p.db.QueryRow(ctx, q, taskID, p.channel, []byte(call.Request)).Scan(&raw); err != nil {
 		return nil, newRedactor().transportError(ctx, "outbox", err)
 	}
 	var res outboxResult

@@ -33,6 +33,11 @@ type ChannelProcess struct {
 	ResultColumn string
 	// Noun and Verb make the give-up message: "<noun> not <verb> after N failed attempts".
 	Noun, Verb string
+	// KeyInPayload puts the root's Key in each attempt's channel task payload too.
+	KeyInPayload bool
+	// OnSuccess is PL/pgSQL the success handler runs after the success facts, with _id the
+	// root's id (the business effect of a success, e.g. marking a file deleted). Optional.
+	OnSuccess string
 }
 
 // SuccessFnShort is SuccessFn without its schema, as messages name it.

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/taskorch/taskorch/internal/scaffold"
 )
@@ -18,25 +19,36 @@ import (
 func main() {
 	force := flag.Bool("force", false, "overwrite a migration file that exists and differs (only for one never released)")
 	flag.Parse()
-	if err := run(*force); err != nil {
+	if err := run(".", *force); err != nil {
 		fmt.Fprintln(os.Stderr, "genkit:", err)
 		os.Exit(1)
 	}
 }
 
-func run(force bool) error {
-	out, err := scaffold.RenderCommsKit()
-	if err != nil {
-		return err
+// run renders every kit file under root.
+func run(root string, force bool) error {
+	for _, f := range scaffold.KitFiles {
+		out, err := f.Render()
+		if err != nil {
+			return err
+		}
+		path := filepath.Join(root, f.Path)
+		old, err := os.ReadFile(path)
+		switch {
+		case err == nil && bytes.Equal(old, out):
+			continue
+		case err == nil && !force:
+			return fmt.Errorf("%s exists and the kit renders it differently: a migration that may be applied must not change; write the change as a new migration (or pass -force for one never released)", f.Path)
+		case err != nil && !errors.Is(err, fs.ErrNotExist):
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, out, 0o644); err != nil {
+			return err
+		}
+		fmt.Println("genkit: wrote", f.Path)
 	}
-	old, err := os.ReadFile(scaffold.CommsKitFile)
-	switch {
-	case err == nil && bytes.Equal(old, out):
-		return nil
-	case err == nil && !force:
-		return fmt.Errorf("%s exists and the kit renders it differently: a migration that may be applied must not change; write the change as a new migration (or pass -force for one never released)", scaffold.CommsKitFile)
-	case err != nil && !errors.Is(err, fs.ErrNotExist):
-		return err
-	}
-	return os.WriteFile(scaffold.CommsKitFile, out, 0o644)
+	return nil
 }
