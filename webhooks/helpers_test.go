@@ -42,7 +42,7 @@ type server struct {
 	logs *syncBuffer
 }
 
-func newServer(t *testing.T, cfg webhooks.Config) *server {
+func newServer(t testing.TB, cfg webhooks.Config) *server {
 	t.Helper()
 	s := &server{pool: dbtest.NewDB(t), logs: &syncBuffer{}}
 	if cfg.Logger == nil {
@@ -58,7 +58,7 @@ func newServer(t *testing.T, cfg webhooks.Config) *server {
 
 // signSvix signs a body as Svix documents it: base64(HMAC-SHA256(base64-decoded secret after
 // whsec_, id.timestamp.body)), sent as "v1,<signature>".
-func signSvix(t *testing.T, secret, id string, ts int64, body []byte) string {
+func signSvix(t testing.TB, secret, id string, ts int64, body []byte) string {
 	t.Helper()
 	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
 	require.NoError(t, err)
@@ -89,7 +89,7 @@ type reply struct {
 	body   string
 }
 
-func do(t *testing.T, req *http.Request) reply {
+func do(t testing.TB, req *http.Request) reply {
 	t.Helper()
 	res, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
@@ -100,7 +100,7 @@ func do(t *testing.T, req *http.Request) reply {
 }
 
 // postResend posts body to /webhooks/resend with the given Svix headers (empty ones left out).
-func (s *server) postResend(t *testing.T, body []byte, id, ts, sig string) reply {
+func (s *server) postResend(t testing.TB, body []byte, id, ts, sig string) reply {
 	t.Helper()
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, s.srv.URL+"/webhooks/resend", bytes.NewReader(body))
 	require.NoError(t, err)
@@ -114,7 +114,7 @@ func (s *server) postResend(t *testing.T, body []byte, id, ts, sig string) reply
 }
 
 // resend posts a Resend event signed now with testSecret.
-func (s *server) resend(t *testing.T, id string, body string) reply {
+func (s *server) resend(t testing.TB, id string, body string) reply {
 	t.Helper()
 	now := time.Now().Unix()
 	return s.postResend(t, []byte(body), id, strconv.FormatInt(now, 10), signSvix(t, testSecret, id, now, []byte(body)))
@@ -153,7 +153,7 @@ func mustExec(t testing.TB, db taskorch.DBTX, sql string, args ...any) {
 
 // sentEmail makes a send-email process with one attempt Resend accepted under id, as the
 // success handler records it, and returns the process's id.
-func sentEmail(t *testing.T, db taskorch.DBTX, id string) int64 {
+func sentEmail(t testing.TB, db taskorch.DBTX, id string) int64 {
 	t.Helper()
 	task := scalar[int64](t, db, `select comms.send_email('a@example.com', 's', 't')`)
 	attempt := scalar[int64](t, db, `insert into comms.send_email_attempt (send_email_task_id) values ($1) returning send_email_attempt_id`, task)
