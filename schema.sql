@@ -712,6 +712,57 @@ end $$;
 
 
 --
+-- Name: record_email_delivery(text, text, text, jsonb); Type: FUNCTION; Schema: comms; Owner: -
+--
+
+CREATE FUNCTION comms.record_email_delivery(_provider_message_id text, _event text, _reason text DEFAULT NULL::text, _payload jsonb DEFAULT '{}'::jsonb) RETURNS TABLE(outcome text, send_email_attempt_id bigint, send_email_task_id bigint)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _attempt bigint;
+    _task    bigint;
+    _new     boolean;
+begin
+    perform internal.check_delivery_input('record_email_delivery', _provider_message_id, _payload);
+    if _event is null or _event not in ('email.delivered', 'email.bounced', 'email.complained') then
+        raise exception 'record_email_delivery: event must be email.delivered, email.bounced or email.complained, got %',
+            coalesce(quote_literal(left(_event, 100)), 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    _payload := coalesce(_payload, '{}');
+    _reason := left(nullif(btrim(_reason), ''), 8192);
+
+    select a.send_email_attempt_id, a.send_email_task_id into _attempt, _task
+    from comms.send_email_attempt_succeeded s
+    join comms.send_email_attempt a on a.send_email_attempt_id = s.send_email_attempt_id
+    where s.provider_response ->> 'id' = _provider_message_id
+    order by a.send_email_attempt_id desc limit 1;
+    if not found then
+        perform internal.record_unknown_delivery('record_email_delivery', 'email', _provider_message_id, _event);
+        return query select 'unknown_attempt'::text, null::bigint, null::bigint;
+        return;
+    end if;
+
+    if _event = 'email.delivered' then
+        insert into comms.send_email_attempt_delivered (send_email_attempt_id, provider_message_id, payload)
+        values (_attempt, _provider_message_id, _payload)
+        on conflict do nothing;
+    else
+        insert into comms.send_email_attempt_bounced (send_email_attempt_id, kind, reason, provider_message_id, payload)
+        values (_attempt, substr(_event, 7), _reason, _provider_message_id, _payload)
+        on conflict do nothing;
+    end if;
+    _new := found;
+    if _new then
+        perform queues.signal(_event, _task::text, jsonb_strip_nulls(jsonb_build_object(
+            'send_email_attempt_id', _attempt, 'provider_message_id', _provider_message_id, 'reason', _reason)));
+    end if;
+    return query select case when _new then 'recorded' else 'duplicate' end, _attempt, _task;
+end $$;
+
+
+--
 -- Name: record_email_failure(jsonb); Type: FUNCTION; Schema: comms; Owner: -
 --
 
@@ -765,6 +816,59 @@ end $$;
 
 
 --
+-- Name: record_sms_delivery(text, text, text, text, jsonb); Type: FUNCTION; Schema: comms; Owner: -
+--
+
+CREATE FUNCTION comms.record_sms_delivery(_provider_message_id text, _status text, _error_code text DEFAULT NULL::text, _reason text DEFAULT NULL::text, _payload jsonb DEFAULT '{}'::jsonb) RETURNS TABLE(outcome text, send_sms_attempt_id bigint, send_sms_task_id bigint)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _attempt bigint;
+    _task    bigint;
+    _new     boolean;
+begin
+    perform internal.check_delivery_input('record_sms_delivery', _provider_message_id, _payload);
+    if _status is null or _status not in ('delivered', 'undelivered', 'failed') then
+        raise exception 'record_sms_delivery: status must be delivered, undelivered or failed, got %',
+            coalesce(quote_literal(left(_status, 100)), 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    _payload := coalesce(_payload, '{}');
+    _error_code := left(nullif(btrim(_error_code), ''), 64);
+    _reason := left(nullif(btrim(_reason), ''), 8192);
+
+    select a.send_sms_attempt_id, a.send_sms_task_id into _attempt, _task
+    from comms.send_sms_attempt_succeeded s
+    join comms.send_sms_attempt a on a.send_sms_attempt_id = s.send_sms_attempt_id
+    where s.provider_response ->> 'sid' = _provider_message_id
+    order by a.send_sms_attempt_id desc limit 1;
+    if not found then
+        perform internal.record_unknown_delivery('record_sms_delivery', 'SMS', _provider_message_id, 'sms.' || _status);
+        return query select 'unknown_attempt'::text, null::bigint, null::bigint;
+        return;
+    end if;
+
+    if _status = 'delivered' then
+        insert into comms.send_sms_attempt_delivered (send_sms_attempt_id, provider_message_id, payload)
+        values (_attempt, _provider_message_id, _payload)
+        on conflict do nothing;
+    else
+        insert into comms.send_sms_attempt_undelivered (send_sms_attempt_id, status, error_code, reason, provider_message_id, payload)
+        values (_attempt, _status, _error_code, _reason, _provider_message_id, _payload)
+        on conflict do nothing;
+    end if;
+    _new := found;
+    if _new then
+        perform queues.signal('sms.' || _status, _task::text, jsonb_strip_nulls(jsonb_build_object(
+            'send_sms_attempt_id', _attempt, 'provider_message_id', _provider_message_id,
+            'error_code', _error_code, 'reason', _reason)));
+    end if;
+    return query select case when _new then 'recorded' else 'duplicate' end, _attempt, _task;
+end $$;
+
+
+--
 -- Name: record_sms_failure(jsonb); Type: FUNCTION; Schema: comms; Owner: -
 --
 
@@ -814,6 +918,32 @@ begin
         insert into comms.send_sms_task_succeeded (send_sms_task_id) values (_id) on conflict do nothing;
     end if;
     return jsonb_build_object('success', true);
+end $$;
+
+
+--
+-- Name: record_webhook_refusal(text, text, jsonb); Type: FUNCTION; Schema: comms; Owner: -
+--
+
+CREATE FUNCTION comms.record_webhook_refusal(_provider text, _reason text, _context jsonb DEFAULT '{}'::jsonb) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if _provider is null or btrim(_provider) = '' or length(_provider) > 64 then
+        raise exception 'record_webhook_refusal: provider must be 1 to 64 characters' using errcode = 'invalid_parameter_value';
+    end if;
+    if _reason is null or btrim(_reason) = '' then
+        raise exception 'record_webhook_refusal: reason must not be empty' using errcode = 'invalid_parameter_value';
+    end if;
+    if _context is null or jsonb_typeof(_context) <> 'object' then
+        _context := '{}';
+    elsif pg_column_size(_context) > 8192 then
+        _context := jsonb_build_object('context_dropped', format('%s bytes, over 8 KiB', pg_column_size(_context)));
+    end if;
+    insert into queues.error (task_id, error_message, context)
+    values (null, left(format('webhook %s refused: %s', _provider, _reason), 8192),
+            _context || jsonb_build_object('source', 'webhook', 'provider', _provider));
 end $$;
 
 
@@ -1584,6 +1714,33 @@ $$;
 
 
 --
+-- Name: check_delivery_input(text, text, jsonb); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.check_delivery_input(_label text, _provider_message_id text, _payload jsonb) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if _provider_message_id is null or btrim(_provider_message_id) = '' then
+        raise exception '%: the provider message id must not be empty', _label using errcode = 'invalid_parameter_value';
+    end if;
+    if length(_provider_message_id) > 256 then
+        raise exception '%: the provider message id is % characters, over the limit of 256', _label, length(_provider_message_id)
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if _payload is not null and jsonb_typeof(_payload) <> 'object' then
+        raise exception '%: payload must be a JSON object, got %', _label, jsonb_typeof(_payload)
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if pg_column_size(_payload) > 1048576 then
+        raise exception '%: payload is % bytes, over the limit of 1 MiB', _label, pg_column_size(_payload)
+            using errcode = 'invalid_parameter_value';
+    end if;
+end $$;
+
+
+--
 -- Name: check_signal_key(text, text, text); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -2232,6 +2389,22 @@ begin
     end if;
     return null;
 end $$;
+
+
+--
+-- Name: record_unknown_delivery(text, text, text, text); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.record_unknown_delivery(_label text, _what text, _provider_message_id text, _event text) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    insert into queues.error (task_id, error_message, context)
+    values (null,
+            format('%s: no %s attempt has provider message id %s (event %s); nothing recorded',
+                   _label, _what, quote_literal(left(_provider_message_id, 256)), _event),
+            jsonb_build_object('source', _label, 'provider_message_id', left(_provider_message_id, 256), 'event', _event));
+$$;
 
 
 --
@@ -4678,6 +4851,47 @@ CREATE TABLE comms.send_email_attempt (
 
 
 --
+-- Name: send_email_attempt_bounced; Type: TABLE; Schema: comms; Owner: -
+--
+
+CREATE TABLE comms.send_email_attempt_bounced (
+    send_email_attempt_id bigint NOT NULL,
+    kind text NOT NULL,
+    reason text,
+    provider_message_id text NOT NULL,
+    payload jsonb DEFAULT '{}'::jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT send_email_attempt_bounced_kind CHECK ((kind = ANY (ARRAY['bounced'::text, 'complained'::text])))
+);
+
+
+--
+-- Name: TABLE send_email_attempt_bounced; Type: COMMENT; Schema: comms; Owner: -
+--
+
+COMMENT ON TABLE comms.send_email_attempt_bounced IS 'Append-only: the provider reported the attempt''s email bounced or complained of (comms.record_email_delivery).';
+
+
+--
+-- Name: send_email_attempt_delivered; Type: TABLE; Schema: comms; Owner: -
+--
+
+CREATE TABLE comms.send_email_attempt_delivered (
+    send_email_attempt_id bigint NOT NULL,
+    provider_message_id text NOT NULL,
+    payload jsonb DEFAULT '{}'::jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+--
+-- Name: TABLE send_email_attempt_delivered; Type: COMMENT; Schema: comms; Owner: -
+--
+
+COMMENT ON TABLE comms.send_email_attempt_delivered IS 'Append-only: the provider reported the attempt''s email delivered (comms.record_email_delivery).';
+
+
+--
 -- Name: send_email_attempt_failed; Type: TABLE; Schema: comms; Owner: -
 --
 
@@ -4783,6 +4997,25 @@ CREATE TABLE comms.send_sms_attempt (
 
 
 --
+-- Name: send_sms_attempt_delivered; Type: TABLE; Schema: comms; Owner: -
+--
+
+CREATE TABLE comms.send_sms_attempt_delivered (
+    send_sms_attempt_id bigint NOT NULL,
+    provider_message_id text NOT NULL,
+    payload jsonb DEFAULT '{}'::jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+--
+-- Name: TABLE send_sms_attempt_delivered; Type: COMMENT; Schema: comms; Owner: -
+--
+
+COMMENT ON TABLE comms.send_sms_attempt_delivered IS 'Append-only: the provider reported the attempt''s SMS delivered (comms.record_sms_delivery).';
+
+
+--
 -- Name: send_sms_attempt_failed; Type: TABLE; Schema: comms; Owner: -
 --
 
@@ -4816,6 +5049,29 @@ CREATE TABLE comms.send_sms_attempt_succeeded (
     provider_response jsonb,
     created_at timestamp with time zone DEFAULT now() NOT NULL
 );
+
+
+--
+-- Name: send_sms_attempt_undelivered; Type: TABLE; Schema: comms; Owner: -
+--
+
+CREATE TABLE comms.send_sms_attempt_undelivered (
+    send_sms_attempt_id bigint NOT NULL,
+    status text NOT NULL,
+    error_code text,
+    reason text,
+    provider_message_id text NOT NULL,
+    payload jsonb DEFAULT '{}'::jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT send_sms_attempt_undelivered_status CHECK ((status = ANY (ARRAY['undelivered'::text, 'failed'::text])))
+);
+
+
+--
+-- Name: TABLE send_sms_attempt_undelivered; Type: COMMENT; Schema: comms; Owner: -
+--
+
+COMMENT ON TABLE comms.send_sms_attempt_undelivered IS 'Append-only: the provider reported the attempt''s SMS undelivered or failed (comms.record_sms_delivery).';
 
 
 --
@@ -5667,6 +5923,22 @@ ALTER TABLE ONLY comms.process_config
 
 
 --
+-- Name: send_email_attempt_bounced send_email_attempt_bounced_pkey; Type: CONSTRAINT; Schema: comms; Owner: -
+--
+
+ALTER TABLE ONLY comms.send_email_attempt_bounced
+    ADD CONSTRAINT send_email_attempt_bounced_pkey PRIMARY KEY (send_email_attempt_id, kind);
+
+
+--
+-- Name: send_email_attempt_delivered send_email_attempt_delivered_pkey; Type: CONSTRAINT; Schema: comms; Owner: -
+--
+
+ALTER TABLE ONLY comms.send_email_attempt_delivered
+    ADD CONSTRAINT send_email_attempt_delivered_pkey PRIMARY KEY (send_email_attempt_id);
+
+
+--
 -- Name: send_email_attempt_failed send_email_attempt_failed_pkey; Type: CONSTRAINT; Schema: comms; Owner: -
 --
 
@@ -5731,6 +6003,14 @@ ALTER TABLE ONLY comms.send_email_task_succeeded
 
 
 --
+-- Name: send_sms_attempt_delivered send_sms_attempt_delivered_pkey; Type: CONSTRAINT; Schema: comms; Owner: -
+--
+
+ALTER TABLE ONLY comms.send_sms_attempt_delivered
+    ADD CONSTRAINT send_sms_attempt_delivered_pkey PRIMARY KEY (send_sms_attempt_id);
+
+
+--
 -- Name: send_sms_attempt_failed send_sms_attempt_failed_pkey; Type: CONSTRAINT; Schema: comms; Owner: -
 --
 
@@ -5752,6 +6032,14 @@ ALTER TABLE ONLY comms.send_sms_attempt
 
 ALTER TABLE ONLY comms.send_sms_attempt_succeeded
     ADD CONSTRAINT send_sms_attempt_succeeded_pkey PRIMARY KEY (send_sms_attempt_id);
+
+
+--
+-- Name: send_sms_attempt_undelivered send_sms_attempt_undelivered_pkey; Type: CONSTRAINT; Schema: comms; Owner: -
+--
+
+ALTER TABLE ONLY comms.send_sms_attempt_undelivered
+    ADD CONSTRAINT send_sms_attempt_undelivered_pkey PRIMARY KEY (send_sms_attempt_id, status);
 
 
 --
@@ -6058,6 +6346,13 @@ CREATE INDEX account_anonymization_attempt_task_idx ON accounts.account_anonymiz
 
 
 --
+-- Name: send_email_attempt_succeeded_provider_id_idx; Type: INDEX; Schema: comms; Owner: -
+--
+
+CREATE INDEX send_email_attempt_succeeded_provider_id_idx ON comms.send_email_attempt_succeeded USING btree (((provider_response ->> 'id'::text)));
+
+
+--
 -- Name: send_email_attempt_task_idx; Type: INDEX; Schema: comms; Owner: -
 --
 
@@ -6069,6 +6364,13 @@ CREATE INDEX send_email_attempt_task_idx ON comms.send_email_attempt USING btree
 --
 
 CREATE INDEX send_email_due_at_idx ON comms.send_email_due USING btree (due_at);
+
+
+--
+-- Name: send_sms_attempt_succeeded_provider_sid_idx; Type: INDEX; Schema: comms; Owner: -
+--
+
+CREATE INDEX send_sms_attempt_succeeded_provider_sid_idx ON comms.send_sms_attempt_succeeded USING btree (((provider_response ->> 'sid'::text)));
 
 
 --
@@ -6254,6 +6556,20 @@ CREATE TRIGGER account_flag_append_only BEFORE UPDATE ON accounts.account_flag F
 
 
 --
+-- Name: send_email_attempt_bounced send_email_attempt_bounced_append_only; Type: TRIGGER; Schema: comms; Owner: -
+--
+
+CREATE TRIGGER send_email_attempt_bounced_append_only BEFORE UPDATE ON comms.send_email_attempt_bounced FOR EACH STATEMENT EXECUTE FUNCTION internal.refuse_fact_update();
+
+
+--
+-- Name: send_email_attempt_delivered send_email_attempt_delivered_append_only; Type: TRIGGER; Schema: comms; Owner: -
+--
+
+CREATE TRIGGER send_email_attempt_delivered_append_only BEFORE UPDATE ON comms.send_email_attempt_delivered FOR EACH STATEMENT EXECUTE FUNCTION internal.refuse_fact_update();
+
+
+--
 -- Name: send_email_attempt_failed send_email_attempt_failed_append_only; Type: TRIGGER; Schema: comms; Owner: -
 --
 
@@ -6282,6 +6598,13 @@ CREATE TRIGGER send_email_task_succeeded_append_only BEFORE UPDATE ON comms.send
 
 
 --
+-- Name: send_sms_attempt_delivered send_sms_attempt_delivered_append_only; Type: TRIGGER; Schema: comms; Owner: -
+--
+
+CREATE TRIGGER send_sms_attempt_delivered_append_only BEFORE UPDATE ON comms.send_sms_attempt_delivered FOR EACH STATEMENT EXECUTE FUNCTION internal.refuse_fact_update();
+
+
+--
 -- Name: send_sms_attempt_failed send_sms_attempt_failed_append_only; Type: TRIGGER; Schema: comms; Owner: -
 --
 
@@ -6293,6 +6616,13 @@ CREATE TRIGGER send_sms_attempt_failed_append_only BEFORE UPDATE ON comms.send_s
 --
 
 CREATE TRIGGER send_sms_attempt_succeeded_append_only BEFORE UPDATE ON comms.send_sms_attempt_succeeded FOR EACH STATEMENT EXECUTE FUNCTION internal.refuse_fact_update();
+
+
+--
+-- Name: send_sms_attempt_undelivered send_sms_attempt_undelivered_append_only; Type: TRIGGER; Schema: comms; Owner: -
+--
+
+CREATE TRIGGER send_sms_attempt_undelivered_append_only BEFORE UPDATE ON comms.send_sms_attempt_undelivered FOR EACH STATEMENT EXECUTE FUNCTION internal.refuse_fact_update();
 
 
 --
@@ -6496,6 +6826,22 @@ ALTER TABLE ONLY comms.email_message
 
 
 --
+-- Name: send_email_attempt_bounced send_email_attempt_bounced_send_email_attempt_id_fkey; Type: FK CONSTRAINT; Schema: comms; Owner: -
+--
+
+ALTER TABLE ONLY comms.send_email_attempt_bounced
+    ADD CONSTRAINT send_email_attempt_bounced_send_email_attempt_id_fkey FOREIGN KEY (send_email_attempt_id) REFERENCES comms.send_email_attempt(send_email_attempt_id);
+
+
+--
+-- Name: send_email_attempt_delivered send_email_attempt_delivered_send_email_attempt_id_fkey; Type: FK CONSTRAINT; Schema: comms; Owner: -
+--
+
+ALTER TABLE ONLY comms.send_email_attempt_delivered
+    ADD CONSTRAINT send_email_attempt_delivered_send_email_attempt_id_fkey FOREIGN KEY (send_email_attempt_id) REFERENCES comms.send_email_attempt(send_email_attempt_id);
+
+
+--
 -- Name: send_email_attempt_failed send_email_attempt_failed_send_email_attempt_id_fkey; Type: FK CONSTRAINT; Schema: comms; Owner: -
 --
 
@@ -6552,6 +6898,14 @@ ALTER TABLE ONLY comms.send_email_task_succeeded
 
 
 --
+-- Name: send_sms_attempt_delivered send_sms_attempt_delivered_send_sms_attempt_id_fkey; Type: FK CONSTRAINT; Schema: comms; Owner: -
+--
+
+ALTER TABLE ONLY comms.send_sms_attempt_delivered
+    ADD CONSTRAINT send_sms_attempt_delivered_send_sms_attempt_id_fkey FOREIGN KEY (send_sms_attempt_id) REFERENCES comms.send_sms_attempt(send_sms_attempt_id);
+
+
+--
 -- Name: send_sms_attempt_failed send_sms_attempt_failed_send_sms_attempt_id_fkey; Type: FK CONSTRAINT; Schema: comms; Owner: -
 --
 
@@ -6573,6 +6927,14 @@ ALTER TABLE ONLY comms.send_sms_attempt
 
 ALTER TABLE ONLY comms.send_sms_attempt_succeeded
     ADD CONSTRAINT send_sms_attempt_succeeded_send_sms_attempt_id_fkey FOREIGN KEY (send_sms_attempt_id) REFERENCES comms.send_sms_attempt(send_sms_attempt_id);
+
+
+--
+-- Name: send_sms_attempt_undelivered send_sms_attempt_undelivered_send_sms_attempt_id_fkey; Type: FK CONSTRAINT; Schema: comms; Owner: -
+--
+
+ALTER TABLE ONLY comms.send_sms_attempt_undelivered
+    ADD CONSTRAINT send_sms_attempt_undelivered_send_sms_attempt_id_fkey FOREIGN KEY (send_sms_attempt_id) REFERENCES comms.send_sms_attempt(send_sms_attempt_id);
 
 
 --
@@ -6896,6 +7258,14 @@ REVOKE ALL ON FUNCTION comms.kickoff_send_sms(_message_id bigint, _scheduled_at 
 
 
 --
+-- Name: FUNCTION record_email_delivery(_provider_message_id text, _event text, _reason text, _payload jsonb); Type: ACL; Schema: comms; Owner: -
+--
+
+REVOKE ALL ON FUNCTION comms.record_email_delivery(_provider_message_id text, _event text, _reason text, _payload jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION comms.record_email_delivery(_provider_message_id text, _event text, _reason text, _payload jsonb) TO worker_service_user;
+
+
+--
 -- Name: FUNCTION record_email_failure(_payload jsonb); Type: ACL; Schema: comms; Owner: -
 --
 
@@ -6912,6 +7282,14 @@ GRANT ALL ON FUNCTION comms.record_email_success(_payload jsonb) TO worker_servi
 
 
 --
+-- Name: FUNCTION record_sms_delivery(_provider_message_id text, _status text, _error_code text, _reason text, _payload jsonb); Type: ACL; Schema: comms; Owner: -
+--
+
+REVOKE ALL ON FUNCTION comms.record_sms_delivery(_provider_message_id text, _status text, _error_code text, _reason text, _payload jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION comms.record_sms_delivery(_provider_message_id text, _status text, _error_code text, _reason text, _payload jsonb) TO worker_service_user;
+
+
+--
 -- Name: FUNCTION record_sms_failure(_payload jsonb); Type: ACL; Schema: comms; Owner: -
 --
 
@@ -6925,6 +7303,14 @@ GRANT ALL ON FUNCTION comms.record_sms_failure(_payload jsonb) TO worker_service
 
 REVOKE ALL ON FUNCTION comms.record_sms_success(_payload jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION comms.record_sms_success(_payload jsonb) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION record_webhook_refusal(_provider text, _reason text, _context jsonb); Type: ACL; Schema: comms; Owner: -
+--
+
+REVOKE ALL ON FUNCTION comms.record_webhook_refusal(_provider text, _reason text, _context jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION comms.record_webhook_refusal(_provider text, _reason text, _context jsonb) TO worker_service_user;
 
 
 --
@@ -7074,6 +7460,13 @@ REVOKE ALL ON FUNCTION files.wake_file_deletion_supervisor(_file_deletion_task_i
 
 
 --
+-- Name: FUNCTION check_delivery_input(_label text, _provider_message_id text, _payload jsonb); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.check_delivery_input(_label text, _provider_message_id text, _payload jsonb) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION check_signal_key(_label text, _name text, _key text); Type: ACL; Schema: internal; Owner: -
 --
 
@@ -7197,6 +7590,13 @@ REVOKE ALL ON FUNCTION internal.notify_task_done() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION internal.notify_task_inserted() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION record_unknown_delivery(_label text, _what text, _provider_message_id text, _event text); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.record_unknown_delivery(_label text, _what text, _provider_message_id text, _event text) FROM PUBLIC;
 
 
 --

@@ -72,6 +72,7 @@ Every command that talks to a database reads DATABASE_URL (or --database-url).`,
 		newQueuesCmd(g),
 		newLimitsCmd(g),
 		newDashboardCmd(g),
+		newWebhooksCmd(g),
 		newBenchCmd(g),
 		newVersionCmd(g),
 	)

@@ -25,6 +25,7 @@ import (
 	"github.com/taskorch/taskorch"
 	"github.com/taskorch/taskorch/internal/builtinhandlers"
 	"github.com/taskorch/taskorch/internal/failover"
+	"github.com/taskorch/taskorch/webhooks"
 )
 
 // workerFlags are the worker's settings; each has an environment variable twin
@@ -322,7 +323,13 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 		return err
 	}
 	if f.httpAddr != "" {
-		srv, err := serveHealth(f.httpAddr, pool, &taskorch.MigrateOpts{Processes: f.processes}, reg, log)
+		// The providers' delivery callbacks, next to the health routes: each route answers 404
+		// until its secret is set (docs/providers.md, "Delivery webhooks").
+		hooks, err := webhooks.NewHandler(pool, webhookConfig(f.providers.lookup, log))
+		if err != nil {
+			return usageErrorf("%v", err)
+		}
+		srv, err := serveHealth(f.httpAddr, pool, &taskorch.MigrateOpts{Processes: f.processes}, reg, hooks, log)
 		if err != nil {
 			return err
 		}
@@ -384,8 +391,9 @@ func waitForDatabase(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) 
 }
 
 // serveHealth serves /healthz (the process lives), /readyz (the database answers and the
-// migrations are applied) and /metrics (reg, in the Prometheus text format) on addr.
-func serveHealth(addr string, pool *pgxpool.Pool, migrations *taskorch.MigrateOpts, reg *prometheus.Registry, log *slog.Logger) (*http.Server, error) {
+// migrations are applied), /metrics (reg, in the Prometheus text format) and the webhook routes
+// (hooks, under /webhooks/) on addr.
+func serveHealth(addr string, pool *pgxpool.Pool, migrations *taskorch.MigrateOpts, reg *prometheus.Registry, hooks *webhooks.Handler, log *slog.Logger) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, usageErrorf("--http-addr %s: %v", addr, err)
@@ -404,13 +412,14 @@ func serveHealth(addr string, pool *pgxpool.Pool, migrations *taskorch.MigrateOp
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	mux.Handle("/webhooks/", hooks)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("health server stopped", "error", err)
 		}
 	}()
-	log.Info("serving /healthz, /readyz and /metrics", "addr", ln.Addr().String())
+	log.Info("serving /healthz, /readyz, /metrics and /webhooks/", "addr", ln.Addr().String(), "webhooks", hooks.Routes())
 	return srv, nil
 }
 

@@ -54,15 +54,21 @@ func addProviderFlags(fs *pflag.FlagSet) *providerFlags {
 	return p
 }
 
+// lookup reads one variable the way config does: a flag given on the command line wins.
+func (p *providerFlags) lookup(name string) string {
+	if p == nil {
+		return os.Getenv(name)
+	}
+	if flag, ok := p.flags[name]; ok && p.fs.Changed(flag) {
+		return *p.values[name]
+	}
+	return os.Getenv(name)
+}
+
 // config reads the providers' configuration: a flag given on the command line wins over its
 // variable.
 func (p *providerFlags) config() (providers.Config, error) {
-	return providers.ConfigFromEnv(func(name string) string {
-		if flag, ok := p.flags[name]; ok && p.fs.Changed(flag) {
-			return *p.values[name]
-		}
-		return os.Getenv(name)
-	})
+	return providers.ConfigFromEnv(p.lookup)
 }
 
 // check reports every chosen provider whose settings are missing or malformed, naming the

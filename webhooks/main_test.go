@@ -1,0 +1,9 @@
+package webhooks_test
+
+import (
+	"testing"
+
+	"github.com/taskorch/taskorch/internal/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m, dbtest.SetsOptions("core", "comms")) }
