@@ -798,6 +798,7 @@ CREATE FUNCTION comms.record_email_success(_payload jsonb) RETURNS jsonb
 declare
     _attempt_id bigint := (_payload #>> '{original_payload,send_email_attempt_id}')::bigint;
     _id         bigint;
+    _wait       interval;
 begin
     select send_email_task_id into _id from comms.send_email_attempt where send_email_attempt_id = _attempt_id;
     if not found then
@@ -808,6 +809,13 @@ begin
     insert into comms.send_email_attempt_succeeded (send_email_attempt_id, provider_response)
     values (_attempt_id, _payload -> 'worker_payload')
     on conflict do nothing;
+    select c.delivery_wait into _wait from comms.process_config c where c.process = 'send_email';
+    if _wait is not null then
+        -- Waiting for the provider's delivery report: the supervisor decides when it comes (a
+        -- delivery fact wakes it) or when the wait ends.
+        perform comms.wake_send_email(_id, now() + _wait);
+        return jsonb_build_object('success', true);
+    end if;
     if not exists (select 1 from comms.send_email_task_failed where send_email_task_id = _id) then
         insert into comms.send_email_task_succeeded (send_email_task_id) values (_id) on conflict do nothing;
     end if;
@@ -904,6 +912,7 @@ CREATE FUNCTION comms.record_sms_success(_payload jsonb) RETURNS jsonb
 declare
     _attempt_id bigint := (_payload #>> '{original_payload,send_sms_attempt_id}')::bigint;
     _id         bigint;
+    _wait       interval;
 begin
     select send_sms_task_id into _id from comms.send_sms_attempt where send_sms_attempt_id = _attempt_id;
     if not found then
@@ -914,6 +923,13 @@ begin
     insert into comms.send_sms_attempt_succeeded (send_sms_attempt_id, provider_response)
     values (_attempt_id, _payload -> 'worker_payload')
     on conflict do nothing;
+    select c.delivery_wait into _wait from comms.process_config c where c.process = 'send_sms';
+    if _wait is not null then
+        -- Waiting for the provider's delivery report: the supervisor decides when it comes (a
+        -- delivery fact wakes it) or when the wait ends.
+        perform comms.wake_send_sms(_id, now() + _wait);
+        return jsonb_build_object('success', true);
+    end if;
     if not exists (select 1 from comms.send_sms_task_failed where send_sms_task_id = _id) then
         insert into comms.send_sms_task_succeeded (send_sms_task_id) values (_id) on conflict do nothing;
     end if;
@@ -1054,37 +1070,56 @@ begin
                exists (select 1 from comms.send_email_task_succeeded x where x.send_email_task_id = r.send_email_task_id)
                or exists (select 1 from comms.send_email_task_failed x where x.send_email_task_id = r.send_email_task_id) as terminal,
                coalesce(a.attempts, 0) as attempts, coalesce(a.failures, 0) as failures,
-               coalesce(a.succeeded, false) as succeeded, a.last_fail, a.last_error
+               coalesce(a.succeeded, false) as succeeded, a.succeeded_at, a.last_fail, a.last_error,
+               dl.delivered, dl.undelivered
         from comms.send_email_task r
         left join lateral (
             select count(*) as attempts, count(f.send_email_attempt_id) as failures,
-                   bool_or(s.send_email_attempt_id is not null) as succeeded, max(f.created_at) as last_fail,
+                   bool_or(s.send_email_attempt_id is not null) as succeeded, min(s.created_at) as succeeded_at,
+                   max(f.created_at) as last_fail,
                    (array_agg(f.error_message order by f.created_at desc) filter (where f.send_email_attempt_id is not null))[1] as last_error
             from comms.send_email_attempt a
             left join comms.send_email_attempt_succeeded s using (send_email_attempt_id)
             left join comms.send_email_attempt_failed f using (send_email_attempt_id)
             where a.send_email_task_id = r.send_email_task_id
         ) a on true
+        left join lateral (
+            select exists (select 1 from comms.send_email_attempt a join comms.send_email_attempt_delivered d using (send_email_attempt_id)
+                           where a.send_email_task_id = r.send_email_task_id) as delivered,
+                   (select b.kind || coalesce(': ' || b.reason, '') from comms.send_email_attempt a join comms.send_email_attempt_bounced b using (send_email_attempt_id)
+                    where a.send_email_task_id = r.send_email_task_id order by b.created_at limit 1) as undelivered
+        ) dl on true
         where r.send_email_task_id = any (_ids)
-    ), decided as (
+    ), timed as (
         select f.*,
                greatest(f.scheduled_at, coalesce(f.last_fail, '-infinity')
                         + queues.process_backoff(f.failures::integer, _cfg.backoff_base, _cfg.backoff_max)) as next_try
         from facts f
+    ), decided as (
+        select t.id,
+               case when t.terminal then 'done'
+                    when t.succeeded and t.undelivered is not null then 'fail'
+                    when t.succeeded and _cfg.delivery_wait is not null and not t.delivered
+                         and t.succeeded_at + _cfg.delivery_wait > now() then 'later'
+                    when t.succeeded then 'succeed'
+                    when t.failures >= _cfg.max_attempts then 'fail'
+                    when t.attempts = t.failures and t.next_try <= now() then 'attempt'
+                    else 'later' end as action,
+               case when t.succeeded then format('the provider reported the email %s', t.undelivered)
+                    else format('email not sent after %s failed attempts (max %s); last error: %s',
+                                t.failures, _cfg.max_attempts, coalesce(t.last_error, 'none')) end as message,
+               case when t.succeeded then t.succeeded_at + _cfg.delivery_wait
+                    when t.attempts = t.failures then t.next_try
+                    else now() + _cfg.check_interval end as next_at
+        from timed t
     )
-    select array_agg(id) filter (where terminal),
-           array_agg(id) filter (where not terminal and succeeded),
-           array_agg(id) filter (where not terminal and not succeeded and failures >= _cfg.max_attempts),
-           array_agg(format('email not sent after %s failed attempts (max %s); last error: %s',
-                            failures, _cfg.max_attempts, coalesce(last_error, 'none')))
-               filter (where not terminal and not succeeded and failures >= _cfg.max_attempts),
-           array_agg(id) filter (where not terminal and not succeeded and failures < _cfg.max_attempts
-                                 and attempts = failures and next_try <= now()),
-           array_agg(id) filter (where not terminal and not succeeded and failures < _cfg.max_attempts
-                                 and not (attempts = failures and next_try <= now())),
-           array_agg(case when attempts = failures then next_try else now() + _cfg.check_interval end)
-               filter (where not terminal and not succeeded and failures < _cfg.max_attempts
-                       and not (attempts = failures and next_try <= now()))
+    select array_agg(id) filter (where action = 'done'),
+           array_agg(id) filter (where action = 'succeed'),
+           array_agg(id) filter (where action = 'fail'),
+           array_agg(message) filter (where action = 'fail'),
+           array_agg(id) filter (where action = 'attempt'),
+           array_agg(id) filter (where action = 'later'),
+           array_agg(next_at) filter (where action = 'later')
     into _done, _succeed, _fail, _fail_msg, _new, _later, _later_at
     from decided;
 
@@ -1227,37 +1262,56 @@ begin
                exists (select 1 from comms.send_sms_task_succeeded x where x.send_sms_task_id = r.send_sms_task_id)
                or exists (select 1 from comms.send_sms_task_failed x where x.send_sms_task_id = r.send_sms_task_id) as terminal,
                coalesce(a.attempts, 0) as attempts, coalesce(a.failures, 0) as failures,
-               coalesce(a.succeeded, false) as succeeded, a.last_fail, a.last_error
+               coalesce(a.succeeded, false) as succeeded, a.succeeded_at, a.last_fail, a.last_error,
+               dl.delivered, dl.undelivered
         from comms.send_sms_task r
         left join lateral (
             select count(*) as attempts, count(f.send_sms_attempt_id) as failures,
-                   bool_or(s.send_sms_attempt_id is not null) as succeeded, max(f.created_at) as last_fail,
+                   bool_or(s.send_sms_attempt_id is not null) as succeeded, min(s.created_at) as succeeded_at,
+                   max(f.created_at) as last_fail,
                    (array_agg(f.error_message order by f.created_at desc) filter (where f.send_sms_attempt_id is not null))[1] as last_error
             from comms.send_sms_attempt a
             left join comms.send_sms_attempt_succeeded s using (send_sms_attempt_id)
             left join comms.send_sms_attempt_failed f using (send_sms_attempt_id)
             where a.send_sms_task_id = r.send_sms_task_id
         ) a on true
+        left join lateral (
+            select exists (select 1 from comms.send_sms_attempt a join comms.send_sms_attempt_delivered d using (send_sms_attempt_id)
+                           where a.send_sms_task_id = r.send_sms_task_id) as delivered,
+                   (select b.status || coalesce(' (error ' || b.error_code || ')', '') || coalesce(': ' || b.reason, '') from comms.send_sms_attempt a join comms.send_sms_attempt_undelivered b using (send_sms_attempt_id)
+                    where a.send_sms_task_id = r.send_sms_task_id order by b.created_at limit 1) as undelivered
+        ) dl on true
         where r.send_sms_task_id = any (_ids)
-    ), decided as (
+    ), timed as (
         select f.*,
                greatest(f.scheduled_at, coalesce(f.last_fail, '-infinity')
                         + queues.process_backoff(f.failures::integer, _cfg.backoff_base, _cfg.backoff_max)) as next_try
         from facts f
+    ), decided as (
+        select t.id,
+               case when t.terminal then 'done'
+                    when t.succeeded and t.undelivered is not null then 'fail'
+                    when t.succeeded and _cfg.delivery_wait is not null and not t.delivered
+                         and t.succeeded_at + _cfg.delivery_wait > now() then 'later'
+                    when t.succeeded then 'succeed'
+                    when t.failures >= _cfg.max_attempts then 'fail'
+                    when t.attempts = t.failures and t.next_try <= now() then 'attempt'
+                    else 'later' end as action,
+               case when t.succeeded then format('the provider reported the sms %s', t.undelivered)
+                    else format('sms not sent after %s failed attempts (max %s); last error: %s',
+                                t.failures, _cfg.max_attempts, coalesce(t.last_error, 'none')) end as message,
+               case when t.succeeded then t.succeeded_at + _cfg.delivery_wait
+                    when t.attempts = t.failures then t.next_try
+                    else now() + _cfg.check_interval end as next_at
+        from timed t
     )
-    select array_agg(id) filter (where terminal),
-           array_agg(id) filter (where not terminal and succeeded),
-           array_agg(id) filter (where not terminal and not succeeded and failures >= _cfg.max_attempts),
-           array_agg(format('sms not sent after %s failed attempts (max %s); last error: %s',
-                            failures, _cfg.max_attempts, coalesce(last_error, 'none')))
-               filter (where not terminal and not succeeded and failures >= _cfg.max_attempts),
-           array_agg(id) filter (where not terminal and not succeeded and failures < _cfg.max_attempts
-                                 and attempts = failures and next_try <= now()),
-           array_agg(id) filter (where not terminal and not succeeded and failures < _cfg.max_attempts
-                                 and not (attempts = failures and next_try <= now())),
-           array_agg(case when attempts = failures then next_try else now() + _cfg.check_interval end)
-               filter (where not terminal and not succeeded and failures < _cfg.max_attempts
-                       and not (attempts = failures and next_try <= now()))
+    select array_agg(id) filter (where action = 'done'),
+           array_agg(id) filter (where action = 'succeed'),
+           array_agg(id) filter (where action = 'fail'),
+           array_agg(message) filter (where action = 'fail'),
+           array_agg(id) filter (where action = 'attempt'),
+           array_agg(id) filter (where action = 'later'),
+           array_agg(next_at) filter (where action = 'later')
     into _done, _succeed, _fail, _fail_msg, _new, _later, _later_at
     from decided;
 
@@ -1314,6 +1368,21 @@ end $$;
 
 
 --
+-- Name: wake_send_email_on_delivery(); Type: FUNCTION; Schema: comms; Owner: -
+--
+
+CREATE FUNCTION comms.wake_send_email_on_delivery() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    perform comms.wake_send_email(a.send_email_task_id, now())
+    from comms.send_email_attempt a where a.send_email_attempt_id = new.send_email_attempt_id;
+    return null;
+end $$;
+
+
+--
 -- Name: wake_send_email_supervisor(bigint, bigint); Type: FUNCTION; Schema: comms; Owner: -
 --
 
@@ -1338,6 +1407,21 @@ begin
     insert into comms.send_sms_due as d (send_sms_task_id, due_at) values (_id, _at)
     on conflict (send_sms_task_id) do update set due_at = least(d.due_at, excluded.due_at);
     perform queues.wake_supervisor('comms.send_sms_supervisor', _at);
+end $$;
+
+
+--
+-- Name: wake_send_sms_on_delivery(); Type: FUNCTION; Schema: comms; Owner: -
+--
+
+CREATE FUNCTION comms.wake_send_sms_on_delivery() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    perform comms.wake_send_sms(a.send_sms_task_id, now())
+    from comms.send_sms_attempt a where a.send_sms_attempt_id = new.send_sms_attempt_id;
+    return null;
 end $$;
 
 
@@ -1450,11 +1534,12 @@ begin
                exists (select 1 from files.file_deletion_task_succeeded x where x.file_deletion_task_id = r.file_deletion_task_id)
                or exists (select 1 from files.file_deletion_task_failed x where x.file_deletion_task_id = r.file_deletion_task_id) as terminal,
                coalesce(a.attempts, 0) as attempts, coalesce(a.failures, 0) as failures,
-               coalesce(a.succeeded, false) as succeeded, a.last_fail, a.last_error
+               coalesce(a.succeeded, false) as succeeded, a.succeeded_at, a.last_fail, a.last_error
         from files.file_deletion_task r
         left join lateral (
             select count(*) as attempts, count(f.file_deletion_attempt_id) as failures,
-                   bool_or(s.file_deletion_attempt_id is not null) as succeeded, max(f.created_at) as last_fail,
+                   bool_or(s.file_deletion_attempt_id is not null) as succeeded, min(s.created_at) as succeeded_at,
+                   max(f.created_at) as last_fail,
                    (array_agg(f.error_message order by f.created_at desc) filter (where f.file_deletion_attempt_id is not null))[1] as last_error
             from files.file_deletion_attempt a
             left join files.file_deletion_attempt_succeeded s using (file_deletion_attempt_id)
@@ -1462,25 +1547,32 @@ begin
             where a.file_deletion_task_id = r.file_deletion_task_id
         ) a on true
         where r.file_deletion_task_id = any (_ids)
-    ), decided as (
+    ), timed as (
         select f.*,
                greatest(f.scheduled_at, coalesce(f.last_fail, '-infinity')
                         + queues.process_backoff(f.failures::integer, _cfg.backoff_base, _cfg.backoff_max)) as next_try
         from facts f
+    ), decided as (
+        select t.id,
+               case when t.terminal then 'done'
+                    when t.succeeded then 'succeed'
+                    when t.failures >= _cfg.max_attempts then 'fail'
+                    when t.attempts = t.failures and t.next_try <= now() then 'attempt'
+                    else 'later' end as action,
+               format('file not deleted after %s failed attempts (max %s); last error: %s',
+                                t.failures, _cfg.max_attempts, coalesce(t.last_error, 'none')) as message,
+               case
+                    when t.attempts = t.failures then t.next_try
+                    else now() + _cfg.check_interval end as next_at
+        from timed t
     )
-    select array_agg(id) filter (where terminal),
-           array_agg(id) filter (where not terminal and succeeded),
-           array_agg(id) filter (where not terminal and not succeeded and failures >= _cfg.max_attempts),
-           array_agg(format('file not deleted after %s failed attempts (max %s); last error: %s',
-                            failures, _cfg.max_attempts, coalesce(last_error, 'none')))
-               filter (where not terminal and not succeeded and failures >= _cfg.max_attempts),
-           array_agg(id) filter (where not terminal and not succeeded and failures < _cfg.max_attempts
-                                 and attempts = failures and next_try <= now()),
-           array_agg(id) filter (where not terminal and not succeeded and failures < _cfg.max_attempts
-                                 and not (attempts = failures and next_try <= now())),
-           array_agg(case when attempts = failures then next_try else now() + _cfg.check_interval end)
-               filter (where not terminal and not succeeded and failures < _cfg.max_attempts
-                       and not (attempts = failures and next_try <= now()))
+    select array_agg(id) filter (where action = 'done'),
+           array_agg(id) filter (where action = 'succeed'),
+           array_agg(id) filter (where action = 'fail'),
+           array_agg(message) filter (where action = 'fail'),
+           array_agg(id) filter (where action = 'attempt'),
+           array_agg(id) filter (where action = 'later'),
+           array_agg(next_at) filter (where action = 'later')
     into _done, _succeed, _fail, _fail_msg, _new, _later, _later_at
     from decided;
 
@@ -4830,9 +4922,11 @@ CREATE TABLE comms.process_config (
     backoff_base interval NOT NULL,
     backoff_max interval NOT NULL,
     check_interval interval NOT NULL,
+    delivery_wait interval,
     CONSTRAINT process_config_backoff_base_check CHECK ((backoff_base >= '00:00:00'::interval)),
     CONSTRAINT process_config_backoff_max_check CHECK ((backoff_max >= '00:00:00'::interval)),
     CONSTRAINT process_config_check_interval_check CHECK ((check_interval > '00:00:00'::interval)),
+    CONSTRAINT process_config_delivery_wait_check CHECK (((delivery_wait IS NULL) OR (delivery_wait > '00:00:00'::interval))),
     CONSTRAINT process_config_max_attempts_check CHECK ((max_attempts > 0)),
     CONSTRAINT process_config_process_check CHECK ((process = ANY (ARRAY['send_email'::text, 'send_sms'::text])))
 );
@@ -6563,10 +6657,24 @@ CREATE TRIGGER send_email_attempt_bounced_append_only BEFORE UPDATE ON comms.sen
 
 
 --
+-- Name: send_email_attempt_bounced send_email_attempt_bounced_wakes; Type: TRIGGER; Schema: comms; Owner: -
+--
+
+CREATE TRIGGER send_email_attempt_bounced_wakes AFTER INSERT ON comms.send_email_attempt_bounced FOR EACH ROW EXECUTE FUNCTION comms.wake_send_email_on_delivery();
+
+
+--
 -- Name: send_email_attempt_delivered send_email_attempt_delivered_append_only; Type: TRIGGER; Schema: comms; Owner: -
 --
 
 CREATE TRIGGER send_email_attempt_delivered_append_only BEFORE UPDATE ON comms.send_email_attempt_delivered FOR EACH STATEMENT EXECUTE FUNCTION internal.refuse_fact_update();
+
+
+--
+-- Name: send_email_attempt_delivered send_email_attempt_delivered_wakes; Type: TRIGGER; Schema: comms; Owner: -
+--
+
+CREATE TRIGGER send_email_attempt_delivered_wakes AFTER INSERT ON comms.send_email_attempt_delivered FOR EACH ROW EXECUTE FUNCTION comms.wake_send_email_on_delivery();
 
 
 --
@@ -6605,6 +6713,13 @@ CREATE TRIGGER send_sms_attempt_delivered_append_only BEFORE UPDATE ON comms.sen
 
 
 --
+-- Name: send_sms_attempt_delivered send_sms_attempt_delivered_wakes; Type: TRIGGER; Schema: comms; Owner: -
+--
+
+CREATE TRIGGER send_sms_attempt_delivered_wakes AFTER INSERT ON comms.send_sms_attempt_delivered FOR EACH ROW EXECUTE FUNCTION comms.wake_send_sms_on_delivery();
+
+
+--
 -- Name: send_sms_attempt_failed send_sms_attempt_failed_append_only; Type: TRIGGER; Schema: comms; Owner: -
 --
 
@@ -6623,6 +6738,13 @@ CREATE TRIGGER send_sms_attempt_succeeded_append_only BEFORE UPDATE ON comms.sen
 --
 
 CREATE TRIGGER send_sms_attempt_undelivered_append_only BEFORE UPDATE ON comms.send_sms_attempt_undelivered FOR EACH STATEMENT EXECUTE FUNCTION internal.refuse_fact_update();
+
+
+--
+-- Name: send_sms_attempt_undelivered send_sms_attempt_undelivered_wakes; Type: TRIGGER; Schema: comms; Owner: -
+--
+
+CREATE TRIGGER send_sms_attempt_undelivered_wakes AFTER INSERT ON comms.send_sms_attempt_undelivered FOR EACH ROW EXECUTE FUNCTION comms.wake_send_sms_on_delivery();
 
 
 --
@@ -7351,6 +7473,13 @@ REVOKE ALL ON FUNCTION comms.wake_send_email(_id bigint, _at timestamp with time
 
 
 --
+-- Name: FUNCTION wake_send_email_on_delivery(); Type: ACL; Schema: comms; Owner: -
+--
+
+REVOKE ALL ON FUNCTION comms.wake_send_email_on_delivery() FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION wake_send_email_supervisor(_send_email_task_id bigint, _attempt_id bigint); Type: ACL; Schema: comms; Owner: -
 --
 
@@ -7362,6 +7491,13 @@ REVOKE ALL ON FUNCTION comms.wake_send_email_supervisor(_send_email_task_id bigi
 --
 
 REVOKE ALL ON FUNCTION comms.wake_send_sms(_id bigint, _at timestamp with time zone) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION wake_send_sms_on_delivery(); Type: ACL; Schema: comms; Owner: -
+--
+
+REVOKE ALL ON FUNCTION comms.wake_send_sms_on_delivery() FROM PUBLIC;
 
 
 --

@@ -38,6 +38,19 @@ type ChannelProcess struct {
 	// OnSuccess is PL/pgSQL the success handler runs after the success facts, with _id the
 	// root's id (the business effect of a success, e.g. marking a file deleted). Optional.
 	OnSuccess string
+	// Delivery, when set, lets the process wait for the provider's delivery report after an
+	// accepted attempt (process_config.delivery_wait).
+	Delivery *Delivery
+}
+
+// Delivery names a channel process's delivery facts: tables of its schema keyed by
+// <name>_attempt_id, written when the provider reports what became of an accepted message.
+type Delivery struct {
+	DeliveredTable string // e.g. "send_email_attempt_delivered"
+	FailedTable    string // e.g. "send_email_attempt_bounced"
+	// FailedReason is an SQL expression over FailedTable's row b: the reason a failed
+	// delivery gives, e.g. "b.kind || coalesce(': ' || b.reason, '')".
+	FailedReason string
 }
 
 // SuccessFnShort is SuccessFn without its schema, as messages name it.
@@ -66,6 +79,9 @@ func (p ChannelProcess) validate() error {
 	}
 	if !identRE.MatchString(p.ResultColumn) {
 		return fmt.Errorf("%w: result column %q is not an identifier", ErrInvalid, p.ResultColumn)
+	}
+	if d := p.Delivery; d != nil && (!identRE.MatchString(d.DeliveredTable) || !identRE.MatchString(d.FailedTable) || d.FailedReason == "") {
+		return fmt.Errorf("%w: delivery tables %q and %q must be identifiers, with a reason expression", ErrInvalid, d.DeliveredTable, d.FailedTable)
 	}
 	for _, f := range []string{p.KeyNoun, p.Noun, p.Verb} {
 		if f == "" || strings.ContainsAny(f, "'%\\\n") {

@@ -142,11 +142,12 @@ begin
                exists (select 1 from files.file_deletion_task_succeeded x where x.file_deletion_task_id = r.file_deletion_task_id)
                or exists (select 1 from files.file_deletion_task_failed x where x.file_deletion_task_id = r.file_deletion_task_id) as terminal,
                coalesce(a.attempts, 0) as attempts, coalesce(a.failures, 0) as failures,
-               coalesce(a.succeeded, false) as succeeded, a.last_fail, a.last_error
+               coalesce(a.succeeded, false) as succeeded, a.succeeded_at, a.last_fail, a.last_error
         from files.file_deletion_task r
         left join lateral (
             select count(*) as attempts, count(f.file_deletion_attempt_id) as failures,
-                   bool_or(s.file_deletion_attempt_id is not null) as succeeded, max(f.created_at) as last_fail,
+                   bool_or(s.file_deletion_attempt_id is not null) as succeeded, min(s.created_at) as succeeded_at,
+                   max(f.created_at) as last_fail,
                    (array_agg(f.error_message order by f.created_at desc) filter (where f.file_deletion_attempt_id is not null))[1] as last_error
             from files.file_deletion_attempt a
             left join files.file_deletion_attempt_succeeded s using (file_deletion_attempt_id)
@@ -154,25 +155,32 @@ begin
             where a.file_deletion_task_id = r.file_deletion_task_id
         ) a on true
         where r.file_deletion_task_id = any (_ids)
-    ), decided as (
+    ), timed as (
         select f.*,
                greatest(f.scheduled_at, coalesce(f.last_fail, '-infinity')
                         + queues.process_backoff(f.failures::integer, _cfg.backoff_base, _cfg.backoff_max)) as next_try
         from facts f
+    ), decided as (
+        select t.id,
+               case when t.terminal then 'done'
+                    when t.succeeded then 'succeed'
+                    when t.failures >= _cfg.max_attempts then 'fail'
+                    when t.attempts = t.failures and t.next_try <= now() then 'attempt'
+                    else 'later' end as action,
+               format('file not deleted after %s failed attempts (max %s); last error: %s',
+                                t.failures, _cfg.max_attempts, coalesce(t.last_error, 'none')) as message,
+               case
+                    when t.attempts = t.failures then t.next_try
+                    else now() + _cfg.check_interval end as next_at
+        from timed t
     )
-    select array_agg(id) filter (where terminal),
-           array_agg(id) filter (where not terminal and succeeded),
-           array_agg(id) filter (where not terminal and not succeeded and failures >= _cfg.max_attempts),
-           array_agg(format('file not deleted after %s failed attempts (max %s); last error: %s',
-                            failures, _cfg.max_attempts, coalesce(last_error, 'none')))
-               filter (where not terminal and not succeeded and failures >= _cfg.max_attempts),
-           array_agg(id) filter (where not terminal and not succeeded and failures < _cfg.max_attempts
-                                 and attempts = failures and next_try <= now()),
-           array_agg(id) filter (where not terminal and not succeeded and failures < _cfg.max_attempts
-                                 and not (attempts = failures and next_try <= now())),
-           array_agg(case when attempts = failures then next_try else now() + _cfg.check_interval end)
-               filter (where not terminal and not succeeded and failures < _cfg.max_attempts
-                       and not (attempts = failures and next_try <= now()))
+    select array_agg(id) filter (where action = 'done'),
+           array_agg(id) filter (where action = 'succeed'),
+           array_agg(id) filter (where action = 'fail'),
+           array_agg(message) filter (where action = 'fail'),
+           array_agg(id) filter (where action = 'attempt'),
+           array_agg(id) filter (where action = 'later'),
+           array_agg(next_at) filter (where action = 'later')
     into _done, _succeed, _fail, _fail_msg, _new, _later, _later_at
     from decided;
 

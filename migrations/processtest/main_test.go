@@ -67,12 +67,24 @@ func waitTrue(t *testing.T, db taskorch.DBTX, what, sql string, args ...any) {
 	require.Eventually(t, func() bool { return scalar[bool](t, db, sql, args...) }, 30*time.Second, 10*time.Millisecond, what)
 }
 
-// quiet waits until no task of the process whose payload has key = id is pending or running:
-// the supervisor has stopped and nothing more is enqueued for it.
+// agendas are the due tables of the processes whose supervisor runs as ticks, by root key.
+var agendas = map[string]string{
+	"send_email_task_id":    "comms.send_email_due",
+	"send_sms_task_id":      "comms.send_sms_due",
+	"file_deletion_task_id": "files.file_deletion_due",
+}
+
+// quiet waits until no task of the process whose payload has key = id is pending or running,
+// and (for a process run by ticks) the instance has left its supervisor's agenda: the
+// supervisor has stopped and nothing more is enqueued for it.
 func quiet(t *testing.T, db taskorch.DBTX, key string, id int64) {
 	t.Helper()
 	waitTrue(t, db, "the process's tasks to settle",
 		`select not exists (select 1 from queues.task where payload ->> $1 = $2 and status in ('pending', 'running'))`, key, strconv.FormatInt(id, 10))
+	if agenda, ok := agendas[key]; ok {
+		waitTrue(t, db, "the instance to leave its supervisor's agenda",
+			`select not exists (select 1 from `+agenda+` where `+key+` = $1)`, id)
+	}
 }
 
 // fastProcesses shortens the processes' backoff and check intervals for a test database.

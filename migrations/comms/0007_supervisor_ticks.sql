@@ -142,37 +142,56 @@ begin
                exists (select 1 from comms.send_email_task_succeeded x where x.send_email_task_id = r.send_email_task_id)
                or exists (select 1 from comms.send_email_task_failed x where x.send_email_task_id = r.send_email_task_id) as terminal,
                coalesce(a.attempts, 0) as attempts, coalesce(a.failures, 0) as failures,
-               coalesce(a.succeeded, false) as succeeded, a.last_fail, a.last_error
+               coalesce(a.succeeded, false) as succeeded, a.succeeded_at, a.last_fail, a.last_error,
+               dl.delivered, dl.undelivered
         from comms.send_email_task r
         left join lateral (
             select count(*) as attempts, count(f.send_email_attempt_id) as failures,
-                   bool_or(s.send_email_attempt_id is not null) as succeeded, max(f.created_at) as last_fail,
+                   bool_or(s.send_email_attempt_id is not null) as succeeded, min(s.created_at) as succeeded_at,
+                   max(f.created_at) as last_fail,
                    (array_agg(f.error_message order by f.created_at desc) filter (where f.send_email_attempt_id is not null))[1] as last_error
             from comms.send_email_attempt a
             left join comms.send_email_attempt_succeeded s using (send_email_attempt_id)
             left join comms.send_email_attempt_failed f using (send_email_attempt_id)
             where a.send_email_task_id = r.send_email_task_id
         ) a on true
+        left join lateral (
+            select exists (select 1 from comms.send_email_attempt a join comms.send_email_attempt_delivered d using (send_email_attempt_id)
+                           where a.send_email_task_id = r.send_email_task_id) as delivered,
+                   (select b.kind || coalesce(': ' || b.reason, '') from comms.send_email_attempt a join comms.send_email_attempt_bounced b using (send_email_attempt_id)
+                    where a.send_email_task_id = r.send_email_task_id order by b.created_at limit 1) as undelivered
+        ) dl on true
         where r.send_email_task_id = any (_ids)
-    ), decided as (
+    ), timed as (
         select f.*,
                greatest(f.scheduled_at, coalesce(f.last_fail, '-infinity')
                         + queues.process_backoff(f.failures::integer, _cfg.backoff_base, _cfg.backoff_max)) as next_try
         from facts f
+    ), decided as (
+        select t.id,
+               case when t.terminal then 'done'
+                    when t.succeeded and t.undelivered is not null then 'fail'
+                    when t.succeeded and _cfg.delivery_wait is not null and not t.delivered
+                         and t.succeeded_at + _cfg.delivery_wait > now() then 'later'
+                    when t.succeeded then 'succeed'
+                    when t.failures >= _cfg.max_attempts then 'fail'
+                    when t.attempts = t.failures and t.next_try <= now() then 'attempt'
+                    else 'later' end as action,
+               case when t.succeeded then format('the provider reported the email %s', t.undelivered)
+                    else format('email not sent after %s failed attempts (max %s); last error: %s',
+                                t.failures, _cfg.max_attempts, coalesce(t.last_error, 'none')) end as message,
+               case when t.succeeded then t.succeeded_at + _cfg.delivery_wait
+                    when t.attempts = t.failures then t.next_try
+                    else now() + _cfg.check_interval end as next_at
+        from timed t
     )
-    select array_agg(id) filter (where terminal),
-           array_agg(id) filter (where not terminal and succeeded),
-           array_agg(id) filter (where not terminal and not succeeded and failures >= _cfg.max_attempts),
-           array_agg(format('email not sent after %s failed attempts (max %s); last error: %s',
-                            failures, _cfg.max_attempts, coalesce(last_error, 'none')))
-               filter (where not terminal and not succeeded and failures >= _cfg.max_attempts),
-           array_agg(id) filter (where not terminal and not succeeded and failures < _cfg.max_attempts
-                                 and attempts = failures and next_try <= now()),
-           array_agg(id) filter (where not terminal and not succeeded and failures < _cfg.max_attempts
-                                 and not (attempts = failures and next_try <= now())),
-           array_agg(case when attempts = failures then next_try else now() + _cfg.check_interval end)
-               filter (where not terminal and not succeeded and failures < _cfg.max_attempts
-                       and not (attempts = failures and next_try <= now()))
+    select array_agg(id) filter (where action = 'done'),
+           array_agg(id) filter (where action = 'succeed'),
+           array_agg(id) filter (where action = 'fail'),
+           array_agg(message) filter (where action = 'fail'),
+           array_agg(id) filter (where action = 'attempt'),
+           array_agg(id) filter (where action = 'later'),
+           array_agg(next_at) filter (where action = 'later')
     into _done, _succeed, _fail, _fail_msg, _new, _later, _later_at
     from decided;
 
@@ -220,6 +239,7 @@ language plpgsql volatile security definer set search_path = pg_catalog, pg_temp
 declare
     _attempt_id bigint := (_payload #>> '{original_payload,send_email_attempt_id}')::bigint;
     _id         bigint;
+    _wait       interval;
 begin
     select send_email_task_id into _id from comms.send_email_attempt where send_email_attempt_id = _attempt_id;
     if not found then
@@ -230,6 +250,13 @@ begin
     insert into comms.send_email_attempt_succeeded (send_email_attempt_id, provider_response)
     values (_attempt_id, _payload -> 'worker_payload')
     on conflict do nothing;
+    select c.delivery_wait into _wait from comms.process_config c where c.process = 'send_email';
+    if _wait is not null then
+        -- Waiting for the provider's delivery report: the supervisor decides when it comes (a
+        -- delivery fact wakes it) or when the wait ends.
+        perform comms.wake_send_email(_id, now() + _wait);
+        return jsonb_build_object('success', true);
+    end if;
     if not exists (select 1 from comms.send_email_task_failed where send_email_task_id = _id) then
         insert into comms.send_email_task_succeeded (send_email_task_id) values (_id) on conflict do nothing;
     end if;
@@ -258,6 +285,28 @@ begin
 end $$;
 
 revoke all on function comms.wake_send_email(bigint, timestamptz) from public;
+
+-- Delivery reports. With process_config.delivery_wait set for 'send_email', an accepted attempt does
+-- not end the process: the supervisor waits up to delivery_wait for the provider's report
+-- (comms.send_email_attempt_delivered or comms.send_email_attempt_bounced), and a report
+-- of non-delivery ends the process as failed with the provider's reason. Null (the default): the
+-- provider's acceptance ends it, and later reports are recorded only.
+alter table comms.process_config add column if not exists delivery_wait interval
+    check (delivery_wait is null or delivery_wait > interval '0');
+
+-- A delivery fact wakes its process, whoever records it.
+create or replace function comms.wake_send_email_on_delivery() returns trigger
+language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
+begin
+    perform comms.wake_send_email(a.send_email_task_id, now())
+    from comms.send_email_attempt a where a.send_email_attempt_id = new.send_email_attempt_id;
+    return null;
+end $$;
+revoke all on function comms.wake_send_email_on_delivery() from public;
+create trigger send_email_attempt_delivered_wakes after insert on comms.send_email_attempt_delivered
+    for each row execute function comms.wake_send_email_on_delivery();
+create trigger send_email_attempt_bounced_wakes after insert on comms.send_email_attempt_bounced
+    for each row execute function comms.wake_send_email_on_delivery();
 
 -- Instances started before this version: each unfinished one is due now; the per-instance
 -- supervisor tasks still pending make their instance due when they run.
@@ -403,37 +452,56 @@ begin
                exists (select 1 from comms.send_sms_task_succeeded x where x.send_sms_task_id = r.send_sms_task_id)
                or exists (select 1 from comms.send_sms_task_failed x where x.send_sms_task_id = r.send_sms_task_id) as terminal,
                coalesce(a.attempts, 0) as attempts, coalesce(a.failures, 0) as failures,
-               coalesce(a.succeeded, false) as succeeded, a.last_fail, a.last_error
+               coalesce(a.succeeded, false) as succeeded, a.succeeded_at, a.last_fail, a.last_error,
+               dl.delivered, dl.undelivered
         from comms.send_sms_task r
         left join lateral (
             select count(*) as attempts, count(f.send_sms_attempt_id) as failures,
-                   bool_or(s.send_sms_attempt_id is not null) as succeeded, max(f.created_at) as last_fail,
+                   bool_or(s.send_sms_attempt_id is not null) as succeeded, min(s.created_at) as succeeded_at,
+                   max(f.created_at) as last_fail,
                    (array_agg(f.error_message order by f.created_at desc) filter (where f.send_sms_attempt_id is not null))[1] as last_error
             from comms.send_sms_attempt a
             left join comms.send_sms_attempt_succeeded s using (send_sms_attempt_id)
             left join comms.send_sms_attempt_failed f using (send_sms_attempt_id)
             where a.send_sms_task_id = r.send_sms_task_id
         ) a on true
+        left join lateral (
+            select exists (select 1 from comms.send_sms_attempt a join comms.send_sms_attempt_delivered d using (send_sms_attempt_id)
+                           where a.send_sms_task_id = r.send_sms_task_id) as delivered,
+                   (select b.status || coalesce(' (error ' || b.error_code || ')', '') || coalesce(': ' || b.reason, '') from comms.send_sms_attempt a join comms.send_sms_attempt_undelivered b using (send_sms_attempt_id)
+                    where a.send_sms_task_id = r.send_sms_task_id order by b.created_at limit 1) as undelivered
+        ) dl on true
         where r.send_sms_task_id = any (_ids)
-    ), decided as (
+    ), timed as (
         select f.*,
                greatest(f.scheduled_at, coalesce(f.last_fail, '-infinity')
                         + queues.process_backoff(f.failures::integer, _cfg.backoff_base, _cfg.backoff_max)) as next_try
         from facts f
+    ), decided as (
+        select t.id,
+               case when t.terminal then 'done'
+                    when t.succeeded and t.undelivered is not null then 'fail'
+                    when t.succeeded and _cfg.delivery_wait is not null and not t.delivered
+                         and t.succeeded_at + _cfg.delivery_wait > now() then 'later'
+                    when t.succeeded then 'succeed'
+                    when t.failures >= _cfg.max_attempts then 'fail'
+                    when t.attempts = t.failures and t.next_try <= now() then 'attempt'
+                    else 'later' end as action,
+               case when t.succeeded then format('the provider reported the sms %s', t.undelivered)
+                    else format('sms not sent after %s failed attempts (max %s); last error: %s',
+                                t.failures, _cfg.max_attempts, coalesce(t.last_error, 'none')) end as message,
+               case when t.succeeded then t.succeeded_at + _cfg.delivery_wait
+                    when t.attempts = t.failures then t.next_try
+                    else now() + _cfg.check_interval end as next_at
+        from timed t
     )
-    select array_agg(id) filter (where terminal),
-           array_agg(id) filter (where not terminal and succeeded),
-           array_agg(id) filter (where not terminal and not succeeded and failures >= _cfg.max_attempts),
-           array_agg(format('sms not sent after %s failed attempts (max %s); last error: %s',
-                            failures, _cfg.max_attempts, coalesce(last_error, 'none')))
-               filter (where not terminal and not succeeded and failures >= _cfg.max_attempts),
-           array_agg(id) filter (where not terminal and not succeeded and failures < _cfg.max_attempts
-                                 and attempts = failures and next_try <= now()),
-           array_agg(id) filter (where not terminal and not succeeded and failures < _cfg.max_attempts
-                                 and not (attempts = failures and next_try <= now())),
-           array_agg(case when attempts = failures then next_try else now() + _cfg.check_interval end)
-               filter (where not terminal and not succeeded and failures < _cfg.max_attempts
-                       and not (attempts = failures and next_try <= now()))
+    select array_agg(id) filter (where action = 'done'),
+           array_agg(id) filter (where action = 'succeed'),
+           array_agg(id) filter (where action = 'fail'),
+           array_agg(message) filter (where action = 'fail'),
+           array_agg(id) filter (where action = 'attempt'),
+           array_agg(id) filter (where action = 'later'),
+           array_agg(next_at) filter (where action = 'later')
     into _done, _succeed, _fail, _fail_msg, _new, _later, _later_at
     from decided;
 
@@ -481,6 +549,7 @@ language plpgsql volatile security definer set search_path = pg_catalog, pg_temp
 declare
     _attempt_id bigint := (_payload #>> '{original_payload,send_sms_attempt_id}')::bigint;
     _id         bigint;
+    _wait       interval;
 begin
     select send_sms_task_id into _id from comms.send_sms_attempt where send_sms_attempt_id = _attempt_id;
     if not found then
@@ -491,6 +560,13 @@ begin
     insert into comms.send_sms_attempt_succeeded (send_sms_attempt_id, provider_response)
     values (_attempt_id, _payload -> 'worker_payload')
     on conflict do nothing;
+    select c.delivery_wait into _wait from comms.process_config c where c.process = 'send_sms';
+    if _wait is not null then
+        -- Waiting for the provider's delivery report: the supervisor decides when it comes (a
+        -- delivery fact wakes it) or when the wait ends.
+        perform comms.wake_send_sms(_id, now() + _wait);
+        return jsonb_build_object('success', true);
+    end if;
     if not exists (select 1 from comms.send_sms_task_failed where send_sms_task_id = _id) then
         insert into comms.send_sms_task_succeeded (send_sms_task_id) values (_id) on conflict do nothing;
     end if;
@@ -519,6 +595,28 @@ begin
 end $$;
 
 revoke all on function comms.wake_send_sms(bigint, timestamptz) from public;
+
+-- Delivery reports. With process_config.delivery_wait set for 'send_sms', an accepted attempt does
+-- not end the process: the supervisor waits up to delivery_wait for the provider's report
+-- (comms.send_sms_attempt_delivered or comms.send_sms_attempt_undelivered), and a report
+-- of non-delivery ends the process as failed with the provider's reason. Null (the default): the
+-- provider's acceptance ends it, and later reports are recorded only.
+alter table comms.process_config add column if not exists delivery_wait interval
+    check (delivery_wait is null or delivery_wait > interval '0');
+
+-- A delivery fact wakes its process, whoever records it.
+create or replace function comms.wake_send_sms_on_delivery() returns trigger
+language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
+begin
+    perform comms.wake_send_sms(a.send_sms_task_id, now())
+    from comms.send_sms_attempt a where a.send_sms_attempt_id = new.send_sms_attempt_id;
+    return null;
+end $$;
+revoke all on function comms.wake_send_sms_on_delivery() from public;
+create trigger send_sms_attempt_delivered_wakes after insert on comms.send_sms_attempt_delivered
+    for each row execute function comms.wake_send_sms_on_delivery();
+create trigger send_sms_attempt_undelivered_wakes after insert on comms.send_sms_attempt_undelivered
+    for each row execute function comms.wake_send_sms_on_delivery();
 
 -- Instances started before this version: each unfinished one is due now; the per-instance
 -- supervisor tasks still pending make their instance due when they run.
