@@ -128,14 +128,21 @@ func click(sel string) chromedp.Action[chromedp.Void] {
 	})()`)
 }
 
-// text returns the text of the first element matching the CSS selector.
+// text returns the visible text of the first element matching the CSS selector, once one is
+// visible. It finds and reads the element in one step inside the page: a live refresh may
+// replace the page's nodes at any time, so a node found in one call may be gone in the next.
 func (b *browser) text(sel string) string {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
-	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-	require.NoError(b.t, err, sel)
-	return s
+	q := strconv.Quote(sel)
+	return eval[string](b, `new Promise((resolve, reject) => {
+		const start = Date.now();
+		(function poll() {
+			const e = document.querySelector(`+q+`);
+			if (e && e.offsetParent !== null) { return resolve(e.innerText); }
+			if (Date.now() - start > 25000) { return reject(new Error('nothing visible matches ' + `+q+`)); }
+			setTimeout(poll, 20);
+		})();
+	})`)
 }
 
 // eval runs JavaScript in the page and decodes its value (awaiting a promise).

@@ -13,7 +13,7 @@ import (
 func (m *Maintainer) runHeartbeats(ctx context.Context) {
 	every(ctx, m.cfg.HeartbeatInterval, func(ctx context.Context) {
 		if !m.registered.Load() {
-			m.registerOnce(ctx, false)
+			m.registerOnce(ctx, m.reaped.Load())
 			return
 		}
 		cctx, cancel := context.WithTimeout(ctx, m.cfg.HeartbeatInterval)
@@ -29,6 +29,7 @@ func (m *Maintainer) runHeartbeats(ctx context.Context) {
 		}
 		m.log.Warn("maintenance: this worker was reaped (no heartbeat within the worker timeout); its running tasks were recovered and their outcomes will be refused; registering again",
 			slog.Duration("worker_timeout", m.cfg.WorkerTimeout))
+		m.reaped.Store(true)
 		m.registered.Store(false)
 		m.registerOnce(ctx, true)
 	})
@@ -43,5 +44,6 @@ func (m *Maintainer) registerOnce(ctx context.Context, again bool) {
 		return
 	}
 	m.registered.Store(true)
+	m.reaped.Store(false)
 	m.emit(Event{Kind: EventRegistered, Reregistered: again})
 }

@@ -23,7 +23,10 @@ type Maintainer struct {
 
 	running    atomic.Bool
 	registered atomic.Bool
-	leader     leaderState
+	// reaped is set when the worker found its row gone, until it has registered again: a
+	// registration that fails is retried by the next tick, still as a re-registration.
+	reaped atomic.Bool
+	leader leaderState
 
 	// badCrons remembers the schedules whose cron expression failed to parse, so that each is
 	// logged once rather than every ScheduleInterval.
