@@ -1160,6 +1160,23 @@ end $$;
 
 
 --
+-- Name: send_email_wait_until(bigint); Type: FUNCTION; Schema: comms; Owner: -
+--
+
+CREATE FUNCTION comms.send_email_wait_until(_send_email_task_id bigint) RETURNS timestamp with time zone
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select d.due_at from comms.send_email_due d
+    where d.send_email_task_id = _send_email_task_id and d.due_at > now()
+      and not exists (select 1 from comms.send_email_attempt a
+                      where a.send_email_task_id = _send_email_task_id
+                        and not exists (select 1 from comms.send_email_attempt_succeeded s where s.send_email_attempt_id = a.send_email_attempt_id)
+                        and not exists (select 1 from comms.send_email_attempt_failed f where f.send_email_attempt_id = a.send_email_attempt_id))
+$$;
+
+
+--
 -- Name: send_sms(text, text, timestamp with time zone); Type: FUNCTION; Schema: comms; Owner: -
 --
 
@@ -1349,6 +1366,23 @@ begin
         'succeeded', coalesce(cardinality(_succeed), 0), 'failed', coalesce(cardinality(_fail), 0),
         'new_attempts', coalesce(cardinality(_new), 0), 'next_tick_at', _next));
 end $$;
+
+
+--
+-- Name: send_sms_wait_until(bigint); Type: FUNCTION; Schema: comms; Owner: -
+--
+
+CREATE FUNCTION comms.send_sms_wait_until(_send_sms_task_id bigint) RETURNS timestamp with time zone
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select d.due_at from comms.send_sms_due d
+    where d.send_sms_task_id = _send_sms_task_id and d.due_at > now()
+      and not exists (select 1 from comms.send_sms_attempt a
+                      where a.send_sms_task_id = _send_sms_task_id
+                        and not exists (select 1 from comms.send_sms_attempt_succeeded s where s.send_sms_attempt_id = a.send_sms_attempt_id)
+                        and not exists (select 1 from comms.send_sms_attempt_failed f where f.send_sms_attempt_id = a.send_sms_attempt_id))
+$$;
 
 
 --
@@ -1611,6 +1645,23 @@ begin
         'succeeded', coalesce(cardinality(_succeed), 0), 'failed', coalesce(cardinality(_fail), 0),
         'new_attempts', coalesce(cardinality(_new), 0), 'next_tick_at', _next));
 end $$;
+
+
+--
+-- Name: file_deletion_wait_until(bigint); Type: FUNCTION; Schema: files; Owner: -
+--
+
+CREATE FUNCTION files.file_deletion_wait_until(_file_deletion_task_id bigint) RETURNS timestamp with time zone
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select d.due_at from files.file_deletion_due d
+    where d.file_deletion_task_id = _file_deletion_task_id and d.due_at > now()
+      and not exists (select 1 from files.file_deletion_attempt a
+                      where a.file_deletion_task_id = _file_deletion_task_id
+                        and not exists (select 1 from files.file_deletion_attempt_succeeded s where s.file_deletion_attempt_id = a.file_deletion_attempt_id)
+                        and not exists (select 1 from files.file_deletion_attempt_failed f where f.file_deletion_attempt_id = a.file_deletion_attempt_id))
+$$;
 
 
 --
@@ -7451,6 +7502,13 @@ GRANT ALL ON FUNCTION comms.send_email_supervisor(_payload jsonb) TO worker_serv
 
 
 --
+-- Name: FUNCTION send_email_wait_until(_send_email_task_id bigint); Type: ACL; Schema: comms; Owner: -
+--
+
+REVOKE ALL ON FUNCTION comms.send_email_wait_until(_send_email_task_id bigint) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION send_sms(_to text, _body text, _scheduled_at timestamp with time zone); Type: ACL; Schema: comms; Owner: -
 --
 
@@ -7463,6 +7521,13 @@ REVOKE ALL ON FUNCTION comms.send_sms(_to text, _body text, _scheduled_at timest
 
 REVOKE ALL ON FUNCTION comms.send_sms_supervisor(_payload jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION comms.send_sms_supervisor(_payload jsonb) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION send_sms_wait_until(_send_sms_task_id bigint); Type: ACL; Schema: comms; Owner: -
+--
+
+REVOKE ALL ON FUNCTION comms.send_sms_wait_until(_send_sms_task_id bigint) FROM PUBLIC;
 
 
 --
@@ -7527,6 +7592,13 @@ REVOKE ALL ON FUNCTION files.count_file_deletion_failed_attempts(_file_deletion_
 
 REVOKE ALL ON FUNCTION files.file_deletion_supervisor(_payload jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION files.file_deletion_supervisor(_payload jsonb) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION file_deletion_wait_until(_file_deletion_task_id bigint); Type: ACL; Schema: files; Owner: -
+--
+
+REVOKE ALL ON FUNCTION files.file_deletion_wait_until(_file_deletion_task_id bigint) FROM PUBLIC;
 
 
 --
