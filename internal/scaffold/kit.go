@@ -4,6 +4,7 @@ import (
 	"bytes"
 	_ "embed"
 	"fmt"
+	"regexp"
 	"strings"
 	"text/template"
 )
@@ -41,6 +42,11 @@ type ChannelProcess struct {
 	// Delivery, when set, lets the process wait for the provider's delivery report after an
 	// accepted attempt (process_config.delivery_wait).
 	Delivery *Delivery
+	// WaitSignal, when set, adds a wait step: after an attempt succeeded the process waits up to
+	// WaitTimeout (an SQL interval, e.g. "24 hours") for this signal keyed by its id
+	// (queues.signal(WaitSignal, id)); it arrives: succeeded; it does not: failed, "no <signal>
+	// signal within <timeout>". Not with Delivery.
+	WaitSignal, WaitTimeout string
 }
 
 // Delivery names a channel process's delivery facts: tables of its schema keyed by
@@ -83,6 +89,16 @@ func (p ChannelProcess) validate() error {
 	if d := p.Delivery; d != nil && (!identRE.MatchString(d.DeliveredTable) || !identRE.MatchString(d.FailedTable) || d.FailedReason == "") {
 		return fmt.Errorf("%w: delivery tables %q and %q must be identifiers, with a reason expression", ErrInvalid, d.DeliveredTable, d.FailedTable)
 	}
+	if p.WaitSignal != "" {
+		switch {
+		case p.Delivery != nil:
+			return fmt.Errorf("%w: a process waits for a delivery report or for a signal, not both", ErrInvalid)
+		case !signalRE.MatchString(p.WaitSignal):
+			return fmt.Errorf("%w: signal %q must be 1 to 128 letters, digits and . _ : -", ErrInvalid, p.WaitSignal)
+		case !intervalRE.MatchString(p.WaitTimeout):
+			return fmt.Errorf("%w: wait timeout %q must be a number and a unit (seconds, minutes, hours or days), e.g. \"24 hours\"", ErrInvalid, p.WaitTimeout)
+		}
+	}
 	for _, f := range []string{p.KeyNoun, p.Noun, p.Verb} {
 		if f == "" || strings.ContainsAny(f, "'%\\\n") {
 			return fmt.Errorf("%w: noun or verb %q must be plain words", ErrInvalid, f)
@@ -90,6 +106,11 @@ func (p ChannelProcess) validate() error {
 	}
 	return nil
 }
+
+var (
+	signalRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+	intervalRE = regexp.MustCompile(`^[1-9][0-9]{0,5} (second|minute|hour|day)s?$`)
+)
 
 // RenderChannelKit returns the kit's SQL for the processes, in order, after header (SQL
 // comment lines).
