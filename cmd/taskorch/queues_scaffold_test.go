@@ -84,7 +84,8 @@ func TestScaffoldProcessCommand(t *testing.T) {
 	require.Equal(t, filepath.Join(dir, "0008_send_reminder.sql"), path)
 	sql, err := os.ReadFile(path)
 	require.NoError(t, err)
-	require.Contains(t, string(sql), "create function crm.send_reminder_supervisor(_payload jsonb)")
+	require.Contains(t, string(sql), "function crm.send_reminder_supervisor(_payload jsonb)")
+	require.Contains(t, string(sql), "create table crm.send_reminder_due", "a channel process runs on the supervisor kit's ticks")
 	require.Contains(t, string(sql), "TODO")
 
 	conn, err := pgx.Connect(context.Background(), dbtest.NewDBURL(t))
@@ -106,4 +107,19 @@ func TestScaffoldProcessCommand(t *testing.T) {
 	require.Contains(t, r.err, `name "Bad-Name" must be 1 to 30 lower-case letters`)
 	r = run(t, "scaffold", "process")
 	require.Equal(t, exitUsage, r.code)
+
+	// The wait step.
+	r = run(t, "scaffold", "process", "confirm", "--channel", "email", "--wait-signal", "email.confirmed", "--out", "-")
+	require.Equal(t, 0, r.code, r.err)
+	require.Contains(t, r.out, "perform queues.wait_for_signal('email.confirmed', _id::text, _run);")
+	require.Contains(t, r.out, "interval '24 hours'")
+	r = run(t, "scaffold", "process", "confirm", "--wait-signal", "email.confirmed", "--out", "-")
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.err, "a wait step (signal \"email.confirmed\") needs a channel process")
+	r = run(t, "scaffold", "process", "confirm", "--channel", "email", "--wait-signal", "email.confirmed", "--wait-timeout", "soon", "--out", "-")
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.err, `wait timeout "soon" must be a number and a unit`)
+	r = run(t, "scaffold", "process", "confirm", "--channel", "email", "--wait-signal", "bad signal!", "--out", "-")
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.err, `signal "bad signal!" must be`)
 }

@@ -78,6 +78,9 @@ func (p ChannelProcess) validate() error {
 	}
 	for _, f := range []struct{ what, v string }{{"key table", p.KeyTable}, {"before handler", p.PayloadFn},
 		{"success handler", p.SuccessFn}, {"error handler", p.FailureFn}} {
+		if f.what == "key table" && f.v == "" {
+			continue // the kickoff gets a TODO to check the key's row instead
+		}
 		s, n, ok := strings.Cut(f.v, ".")
 		if !ok || !identRE.MatchString(s) || !identRE.MatchString(n) {
 			return fmt.Errorf("%w: %s %q must be schema.name", ErrInvalid, f.what, f.v)
@@ -99,7 +102,11 @@ func (p ChannelProcess) validate() error {
 			return fmt.Errorf("%w: wait timeout %q must be a number and a unit (seconds, minutes, hours or days), e.g. \"24 hours\"", ErrInvalid, p.WaitTimeout)
 		}
 	}
-	for _, f := range []string{p.KeyNoun, p.Noun, p.Verb} {
+	words := []string{p.Noun, p.Verb}
+	if p.KeyTable != "" {
+		words = append(words, p.KeyNoun)
+	}
+	for _, f := range words {
 		if f == "" || strings.ContainsAny(f, "'%\\\n") {
 			return fmt.Errorf("%w: noun or verb %q must be plain words", ErrInvalid, f)
 		}

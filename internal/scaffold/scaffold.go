@@ -15,7 +15,7 @@ import (
 //go:embed process.sql.tmpl
 var processTemplate string
 
-var tmpl = template.Must(template.New("process").Parse(processTemplate))
+var tmpl = template.Must(template.Must(template.New("process").Parse(processTemplate)).Parse(channelKitTemplate))
 
 // Process describes the process to write.
 type Process struct {
@@ -33,6 +33,10 @@ type Process struct {
 	Channel string
 	// MaxAttempts before the process gives up. Defaults to 3.
 	MaxAttempts int
+	// WaitSignal, for a channel process, adds a wait step: after an attempt succeeded the
+	// process waits up to WaitTimeout (e.g. "24 hours", the default) for this signal keyed by
+	// its id (queues.signal). Empty: no wait.
+	WaitSignal, WaitTimeout string
 }
 
 var (
@@ -72,11 +76,34 @@ func (p *Process) defaults() error {
 	if p.MaxAttempts < 1 || p.MaxAttempts > 1000 {
 		return fmt.Errorf("%w: max attempts %d must be between 1 and 1000", ErrInvalid, p.MaxAttempts)
 	}
+	if p.WaitSignal != "" && p.WaitTimeout == "" {
+		p.WaitTimeout = "24 hours"
+	}
+	if p.WaitSignal != "" && p.DBFunction() {
+		return fmt.Errorf("%w: a wait step (signal %q) needs a channel process; a db_function process waits in its own SQL", ErrInvalid, p.WaitSignal)
+	}
+	if p.WaitTimeout != "" && p.WaitSignal == "" {
+		return fmt.Errorf("%w: a wait timeout needs a signal to wait for", ErrInvalid)
+	}
+	if !p.DBFunction() {
+		return p.Kit().validate()
+	}
 	return nil
 }
 
 // DBFunction reports whether attempts run inside the supervisor (pure SQL).
 func (p Process) DBFunction() bool { return p.Channel == "db_function" }
+
+// Kit is the supervisor kit's spec of a channel process (kit.go): the scaffolded process gets
+// the same supervisor ticks and handlers as the shipped ones.
+func (p Process) Kit() ChannelProcess {
+	return ChannelProcess{Schema: p.Schema, Name: p.Name, Key: p.Key, Channel: p.Channel,
+		PayloadFn:    p.Schema + ".get_" + p.Name + "_payload",
+		SuccessFn:    p.Schema + ".record_" + p.Name + "_success",
+		FailureFn:    p.Schema + ".record_" + p.Name + "_failure",
+		ResultColumn: "result", Noun: p.Name, Verb: "done",
+		WaitSignal: p.WaitSignal, WaitTimeout: p.WaitTimeout}
+}
 
 // Render returns the process's SQL, a migration file that psql can apply.
 func Render(p Process) ([]byte, error) {

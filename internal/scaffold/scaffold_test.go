@@ -149,3 +149,48 @@ func TestRenderRefusesBadNames(t *testing.T) {
 		require.ErrorIs(t, err, scaffold.ErrInvalid, "%+v", p)
 	}
 }
+
+// A generated channel process with a wait step: after the provider accepted the attempt, the
+// process waits for its signal; queues.signal ends it at once, and without a signal the wait
+// times out into failure.
+func TestGeneratedChannelProcessWaitsForSignal(t *testing.T) {
+	t.Parallel()
+	accept := map[string]taskorch.ChannelProvider{taskorch.TypeEmail: taskorch.ChannelProviderFunc(
+		func(context.Context, taskorch.ChannelCall) (json.RawMessage, error) { return json.RawMessage(`{"id":"m-1"}`), nil })}
+	accepted := `select exists (select 1 from crm.confirm_email_attempt a join crm.confirm_email_attempt_succeeded s
+		using (confirm_email_attempt_id) where a.confirm_email_task_id = $1)`
+	terminal := `select (select count(*) from crm.confirm_email_task_succeeded where confirm_email_task_id = $1)
+		+ (select count(*) from crm.confirm_email_task_failed where confirm_email_task_id = $1)`
+
+	t.Run("signalled", func(t *testing.T) {
+		t.Parallel()
+		p := scaffold.Process{Name: "confirm_email", Schema: "crm", Key: "signup_id", Channel: taskorch.TypeEmail,
+			WaitSignal: "email.confirmed", WaitTimeout: "1 hour"}
+		pool := apply(t, p)
+		run(t, pool, accept)
+		id := scalar[int64](t, pool, `select confirm_email_task_id from crm.kickoff_confirm_email(7)`)
+		waitTrue(t, pool, "the provider accepted the attempt", accepted, id)
+		require.Zero(t, scalar[int64](t, pool, terminal, id), "the process waits for its signal")
+		require.True(t, scalar[bool](t, pool, `select due_at > now() + interval '50 minutes' from crm.confirm_email_due where confirm_email_task_id = $1`, id))
+
+		start := time.Now()
+		require.True(t, scalar[bool](t, pool, `select queues.signal('email.confirmed', $1::bigint::text, '{"ip": "203.0.113.7"}')`, id))
+		waitTrue(t, pool, "the signal ends the process", `select exists (select 1 from crm.confirm_email_task_succeeded where confirm_email_task_id = $1)`, id)
+		took := time.Since(start)
+		t.Logf("signal to terminal fact: %s", took)
+		require.Less(t, took, time.Second)
+		require.Equal(t, int64(1), scalar[int64](t, pool, terminal, id))
+	})
+	t.Run("timed out", func(t *testing.T) {
+		t.Parallel()
+		p := scaffold.Process{Name: "confirm_email", Schema: "crm", Key: "signup_id", Channel: taskorch.TypeEmail,
+			WaitSignal: "email.confirmed", WaitTimeout: "1 second"}
+		pool := apply(t, p)
+		run(t, pool, accept)
+		id := scalar[int64](t, pool, `select confirm_email_task_id from crm.kickoff_confirm_email(8)`)
+		waitTrue(t, pool, "the wait times out", `select exists (select 1 from crm.confirm_email_task_failed where confirm_email_task_id = $1)`, id)
+		require.Equal(t, "no email.confirmed signal within 1 second",
+			scalar[string](t, pool, `select error_message from crm.confirm_email_task_failed where confirm_email_task_id = $1`, id))
+		require.Equal(t, int64(1), scalar[int64](t, pool, terminal, id))
+	})
+}
