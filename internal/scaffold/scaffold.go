@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"text/template"
 )
 
@@ -77,6 +78,14 @@ func (p *Process) defaults() error {
 
 // DBFunction reports whether attempts run inside the supervisor (pure SQL).
 func (p Process) DBFunction() bool { return p.Channel == "db_function" }
+
+// Title is the process's name for people, registered in queues.process: "send_reminder" ->
+// "Send reminder". Name is validated (lower-case letters, digits and underscores), so it needs
+// no quoting in SQL.
+func (p Process) Title() string {
+	t := strings.ReplaceAll(p.Name, "_", " ")
+	return strings.ToUpper(t[:1]) + t[1:]
+}
 
 // Render returns the process's SQL, a migration file that psql can apply.
 func Render(p Process) ([]byte, error) {
