@@ -3555,10 +3555,10 @@ $$;
 
 
 --
--- Name: process_instance_counts(integer); Type: FUNCTION; Schema: queues; Owner: -
+-- Name: process_instance_counts(integer, text[]); Type: FUNCTION; Schema: queues; Owner: -
 --
 
-CREATE FUNCTION queues.process_instance_counts(_cap integer DEFAULT 10000) RETURNS TABLE(process text, title text, running bigint, waiting bigint, succeeded bigint, failed bigint)
+CREATE FUNCTION queues.process_instance_counts(_cap integer DEFAULT 10000, _states text[] DEFAULT NULL::text[]) RETURNS TABLE(process text, title text, running bigint, waiting bigint, succeeded bigint, failed bigint)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
@@ -3569,17 +3569,25 @@ begin
         raise exception 'process_instance_counts: cap must be between 1 and 1000000, got %', coalesce(_cap::text, 'NULL')
             using errcode = 'invalid_parameter_value';
     end if;
+    if _states is not null and not _states <@ array['running', 'waiting', 'succeeded', 'failed'] then
+        raise exception 'process_instance_counts: states must be among running, waiting, succeeded, failed, got %', _states::text
+            using errcode = 'invalid_parameter_value';
+    end if;
     for _p in select * from queues.process order by process_schema, process_name loop
         process := _p.process;
         title := _p.title;
         execute format($q$
-            select (select count(*) from (select from %1$I.%2$I i where i.state = 'running' limit $1) x),
-                   (select count(*) from (select from %1$I.%2$I i where i.state = 'waiting' limit $1) x),
-                   (select count(*) from (select from %1$I.%2$I i where i.state = 'succeeded' limit $1) x),
-                   (select count(*) from (select from %1$I.%2$I i where i.state = 'failed' limit $1) x)$q$,
+            select case when $2 is null or 'running' = any ($2) then
+                       (select count(*) from (select from %1$I.%2$I i where i.state = 'running' limit $1) x) end,
+                   case when $2 is null or 'waiting' = any ($2) then
+                       (select count(*) from (select from %1$I.%2$I i where i.state = 'waiting' limit $1) x) end,
+                   case when $2 is null or 'succeeded' = any ($2) then
+                       (select count(*) from (select from %1$I.%2$I i where i.state = 'succeeded' limit $1) x) end,
+                   case when $2 is null or 'failed' = any ($2) then
+                       (select count(*) from (select from %1$I.%2$I i where i.state = 'failed' limit $1) x) end$q$,
             _p.process_schema, _p.instances_view)
         into running, waiting, succeeded, failed
-        using _cap;
+        using _cap, _states;
         return next;
     end loop;
 end $_$;
@@ -7909,10 +7917,10 @@ REVOKE ALL ON FUNCTION queues.process_backoff(_failures integer, _base interval,
 
 
 --
--- Name: FUNCTION process_instance_counts(_cap integer); Type: ACL; Schema: queues; Owner: -
+-- Name: FUNCTION process_instance_counts(_cap integer, _states text[]); Type: ACL; Schema: queues; Owner: -
 --
 
-REVOKE ALL ON FUNCTION queues.process_instance_counts(_cap integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION queues.process_instance_counts(_cap integer, _states text[]) FROM PUBLIC;
 
 
 --

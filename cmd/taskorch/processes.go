@@ -29,7 +29,12 @@ func newProcessesCmd(g *globals) *cobra.Command {
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List process instances, newest first, with their state",
-		Args:  noArgs,
+		Long: `Lists the instances of every registered process (queues.process_instances), newest first:
+state (running, waiting until T, succeeded, failed), attempts, start and end, the instance that
+started it, and the terminal failure's error. Unknown process: exit code 3.`,
+		Example: `  taskorch processes list --state failed
+  taskorch processes list --process comms.send_email --limit 20 --json`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if state != "" && !slices.Contains(admin.ProcessStates, state) {
 				return usageErrorf("--state must be one of %s, got %q", strings.Join(admin.ProcessStates, ", "), state)
@@ -63,7 +68,13 @@ func newProcessesCmd(g *globals) *cobra.Command {
 	show := &cobra.Command{
 		Use:   "show SCHEMA.NAME ID",
 		Short: "Show a process instance: its state, attempts 1..n, facts, supervisor tasks and the instances it started",
-		Args:  exactArgs(2),
+		Long: `Shows one instance of a registered process: its state; its attempts numbered 1..n in the order
+they were made, each with its channel task, that task's status and the outcome fact; its facts in
+time order; the supervisor tasks that ran or will run it; and the instances it started (an account
+deletion's file deletions and anonymization). Unknown process or instance: exit code 3.`,
+		Example: `  taskorch processes show comms.send_email 42
+  taskorch processes show accounts.account_deletion 7 --json`,
+		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := strconv.ParseInt(args[1], 10, 64)
 			if err != nil || id <= 0 {

@@ -81,16 +81,16 @@ func scanProcessInstance(r pgx.CollectableRow) (ProcessInstance, error) {
 type ProcessCount struct {
 	Process   string `json:"process"`
 	Title     string `json:"title"`
-	Running   int64  `json:"running"`
-	Waiting   int64  `json:"waiting"`
-	Succeeded int64  `json:"succeeded"`
-	Failed    int64  `json:"failed"`
+	Running   *int64 `json:"running"` // nil: not counted (see ProcessInstanceCounts)
+	Waiting   *int64 `json:"waiting"`
+	Succeeded *int64 `json:"succeeded"`
+	Failed    *int64 `json:"failed"`
 }
 
 // ProcessInstanceCounts returns the counts of every registered process
-// (queues.process_instance_counts), each at most limit.
-func ProcessInstanceCounts(ctx context.Context, db DB, limit int) ([]ProcessCount, error) {
-	rows, err := db.Query(ctx, `select process, title, running, waiting, succeeded, failed from queues.process_instance_counts($1)`, limit)
+// (queues.process_instance_counts), each at most limit, of the given states only (nil: all).
+func ProcessInstanceCounts(ctx context.Context, db DB, limit int, states []string) ([]ProcessCount, error) {
+	rows, err := db.Query(ctx, `select process, title, running, waiting, succeeded, failed from queues.process_instance_counts($1, $2)`, limit, states)
 	if err != nil {
 		return nil, fmt.Errorf("count process instances: %w", err)
 	}
@@ -186,20 +186,11 @@ func ShowProcessInstance(ctx context.Context, db DB, process string, id int64) (
 		return nil, err
 	}
 	d := &ProcessDetail{Title: p.Title, Attempts: []ProcessAttempt{}, Facts: []ProcessFact{}, Tasks: []ProcessTask{}, Children: []ProcessInstance{}}
-	rows, err := db.Query(ctx, `select $1::text, instance_id, state, wait_until, attempts, started_at, ended_at, error, parent_process, parent_id
-		from `+p.ident(p.View)+` where instance_id = $2`, process, id)
+	x, err := getInstance(ctx, db, p, id)
 	if err != nil {
-		return nil, fmt.Errorf("show %s %d: %w", process, id, err)
+		return nil, err
 	}
-	xs, err := pgx.CollectRows(rows, scanProcessInstance)
-	if err != nil {
-		return nil, fmt.Errorf("show %s %d: %w", process, id, err)
-	}
-	if len(xs) == 0 {
-		return nil, fmt.Errorf("%w: %s has no instance %d", ErrInstanceNotFound, process, id)
-	}
-	d.Instance = xs[0]
-
+	d.Instance = *x
 	tables, err := processTables(ctx, db, p)
 	if err != nil {
 		return nil, err
@@ -208,7 +199,7 @@ func ShowProcessInstance(ctx context.Context, db DB, process string, id int64) (
 		return nil, err
 	}
 	d.Facts = processFacts(d)
-	if err := readChildren(ctx, db, process, id, d); err != nil {
+	if d.Children, err = ProcessChildren(ctx, db, process, id); err != nil {
 		return nil, err
 	}
 	if err := readSupervisorTasks(ctx, db, p, id, d); err != nil {
@@ -347,11 +338,40 @@ func processFacts(d *ProcessDetail) []ProcessFact {
 	return out
 }
 
-// readChildren finds the instances of every registered process naming this one as parent.
-func readChildren(ctx context.Context, db DB, process string, id int64, d *ProcessDetail) error {
+// GetProcessInstance returns an instance of process ("schema.name") from its instances view:
+// ErrProcessNotFound or ErrInstanceNotFound when there is none.
+func GetProcessInstance(ctx context.Context, db DB, process string, id int64) (*ProcessInstance, error) {
+	p, err := lookupProcess(ctx, db, process)
+	if err != nil {
+		return nil, err
+	}
+	return getInstance(ctx, db, p, id)
+}
+
+func getInstance(ctx context.Context, db DB, p registered, id int64) (*ProcessInstance, error) {
+	process := p.Schema + "." + p.Name
+	rows, err := db.Query(ctx, `select $1::text, instance_id, state, wait_until, attempts, started_at, ended_at, error, parent_process, parent_id
+		from `+p.ident(p.View)+` where instance_id = $2`, process, id)
+	if err != nil {
+		return nil, fmt.Errorf("show %s %d: %w", process, id, err)
+	}
+	xs, err := pgx.CollectRows(rows, scanProcessInstance)
+	if err != nil {
+		return nil, fmt.Errorf("show %s %d: %w", process, id, err)
+	}
+	if len(xs) == 0 {
+		return nil, fmt.Errorf("%w: %s has no instance %d", ErrInstanceNotFound, process, id)
+	}
+	return &xs[0], nil
+}
+
+// ProcessChildren returns the instances of every registered process that name process
+// ("schema.name") instance id as their parent (an account deletion's file deletions and
+// anonymization), by process then id.
+func ProcessChildren(ctx context.Context, db DB, process string, id int64) ([]ProcessInstance, error) {
 	rows, err := db.Query(ctx, `select process_schema, process_name, instances_view, title from queues.process order by process`)
 	if err != nil {
-		return fmt.Errorf("read children: %w", err)
+		return nil, fmt.Errorf("read children: %w", err)
 	}
 	ps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (registered, error) {
 		var p registered
@@ -359,22 +379,23 @@ func readChildren(ctx context.Context, db DB, process string, id int64, d *Proce
 		return p, err
 	})
 	if err != nil {
-		return fmt.Errorf("read children: %w", err)
+		return nil, fmt.Errorf("read children: %w", err)
 	}
+	out := []ProcessInstance{}
 	for _, c := range ps {
 		rows, err := db.Query(ctx, `select $3::text, instance_id, state, wait_until, attempts, started_at, ended_at, error, parent_process, parent_id
 			from `+c.ident(c.View)+` where parent_id = $2 and parent_process = $1 order by instance_id limit 1000`,
 			process, id, c.Schema+"."+c.Name)
 		if err != nil {
-			return fmt.Errorf("read children: %w", err)
+			return nil, fmt.Errorf("read children: %w", err)
 		}
 		xs, err := pgx.CollectRows(rows, scanProcessInstance)
 		if err != nil {
-			return fmt.Errorf("read children: %w", err)
+			return nil, fmt.Errorf("read children: %w", err)
 		}
-		d.Children = append(d.Children, xs...)
+		out = append(out, xs...)
 	}
-	return nil
+	return out, nil
 }
 
 // readSupervisorTasks finds the db_function tasks that ran or will run the instance's

@@ -8,7 +8,8 @@
 --                                           instance is due, NULL when one is due or running now
 --   queues.process_instances(state, limit, process)
 --                                           every registered process's instances, newest first
---   queues.process_instance_counts(cap)     per process: running, waiting, succeeded, failed
+--   queues.process_instance_counts(cap, states)
+--                                           per process: running, waiting, succeeded, failed
 --
 -- Every process has a view <schema>.<name>_instances with the columns
 --   instance_id bigint, state text ('running' | 'waiting' | 'succeeded' | 'failed'),
@@ -155,8 +156,10 @@ begin
 end $$;
 
 -- Per registered process, how many instances are in each state, each count stopping at _cap
--- (so a large process costs at most _cap rows per state).
-create function queues.process_instance_counts(_cap integer default 10000)
+-- (so a large process costs at most _cap rows per state). _states, when given, limits the work
+-- to those states; the others answer NULL (the overview counts 'failed' only: telling running
+-- from waiting costs a look at the queue per instance).
+create function queues.process_instance_counts(_cap integer default 10000, _states text[] default null)
 returns table (process text, title text, running bigint, waiting bigint, succeeded bigint, failed bigint)
 language plpgsql stable security definer set search_path = pg_catalog, pg_temp as $$
 declare
@@ -166,17 +169,25 @@ begin
         raise exception 'process_instance_counts: cap must be between 1 and 1000000, got %', coalesce(_cap::text, 'NULL')
             using errcode = 'invalid_parameter_value';
     end if;
+    if _states is not null and not _states <@ array['running', 'waiting', 'succeeded', 'failed'] then
+        raise exception 'process_instance_counts: states must be among running, waiting, succeeded, failed, got %', _states::text
+            using errcode = 'invalid_parameter_value';
+    end if;
     for _p in select * from queues.process order by process_schema, process_name loop
         process := _p.process;
         title := _p.title;
         execute format($q$
-            select (select count(*) from (select from %1$I.%2$I i where i.state = 'running' limit $1) x),
-                   (select count(*) from (select from %1$I.%2$I i where i.state = 'waiting' limit $1) x),
-                   (select count(*) from (select from %1$I.%2$I i where i.state = 'succeeded' limit $1) x),
-                   (select count(*) from (select from %1$I.%2$I i where i.state = 'failed' limit $1) x)$q$,
+            select case when $2 is null or 'running' = any ($2) then
+                       (select count(*) from (select from %1$I.%2$I i where i.state = 'running' limit $1) x) end,
+                   case when $2 is null or 'waiting' = any ($2) then
+                       (select count(*) from (select from %1$I.%2$I i where i.state = 'waiting' limit $1) x) end,
+                   case when $2 is null or 'succeeded' = any ($2) then
+                       (select count(*) from (select from %1$I.%2$I i where i.state = 'succeeded' limit $1) x) end,
+                   case when $2 is null or 'failed' = any ($2) then
+                       (select count(*) from (select from %1$I.%2$I i where i.state = 'failed' limit $1) x) end$q$,
             _p.process_schema, _p.instances_view)
         into running, waiting, succeeded, failed
-        using _cap;
+        using _cap, _states;
         return next;
     end loop;
 end $$;
@@ -190,5 +201,5 @@ revoke all on function
     queues.register_process(text, text, text, text),
     queues.process_next_run(text, bigint),
     queues.process_instances(text, integer, text),
-    queues.process_instance_counts(integer)
+    queues.process_instance_counts(integer, text[])
 from public;

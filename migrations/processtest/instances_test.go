@@ -131,6 +131,8 @@ func TestProcessInstanceStates(t *testing.T) {
 		from queues.process_instance_counts() where process = 'comms.send_email'`).Scan(&running, &waiting, &succeeded, &failed))
 	require.Equal(t, []int64{1, 1, 1, 1}, []int64{running, waiting, succeeded, failed})
 	require.Equal(t, int64(1), scalar[int64](t, pool, `select failed from queues.process_instance_counts(1) where process = 'comms.send_email'`))
+	require.Equal(t, "<nil> 1", scalar[string](t, pool, `select coalesce(running::text, '<nil>') || ' ' || failed
+		from queues.process_instance_counts(10, '{failed}') where process = 'comms.send_email'`), "only the states asked for are counted")
 	require.Equal(t, 2, scalar[int](t, pool, `select count(*)::int from queues.process_instances(_limit => 2)`), "the limit is overall")
 }
 
@@ -180,17 +182,18 @@ func TestProcessRegistryBadInput(t *testing.T) {
 		create table biz.half_task (half_task_id bigint primary key);
 		create view biz.half_instances as select 1::bigint as instance_id, 'running'::text as state`)
 	for sql, msg := range map[string]string{
-		`select queues.register_process('Biz', 'thing', 'T')`:         "schema must be a lowercase SQL identifier, got 'Biz'",
-		`select queues.register_process('biz', 'x;drop', 'T')`:        "name must be a lowercase SQL identifier",
-		`select queues.register_process('biz', 'thing', ' ')`:         "title must be 1 to 200 characters",
-		`select queues.register_process('biz', 'nothing', 'T')`:       "biz.nothing has no root table biz.nothing_task",
-		`select queues.register_process('biz', 'thing', 'T')`:         "create the view biz.thing_instances first",
-		`select queues.register_process('biz', 'half', 'T')`:          "lacks the columns (or types) wait_until timestamp with time zone, attempts integer",
-		`select * from queues.process_instances('stuck')`:             "state must be running, waiting, succeeded or failed, got 'stuck'",
-		`select * from queues.process_instances(null, 0)`:             "limit must be between 1 and 10000, got 0",
-		`select * from queues.process_instances(null, 10, 'biz.x')`:   "unknown process 'biz.x'; registered: accounts.account_anonymization",
-		`select * from queues.process_instances(null, 10, 'x''; --')`: `unknown process 'x''; --'`,
-		`select * from queues.process_instance_counts(0)`:             "cap must be between 1 and 1000000, got 0",
+		`select queues.register_process('Biz', 'thing', 'T')`:               "schema must be a lowercase SQL identifier, got 'Biz'",
+		`select queues.register_process('biz', 'x;drop', 'T')`:              "name must be a lowercase SQL identifier",
+		`select queues.register_process('biz', 'thing', ' ')`:               "title must be 1 to 200 characters",
+		`select queues.register_process('biz', 'nothing', 'T')`:             "biz.nothing has no root table biz.nothing_task",
+		`select queues.register_process('biz', 'thing', 'T')`:               "create the view biz.thing_instances first",
+		`select queues.register_process('biz', 'half', 'T')`:                "lacks the columns (or types) wait_until timestamp with time zone, attempts integer",
+		`select * from queues.process_instances('stuck')`:                   "state must be running, waiting, succeeded or failed, got 'stuck'",
+		`select * from queues.process_instances(null, 0)`:                   "limit must be between 1 and 10000, got 0",
+		`select * from queues.process_instances(null, 10, 'biz.x')`:         "unknown process 'biz.x'; registered: accounts.account_anonymization",
+		`select * from queues.process_instances(null, 10, 'x''; --')`:       `unknown process 'x''; --'`,
+		`select * from queues.process_instance_counts(0)`:                   "cap must be between 1 and 1000000, got 0",
+		`select * from queues.process_instance_counts(10, '{failed,lost}')`: "states must be among running, waiting, succeeded, failed, got {failed,lost}",
 	} {
 		_, err := pool.Exec(ctx, sql)
 		var pgErr *pgconn.PgError
