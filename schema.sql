@@ -196,6 +196,25 @@ end $$;
 
 
 --
+-- Name: account_anonymization_wait_until(bigint); Type: FUNCTION; Schema: accounts; Owner: -
+--
+
+CREATE FUNCTION accounts.account_anonymization_wait_until(_account_anonymization_task_id bigint) RETURNS timestamp with time zone
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select case
+        when exists (select 1 from accounts.account_anonymization_attempt a
+                     where a.account_anonymization_task_id = _account_anonymization_task_id
+                       and not exists (select 1 from accounts.account_anonymization_attempt_succeeded s where s.account_anonymization_attempt_id = a.account_anonymization_attempt_id)
+                       and not exists (select 1 from accounts.account_anonymization_attempt_failed f where f.account_anonymization_attempt_id = a.account_anonymization_attempt_id))
+        then null
+        else queues.process_next_run('accounts.account_anonymization_supervisor', _account_anonymization_task_id)
+    end
+$$;
+
+
+--
 -- Name: account_deletion_supervisor(jsonb); Type: FUNCTION; Schema: accounts; Owner: -
 --
 
@@ -290,6 +309,32 @@ begin
         'state', case when _deleted = _files then 'anonymizing' else 'deleting_files' end,
         'files', _files, 'files_deleted', _deleted, 'file_deletions_started', _started));
 end $$;
+
+
+--
+-- Name: account_deletion_wait_until(bigint); Type: FUNCTION; Schema: accounts; Owner: -
+--
+
+CREATE FUNCTION accounts.account_deletion_wait_until(_account_deletion_task_id bigint) RETURNS timestamp with time zone
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select case
+        when exists (select 1 from accounts.account_deletion_task ad
+                     join files.file fl on fl.owner_account_id = ad.account_id
+                     join files.file_deletion_task d on d.file_id = fl.file_id
+                     where ad.account_deletion_task_id = _account_deletion_task_id
+                       and not exists (select 1 from files.file_deletion_task_succeeded s where s.file_deletion_task_id = d.file_deletion_task_id)
+                       and not exists (select 1 from files.file_deletion_task_failed f where f.file_deletion_task_id = d.file_deletion_task_id))
+          or exists (select 1 from accounts.account_deletion_task ad
+                     join accounts.account_anonymization_task n on n.account_id = ad.account_id
+                     where ad.account_deletion_task_id = _account_deletion_task_id
+                       and not exists (select 1 from accounts.account_anonymization_task_succeeded s where s.account_anonymization_task_id = n.account_anonymization_task_id)
+                       and not exists (select 1 from accounts.account_anonymization_task_failed f where f.account_anonymization_task_id = n.account_anonymization_task_id))
+        then null
+        else queues.process_next_run('accounts.account_deletion_supervisor', _account_deletion_task_id)
+    end
+$$;
 
 
 --
@@ -2535,6 +2580,15 @@ end $$;
 
 
 --
+-- Name: process_instance_id(jsonb); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.process_instance_id(_payload jsonb) RETURNS bigint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE WHEN ((_payload ->> ("substring"((_payload ->> 'db_function'::text), '^[a-z_][a-z0-9_$]*\.([a-z_][a-z0-9_$]*)_supervisor$'::text) || '_task_id'::text)) ~ '^[0-9]{1,18}$'::text) THEN ((_payload ->> ("substring"((_payload ->> 'db_function'::text), '^[a-z_][a-z0-9_$]*\.([a-z_][a-z0-9_$]*)_supervisor$'::text) || '_task_id'::text)))::bigint ELSE NULL::bigint END;
+
+
+--
 -- Name: record_unknown_delivery(text, text, text, text); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -3903,6 +3957,100 @@ $$;
 
 
 --
+-- Name: process_instance_counts(integer, text[]); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.process_instance_counts(_cap integer DEFAULT 10000, _states text[] DEFAULT NULL::text[]) RETURNS TABLE(process text, title text, running bigint, waiting bigint, succeeded bigint, failed bigint)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _p record;
+begin
+    if _cap is null or _cap < 1 or _cap > 1000000 then
+        raise exception 'process_instance_counts: cap must be between 1 and 1000000, got %', coalesce(_cap::text, 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if _states is not null and not _states <@ array['running', 'waiting', 'succeeded', 'failed'] then
+        raise exception 'process_instance_counts: states must be among running, waiting, succeeded, failed, got %', _states::text
+            using errcode = 'invalid_parameter_value';
+    end if;
+    for _p in select * from queues.process order by process_schema, process_name loop
+        process := _p.process;
+        title := _p.title;
+        execute format($q$
+            select case when $2 is null or 'running' = any ($2) then
+                       (select count(*) from (select from %1$I.%2$I i where i.state = 'running' limit $1) x) end,
+                   case when $2 is null or 'waiting' = any ($2) then
+                       (select count(*) from (select from %1$I.%2$I i where i.state = 'waiting' limit $1) x) end,
+                   case when $2 is null or 'succeeded' = any ($2) then
+                       (select count(*) from (select from %1$I.%2$I i where i.state = 'succeeded' limit $1) x) end,
+                   case when $2 is null or 'failed' = any ($2) then
+                       (select count(*) from (select from %1$I.%2$I i where i.state = 'failed' limit $1) x) end$q$,
+            _p.process_schema, _p.instances_view)
+        into running, waiting, succeeded, failed
+        using _cap, _states;
+        return next;
+    end loop;
+end $_$;
+
+
+--
+-- Name: process_instances(text, integer, text); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.process_instances(_state text DEFAULT NULL::text, _limit integer DEFAULT 100, _process text DEFAULT NULL::text) RETURNS TABLE(process text, instance_id bigint, state text, wait_until timestamp with time zone, attempts integer, started_at timestamp with time zone, ended_at timestamp with time zone, error text, parent_process text, parent_id bigint)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _sql text;
+begin
+    if _state is not null and _state not in ('running', 'waiting', 'succeeded', 'failed') then
+        raise exception 'process_instances: state must be running, waiting, succeeded or failed, got %', quote_literal(left(_state, 40))
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if _limit is null or _limit < 1 or _limit > 10000 then
+        raise exception 'process_instances: limit must be between 1 and 10000, got %', coalesce(_limit::text, 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if _process is not null and not exists (select 1 from queues.process p where p.process = _process) then
+        raise exception 'process_instances: unknown process %; registered: %', quote_literal(left(_process, 120)),
+            coalesce((select string_agg(p.process, ', ' order by p.process) from queues.process p), 'none')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    select string_agg(format(
+        '(select %L::text, i.instance_id, i.state, i.wait_until, i.attempts, i.started_at, i.ended_at, i.error, i.parent_process, i.parent_id from %I.%I i%s order by i.instance_id desc limit $2)',
+        p.process, p.process_schema, p.instances_view, case when _state is null then '' else ' where i.state = $1' end),
+        ' union all ' order by p.process)
+    into _sql
+    from queues.process p
+    where _process is null or p.process = _process;
+    if _sql is null then
+        return;
+    end if;
+    return query execute 'select * from (' || _sql || ') x order by x.started_at desc, 1, x.instance_id desc limit $2'
+        using _state, _limit;
+end $_$;
+
+
+--
+-- Name: process_next_run(text, bigint); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.process_next_run(_db_function text, _instance_id bigint) RETURNS timestamp with time zone
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select case when bool_or(t.status = 'running' or t.run_at <= now()) then null else min(t.run_at) end
+    from queues.task t
+    where t.task_type = 'db_function' and t.status in ('pending', 'running')
+      and t.payload ->> 'db_function' = _db_function
+      and internal.process_instance_id(t.payload) = _instance_id
+$$;
+
+
+--
 -- Name: prune_finished(interval, integer, bigint, queues.task_status[]); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -4180,6 +4328,57 @@ begin
     where u.send
     order by u.priority desc, u.run_at, u.task_id;
 end $$;
+
+
+--
+-- Name: register_process(text, text, text, text); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.register_process(_schema text, _name text, _title text, _description text DEFAULT NULL::text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _view    regclass;
+    _missing text;
+begin
+    if _schema is null or _schema !~ '^[a-z_][a-z0-9_]*$' or length(_schema) > 63 then
+        raise exception 'register_process: schema must be a lowercase SQL identifier, got %', coalesce(quote_literal(left(_schema, 80)), 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if _name is null or _name !~ '^[a-z_][a-z0-9_]*$' or length(_name) > 50 then
+        raise exception 'register_process: name must be a lowercase SQL identifier of at most 50 characters, got %', coalesce(quote_literal(left(_name, 80)), 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if _title is null or length(btrim(_title)) not between 1 and 200 then
+        raise exception 'register_process: title must be 1 to 200 characters' using errcode = 'invalid_parameter_value';
+    end if;
+    if to_regclass(format('%I.%I', _schema, _name || '_task')) is null then
+        raise exception 'register_process: %.% has no root table %.%_task', _schema, _name, _schema, _name
+            using errcode = 'invalid_parameter_value';
+    end if;
+    _view := to_regclass(format('%I.%I', _schema, _name || '_instances'));
+    if _view is null then
+        raise exception 'register_process: create the view %.%_instances first (docs/processes.md, "Seeing processes")', _schema, _name
+            using errcode = 'invalid_parameter_value';
+    end if;
+    select string_agg(format('%s %s', w.col, w.typ), ', ' order by w.ord) into _missing
+    from (values (1, 'instance_id', 'bigint'), (2, 'state', 'text'), (3, 'wait_until', 'timestamp with time zone'),
+                 (4, 'attempts', 'integer'), (5, 'started_at', 'timestamp with time zone'),
+                 (6, 'ended_at', 'timestamp with time zone'), (7, 'error', 'text'),
+                 (8, 'parent_process', 'text'), (9, 'parent_id', 'bigint')) w(ord, col, typ)
+    where not exists (select 1 from pg_attribute a
+                      where a.attrelid = _view and a.attname = w.col and a.attnum > 0 and not a.attisdropped
+                        and format_type(a.atttypid, a.atttypmod) = w.typ);
+    if _missing is not null then
+        raise exception 'register_process: the view %.%_instances lacks the columns (or types) %', _schema, _name, _missing
+            using errcode = 'invalid_parameter_value';
+    end if;
+    insert into queues.process (process_schema, process_name, title, description, root_table, instances_view)
+    values (_schema, _name, btrim(_title), _description, _name || '_task', _name || '_instances')
+    on conflict (process_schema, process_name) do update
+        set title = excluded.title, description = excluded.description;
+end $_$;
 
 
 --
@@ -4812,20 +5011,6 @@ CREATE TABLE accounts.account_anonymization_task (
 
 
 --
--- Name: account_anonymization_task_account_anonymization_task_id_seq; Type: SEQUENCE; Schema: accounts; Owner: -
---
-
-ALTER TABLE accounts.account_anonymization_task ALTER COLUMN account_anonymization_task_id ADD GENERATED ALWAYS AS IDENTITY (
-    SEQUENCE NAME accounts.account_anonymization_task_account_anonymization_task_id_seq
-    START WITH 1
-    INCREMENT BY 1
-    NO MINVALUE
-    NO MAXVALUE
-    CACHE 1
-);
-
-
---
 -- Name: account_anonymization_task_failed; Type: TABLE; Schema: accounts; Owner: -
 --
 
@@ -4858,11 +5043,103 @@ CREATE TABLE accounts.account_deletion_task (
 
 
 --
--- Name: account_deletion_task_account_deletion_task_id_seq; Type: SEQUENCE; Schema: accounts; Owner: -
+-- Name: account_anonymization_instances; Type: VIEW; Schema: accounts; Owner: -
 --
 
-ALTER TABLE accounts.account_deletion_task ALTER COLUMN account_deletion_task_id ADD GENERATED ALWAYS AS IDENTITY (
-    SEQUENCE NAME accounts.account_deletion_task_account_deletion_task_id_seq
+CREATE VIEW accounts.account_anonymization_instances AS
+ SELECT t.account_anonymization_task_id AS instance_id,
+    'succeeded'::text AS state,
+    NULL::timestamp with time zone AS wait_until,
+    ( SELECT (count(*))::integer AS count
+           FROM accounts.account_anonymization_attempt a
+          WHERE (a.account_anonymization_task_id = t.account_anonymization_task_id)) AS attempts,
+    t.created_at AS started_at,
+    s.created_at AS ended_at,
+    NULL::text AS error,
+        CASE
+            WHEN (ad.account_deletion_task_id IS NOT NULL) THEN 'accounts.account_deletion'::text
+            ELSE NULL::text
+        END AS parent_process,
+    ad.account_deletion_task_id AS parent_id
+   FROM ((accounts.account_anonymization_task_succeeded s
+     JOIN accounts.account_anonymization_task t ON ((t.account_anonymization_task_id = s.account_anonymization_task_id)))
+     LEFT JOIN accounts.account_deletion_task ad ON ((ad.account_id = t.account_id)))
+UNION ALL
+ SELECT t.account_anonymization_task_id AS instance_id,
+    'failed'::text AS state,
+    NULL::timestamp with time zone AS wait_until,
+    ( SELECT (count(*))::integer AS count
+           FROM accounts.account_anonymization_attempt a
+          WHERE (a.account_anonymization_task_id = t.account_anonymization_task_id)) AS attempts,
+    t.created_at AS started_at,
+    f.created_at AS ended_at,
+    f.error_message AS error,
+        CASE
+            WHEN (ad.account_deletion_task_id IS NOT NULL) THEN 'accounts.account_deletion'::text
+            ELSE NULL::text
+        END AS parent_process,
+    ad.account_deletion_task_id AS parent_id
+   FROM ((accounts.account_anonymization_task_failed f
+     JOIN accounts.account_anonymization_task t ON ((t.account_anonymization_task_id = f.account_anonymization_task_id)))
+     LEFT JOIN accounts.account_deletion_task ad ON ((ad.account_id = t.account_id)))
+UNION ALL
+ SELECT t.account_anonymization_task_id AS instance_id,
+    'waiting'::text AS state,
+    w.wait_until,
+    ( SELECT (count(*))::integer AS count
+           FROM accounts.account_anonymization_attempt a
+          WHERE (a.account_anonymization_task_id = t.account_anonymization_task_id)) AS attempts,
+    t.created_at AS started_at,
+    NULL::timestamp with time zone AS ended_at,
+    NULL::text AS error,
+        CASE
+            WHEN (ad.account_deletion_task_id IS NOT NULL) THEN 'accounts.account_deletion'::text
+            ELSE NULL::text
+        END AS parent_process,
+    ad.account_deletion_task_id AS parent_id
+   FROM ((accounts.account_anonymization_task t
+     CROSS JOIN LATERAL ( SELECT accounts.account_anonymization_wait_until(t.account_anonymization_task_id) AS wait_until
+          WHERE ((NOT (EXISTS ( SELECT 1
+                   FROM accounts.account_anonymization_task_succeeded s
+                  WHERE (s.account_anonymization_task_id = t.account_anonymization_task_id)))) AND (NOT (EXISTS ( SELECT 1
+                   FROM accounts.account_anonymization_task_failed f
+                  WHERE (f.account_anonymization_task_id = t.account_anonymization_task_id)))))
+         OFFSET 0) w)
+     LEFT JOIN accounts.account_deletion_task ad ON ((ad.account_id = t.account_id)))
+  WHERE (w.wait_until IS NOT NULL)
+UNION ALL
+ SELECT t.account_anonymization_task_id AS instance_id,
+    'running'::text AS state,
+    NULL::timestamp with time zone AS wait_until,
+    ( SELECT (count(*))::integer AS count
+           FROM accounts.account_anonymization_attempt a
+          WHERE (a.account_anonymization_task_id = t.account_anonymization_task_id)) AS attempts,
+    t.created_at AS started_at,
+    NULL::timestamp with time zone AS ended_at,
+    NULL::text AS error,
+        CASE
+            WHEN (ad.account_deletion_task_id IS NOT NULL) THEN 'accounts.account_deletion'::text
+            ELSE NULL::text
+        END AS parent_process,
+    ad.account_deletion_task_id AS parent_id
+   FROM ((accounts.account_anonymization_task t
+     CROSS JOIN LATERAL ( SELECT accounts.account_anonymization_wait_until(t.account_anonymization_task_id) AS wait_until
+          WHERE ((NOT (EXISTS ( SELECT 1
+                   FROM accounts.account_anonymization_task_succeeded s
+                  WHERE (s.account_anonymization_task_id = t.account_anonymization_task_id)))) AND (NOT (EXISTS ( SELECT 1
+                   FROM accounts.account_anonymization_task_failed f
+                  WHERE (f.account_anonymization_task_id = t.account_anonymization_task_id)))))
+         OFFSET 0) w)
+     LEFT JOIN accounts.account_deletion_task ad ON ((ad.account_id = t.account_id)))
+  WHERE (w.wait_until IS NULL);
+
+
+--
+-- Name: account_anonymization_task_account_anonymization_task_id_seq; Type: SEQUENCE; Schema: accounts; Owner: -
+--
+
+ALTER TABLE accounts.account_anonymization_task ALTER COLUMN account_anonymization_task_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME accounts.account_anonymization_task_account_anonymization_task_id_seq
     START WITH 1
     INCREMENT BY 1
     NO MINVALUE
@@ -4889,6 +5166,88 @@ CREATE TABLE accounts.account_deletion_task_failed (
 CREATE TABLE accounts.account_deletion_task_succeeded (
     account_deletion_task_id bigint NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+--
+-- Name: account_deletion_instances; Type: VIEW; Schema: accounts; Owner: -
+--
+
+CREATE VIEW accounts.account_deletion_instances AS
+ SELECT t.account_deletion_task_id AS instance_id,
+    'succeeded'::text AS state,
+    NULL::timestamp with time zone AS wait_until,
+    NULL::integer AS attempts,
+    t.created_at AS started_at,
+    s.created_at AS ended_at,
+    NULL::text AS error,
+    NULL::text AS parent_process,
+    NULL::bigint AS parent_id
+   FROM (accounts.account_deletion_task_succeeded s
+     JOIN accounts.account_deletion_task t ON ((t.account_deletion_task_id = s.account_deletion_task_id)))
+UNION ALL
+ SELECT t.account_deletion_task_id AS instance_id,
+    'failed'::text AS state,
+    NULL::timestamp with time zone AS wait_until,
+    NULL::integer AS attempts,
+    t.created_at AS started_at,
+    f.created_at AS ended_at,
+    f.error_message AS error,
+    NULL::text AS parent_process,
+    NULL::bigint AS parent_id
+   FROM (accounts.account_deletion_task_failed f
+     JOIN accounts.account_deletion_task t ON ((t.account_deletion_task_id = f.account_deletion_task_id)))
+UNION ALL
+ SELECT t.account_deletion_task_id AS instance_id,
+    'waiting'::text AS state,
+    w.wait_until,
+    NULL::integer AS attempts,
+    t.created_at AS started_at,
+    NULL::timestamp with time zone AS ended_at,
+    NULL::text AS error,
+    NULL::text AS parent_process,
+    NULL::bigint AS parent_id
+   FROM (accounts.account_deletion_task t
+     CROSS JOIN LATERAL ( SELECT accounts.account_deletion_wait_until(t.account_deletion_task_id) AS wait_until
+          WHERE ((NOT (EXISTS ( SELECT 1
+                   FROM accounts.account_deletion_task_succeeded s
+                  WHERE (s.account_deletion_task_id = t.account_deletion_task_id)))) AND (NOT (EXISTS ( SELECT 1
+                   FROM accounts.account_deletion_task_failed f
+                  WHERE (f.account_deletion_task_id = t.account_deletion_task_id)))))
+         OFFSET 0) w)
+  WHERE (w.wait_until IS NOT NULL)
+UNION ALL
+ SELECT t.account_deletion_task_id AS instance_id,
+    'running'::text AS state,
+    NULL::timestamp with time zone AS wait_until,
+    NULL::integer AS attempts,
+    t.created_at AS started_at,
+    NULL::timestamp with time zone AS ended_at,
+    NULL::text AS error,
+    NULL::text AS parent_process,
+    NULL::bigint AS parent_id
+   FROM (accounts.account_deletion_task t
+     CROSS JOIN LATERAL ( SELECT accounts.account_deletion_wait_until(t.account_deletion_task_id) AS wait_until
+          WHERE ((NOT (EXISTS ( SELECT 1
+                   FROM accounts.account_deletion_task_succeeded s
+                  WHERE (s.account_deletion_task_id = t.account_deletion_task_id)))) AND (NOT (EXISTS ( SELECT 1
+                   FROM accounts.account_deletion_task_failed f
+                  WHERE (f.account_deletion_task_id = t.account_deletion_task_id)))))
+         OFFSET 0) w)
+  WHERE (w.wait_until IS NULL);
+
+
+--
+-- Name: account_deletion_task_account_deletion_task_id_seq; Type: SEQUENCE; Schema: accounts; Owner: -
+--
+
+ALTER TABLE accounts.account_deletion_task ALTER COLUMN account_deletion_task_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME accounts.account_deletion_task_account_deletion_task_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
 );
 
 
@@ -5106,6 +5465,92 @@ CREATE TABLE comms.send_email_task_failed (
 
 
 --
+-- Name: send_email_task_succeeded; Type: TABLE; Schema: comms; Owner: -
+--
+
+CREATE TABLE comms.send_email_task_succeeded (
+    send_email_task_id bigint NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+--
+-- Name: send_email_instances; Type: VIEW; Schema: comms; Owner: -
+--
+
+CREATE VIEW comms.send_email_instances AS
+ SELECT t.send_email_task_id AS instance_id,
+    'succeeded'::text AS state,
+    NULL::timestamp with time zone AS wait_until,
+    ( SELECT (count(*))::integer AS count
+           FROM comms.send_email_attempt a
+          WHERE (a.send_email_task_id = t.send_email_task_id)) AS attempts,
+    t.created_at AS started_at,
+    s.created_at AS ended_at,
+    NULL::text AS error,
+    NULL::text AS parent_process,
+    NULL::bigint AS parent_id
+   FROM (comms.send_email_task_succeeded s
+     JOIN comms.send_email_task t ON ((t.send_email_task_id = s.send_email_task_id)))
+UNION ALL
+ SELECT t.send_email_task_id AS instance_id,
+    'failed'::text AS state,
+    NULL::timestamp with time zone AS wait_until,
+    ( SELECT (count(*))::integer AS count
+           FROM comms.send_email_attempt a
+          WHERE (a.send_email_task_id = t.send_email_task_id)) AS attempts,
+    t.created_at AS started_at,
+    f.created_at AS ended_at,
+    f.error_message AS error,
+    NULL::text AS parent_process,
+    NULL::bigint AS parent_id
+   FROM (comms.send_email_task_failed f
+     JOIN comms.send_email_task t ON ((t.send_email_task_id = f.send_email_task_id)))
+UNION ALL
+ SELECT t.send_email_task_id AS instance_id,
+    'waiting'::text AS state,
+    w.wait_until,
+    ( SELECT (count(*))::integer AS count
+           FROM comms.send_email_attempt a
+          WHERE (a.send_email_task_id = t.send_email_task_id)) AS attempts,
+    t.created_at AS started_at,
+    NULL::timestamp with time zone AS ended_at,
+    NULL::text AS error,
+    NULL::text AS parent_process,
+    NULL::bigint AS parent_id
+   FROM (comms.send_email_task t
+     CROSS JOIN LATERAL ( SELECT comms.send_email_wait_until(t.send_email_task_id) AS wait_until
+          WHERE ((NOT (EXISTS ( SELECT 1
+                   FROM comms.send_email_task_succeeded s
+                  WHERE (s.send_email_task_id = t.send_email_task_id)))) AND (NOT (EXISTS ( SELECT 1
+                   FROM comms.send_email_task_failed f
+                  WHERE (f.send_email_task_id = t.send_email_task_id)))))
+         OFFSET 0) w)
+  WHERE (w.wait_until IS NOT NULL)
+UNION ALL
+ SELECT t.send_email_task_id AS instance_id,
+    'running'::text AS state,
+    NULL::timestamp with time zone AS wait_until,
+    ( SELECT (count(*))::integer AS count
+           FROM comms.send_email_attempt a
+          WHERE (a.send_email_task_id = t.send_email_task_id)) AS attempts,
+    t.created_at AS started_at,
+    NULL::timestamp with time zone AS ended_at,
+    NULL::text AS error,
+    NULL::text AS parent_process,
+    NULL::bigint AS parent_id
+   FROM (comms.send_email_task t
+     CROSS JOIN LATERAL ( SELECT comms.send_email_wait_until(t.send_email_task_id) AS wait_until
+          WHERE ((NOT (EXISTS ( SELECT 1
+                   FROM comms.send_email_task_succeeded s
+                  WHERE (s.send_email_task_id = t.send_email_task_id)))) AND (NOT (EXISTS ( SELECT 1
+                   FROM comms.send_email_task_failed f
+                  WHERE (f.send_email_task_id = t.send_email_task_id)))))
+         OFFSET 0) w)
+  WHERE (w.wait_until IS NULL);
+
+
+--
 -- Name: send_email_task_send_email_task_id_seq; Type: SEQUENCE; Schema: comms; Owner: -
 --
 
@@ -5116,16 +5561,6 @@ ALTER TABLE comms.send_email_task ALTER COLUMN send_email_task_id ADD GENERATED 
     NO MINVALUE
     NO MAXVALUE
     CACHE 1
-);
-
-
---
--- Name: send_email_task_succeeded; Type: TABLE; Schema: comms; Owner: -
---
-
-CREATE TABLE comms.send_email_task_succeeded (
-    send_email_task_id bigint NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
 
@@ -5253,6 +5688,92 @@ CREATE TABLE comms.send_sms_task_failed (
 
 
 --
+-- Name: send_sms_task_succeeded; Type: TABLE; Schema: comms; Owner: -
+--
+
+CREATE TABLE comms.send_sms_task_succeeded (
+    send_sms_task_id bigint NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+--
+-- Name: send_sms_instances; Type: VIEW; Schema: comms; Owner: -
+--
+
+CREATE VIEW comms.send_sms_instances AS
+ SELECT t.send_sms_task_id AS instance_id,
+    'succeeded'::text AS state,
+    NULL::timestamp with time zone AS wait_until,
+    ( SELECT (count(*))::integer AS count
+           FROM comms.send_sms_attempt a
+          WHERE (a.send_sms_task_id = t.send_sms_task_id)) AS attempts,
+    t.created_at AS started_at,
+    s.created_at AS ended_at,
+    NULL::text AS error,
+    NULL::text AS parent_process,
+    NULL::bigint AS parent_id
+   FROM (comms.send_sms_task_succeeded s
+     JOIN comms.send_sms_task t ON ((t.send_sms_task_id = s.send_sms_task_id)))
+UNION ALL
+ SELECT t.send_sms_task_id AS instance_id,
+    'failed'::text AS state,
+    NULL::timestamp with time zone AS wait_until,
+    ( SELECT (count(*))::integer AS count
+           FROM comms.send_sms_attempt a
+          WHERE (a.send_sms_task_id = t.send_sms_task_id)) AS attempts,
+    t.created_at AS started_at,
+    f.created_at AS ended_at,
+    f.error_message AS error,
+    NULL::text AS parent_process,
+    NULL::bigint AS parent_id
+   FROM (comms.send_sms_task_failed f
+     JOIN comms.send_sms_task t ON ((t.send_sms_task_id = f.send_sms_task_id)))
+UNION ALL
+ SELECT t.send_sms_task_id AS instance_id,
+    'waiting'::text AS state,
+    w.wait_until,
+    ( SELECT (count(*))::integer AS count
+           FROM comms.send_sms_attempt a
+          WHERE (a.send_sms_task_id = t.send_sms_task_id)) AS attempts,
+    t.created_at AS started_at,
+    NULL::timestamp with time zone AS ended_at,
+    NULL::text AS error,
+    NULL::text AS parent_process,
+    NULL::bigint AS parent_id
+   FROM (comms.send_sms_task t
+     CROSS JOIN LATERAL ( SELECT comms.send_sms_wait_until(t.send_sms_task_id) AS wait_until
+          WHERE ((NOT (EXISTS ( SELECT 1
+                   FROM comms.send_sms_task_succeeded s
+                  WHERE (s.send_sms_task_id = t.send_sms_task_id)))) AND (NOT (EXISTS ( SELECT 1
+                   FROM comms.send_sms_task_failed f
+                  WHERE (f.send_sms_task_id = t.send_sms_task_id)))))
+         OFFSET 0) w)
+  WHERE (w.wait_until IS NOT NULL)
+UNION ALL
+ SELECT t.send_sms_task_id AS instance_id,
+    'running'::text AS state,
+    NULL::timestamp with time zone AS wait_until,
+    ( SELECT (count(*))::integer AS count
+           FROM comms.send_sms_attempt a
+          WHERE (a.send_sms_task_id = t.send_sms_task_id)) AS attempts,
+    t.created_at AS started_at,
+    NULL::timestamp with time zone AS ended_at,
+    NULL::text AS error,
+    NULL::text AS parent_process,
+    NULL::bigint AS parent_id
+   FROM (comms.send_sms_task t
+     CROSS JOIN LATERAL ( SELECT comms.send_sms_wait_until(t.send_sms_task_id) AS wait_until
+          WHERE ((NOT (EXISTS ( SELECT 1
+                   FROM comms.send_sms_task_succeeded s
+                  WHERE (s.send_sms_task_id = t.send_sms_task_id)))) AND (NOT (EXISTS ( SELECT 1
+                   FROM comms.send_sms_task_failed f
+                  WHERE (f.send_sms_task_id = t.send_sms_task_id)))))
+         OFFSET 0) w)
+  WHERE (w.wait_until IS NULL);
+
+
+--
 -- Name: send_sms_task_send_sms_task_id_seq; Type: SEQUENCE; Schema: comms; Owner: -
 --
 
@@ -5263,16 +5784,6 @@ ALTER TABLE comms.send_sms_task ALTER COLUMN send_sms_task_id ADD GENERATED ALWA
     NO MINVALUE
     NO MAXVALUE
     CACHE 1
-);
-
-
---
--- Name: send_sms_task_succeeded; Type: TABLE; Schema: comms; Owner: -
---
-
-CREATE TABLE comms.send_sms_task_succeeded (
-    send_sms_task_id bigint NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
 
@@ -5387,6 +5898,112 @@ CREATE TABLE files.file_deletion_task_failed (
 
 
 --
+-- Name: file_deletion_task_succeeded; Type: TABLE; Schema: files; Owner: -
+--
+
+CREATE TABLE files.file_deletion_task_succeeded (
+    file_deletion_task_id bigint NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+--
+-- Name: file_deletion_instances; Type: VIEW; Schema: files; Owner: -
+--
+
+CREATE VIEW files.file_deletion_instances AS
+ SELECT t.file_deletion_task_id AS instance_id,
+    'succeeded'::text AS state,
+    NULL::timestamp with time zone AS wait_until,
+    ( SELECT (count(*))::integer AS count
+           FROM files.file_deletion_attempt a
+          WHERE (a.file_deletion_task_id = t.file_deletion_task_id)) AS attempts,
+    t.created_at AS started_at,
+    s.created_at AS ended_at,
+    NULL::text AS error,
+        CASE
+            WHEN (ad.account_deletion_task_id IS NOT NULL) THEN 'accounts.account_deletion'::text
+            ELSE NULL::text
+        END AS parent_process,
+    ad.account_deletion_task_id AS parent_id
+   FROM (((files.file_deletion_task_succeeded s
+     JOIN files.file_deletion_task t ON ((t.file_deletion_task_id = s.file_deletion_task_id)))
+     LEFT JOIN files.file fl ON ((fl.file_id = t.file_id)))
+     LEFT JOIN accounts.account_deletion_task ad ON ((ad.account_id = fl.owner_account_id)))
+UNION ALL
+ SELECT t.file_deletion_task_id AS instance_id,
+    'failed'::text AS state,
+    NULL::timestamp with time zone AS wait_until,
+    ( SELECT (count(*))::integer AS count
+           FROM files.file_deletion_attempt a
+          WHERE (a.file_deletion_task_id = t.file_deletion_task_id)) AS attempts,
+    t.created_at AS started_at,
+    f.created_at AS ended_at,
+    f.error_message AS error,
+        CASE
+            WHEN (ad.account_deletion_task_id IS NOT NULL) THEN 'accounts.account_deletion'::text
+            ELSE NULL::text
+        END AS parent_process,
+    ad.account_deletion_task_id AS parent_id
+   FROM (((files.file_deletion_task_failed f
+     JOIN files.file_deletion_task t ON ((t.file_deletion_task_id = f.file_deletion_task_id)))
+     LEFT JOIN files.file fl ON ((fl.file_id = t.file_id)))
+     LEFT JOIN accounts.account_deletion_task ad ON ((ad.account_id = fl.owner_account_id)))
+UNION ALL
+ SELECT t.file_deletion_task_id AS instance_id,
+    'waiting'::text AS state,
+    w.wait_until,
+    ( SELECT (count(*))::integer AS count
+           FROM files.file_deletion_attempt a
+          WHERE (a.file_deletion_task_id = t.file_deletion_task_id)) AS attempts,
+    t.created_at AS started_at,
+    NULL::timestamp with time zone AS ended_at,
+    NULL::text AS error,
+        CASE
+            WHEN (ad.account_deletion_task_id IS NOT NULL) THEN 'accounts.account_deletion'::text
+            ELSE NULL::text
+        END AS parent_process,
+    ad.account_deletion_task_id AS parent_id
+   FROM (((files.file_deletion_task t
+     CROSS JOIN LATERAL ( SELECT files.file_deletion_wait_until(t.file_deletion_task_id) AS wait_until
+          WHERE ((NOT (EXISTS ( SELECT 1
+                   FROM files.file_deletion_task_succeeded s
+                  WHERE (s.file_deletion_task_id = t.file_deletion_task_id)))) AND (NOT (EXISTS ( SELECT 1
+                   FROM files.file_deletion_task_failed f
+                  WHERE (f.file_deletion_task_id = t.file_deletion_task_id)))))
+         OFFSET 0) w)
+     LEFT JOIN files.file fl ON ((fl.file_id = t.file_id)))
+     LEFT JOIN accounts.account_deletion_task ad ON ((ad.account_id = fl.owner_account_id)))
+  WHERE (w.wait_until IS NOT NULL)
+UNION ALL
+ SELECT t.file_deletion_task_id AS instance_id,
+    'running'::text AS state,
+    NULL::timestamp with time zone AS wait_until,
+    ( SELECT (count(*))::integer AS count
+           FROM files.file_deletion_attempt a
+          WHERE (a.file_deletion_task_id = t.file_deletion_task_id)) AS attempts,
+    t.created_at AS started_at,
+    NULL::timestamp with time zone AS ended_at,
+    NULL::text AS error,
+        CASE
+            WHEN (ad.account_deletion_task_id IS NOT NULL) THEN 'accounts.account_deletion'::text
+            ELSE NULL::text
+        END AS parent_process,
+    ad.account_deletion_task_id AS parent_id
+   FROM (((files.file_deletion_task t
+     CROSS JOIN LATERAL ( SELECT files.file_deletion_wait_until(t.file_deletion_task_id) AS wait_until
+          WHERE ((NOT (EXISTS ( SELECT 1
+                   FROM files.file_deletion_task_succeeded s
+                  WHERE (s.file_deletion_task_id = t.file_deletion_task_id)))) AND (NOT (EXISTS ( SELECT 1
+                   FROM files.file_deletion_task_failed f
+                  WHERE (f.file_deletion_task_id = t.file_deletion_task_id)))))
+         OFFSET 0) w)
+     LEFT JOIN files.file fl ON ((fl.file_id = t.file_id)))
+     LEFT JOIN accounts.account_deletion_task ad ON ((ad.account_id = fl.owner_account_id)))
+  WHERE (w.wait_until IS NULL);
+
+
+--
 -- Name: file_deletion_task_file_deletion_task_id_seq; Type: SEQUENCE; Schema: files; Owner: -
 --
 
@@ -5397,16 +6014,6 @@ ALTER TABLE files.file_deletion_task ALTER COLUMN file_deletion_task_id ADD GENE
     NO MINVALUE
     NO MAXVALUE
     CACHE 1
-);
-
-
---
--- Name: file_deletion_task_succeeded; Type: TABLE; Schema: files; Owner: -
---
-
-CREATE TABLE files.file_deletion_task_succeeded (
-    file_deletion_task_id bigint NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
 
@@ -5631,6 +6238,32 @@ CREATE TABLE queues.outbox_rule (
 --
 
 COMMENT ON TABLE queues.outbox_rule IS 'Dev outbox rules: make a recipient fail always or once, to show failures and retries.';
+
+
+--
+-- Name: process; Type: TABLE; Schema: queues; Owner: -
+--
+
+CREATE TABLE queues.process (
+    process_schema text NOT NULL,
+    process_name text NOT NULL,
+    process text GENERATED ALWAYS AS (((process_schema || '.'::text) || process_name)) STORED,
+    title text NOT NULL,
+    description text,
+    root_table text NOT NULL,
+    instances_view text NOT NULL,
+    registered_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT process_name_valid CHECK (((process_name ~ '^[a-z_][a-z0-9_]*$'::text) AND (length(process_name) <= 50))),
+    CONSTRAINT process_schema_valid CHECK (((process_schema ~ '^[a-z_][a-z0-9_]*$'::text) AND (length(process_schema) <= 63))),
+    CONSTRAINT process_title_valid CHECK (((length(btrim(title)) >= 1) AND (length(btrim(title)) <= 200)))
+);
+
+
+--
+-- Name: TABLE process; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON TABLE queues.process IS 'The registry of business processes: written by queues.register_process from each process''s migration; read by queues.process_instances.';
 
 
 --
@@ -6364,6 +6997,14 @@ ALTER TABLE ONLY queues.outbox_rule
 
 
 --
+-- Name: process process_pkey; Type: CONSTRAINT; Schema: queues; Owner: -
+--
+
+ALTER TABLE ONLY queues.process
+    ADD CONSTRAINT process_pkey PRIMARY KEY (process_schema, process_name);
+
+
+--
 -- Name: queue_pause queue_pause_pkey; Type: CONSTRAINT; Schema: queues; Owner: -
 --
 
@@ -6649,6 +7290,13 @@ CREATE INDEX task_limited_running_idx ON queues.task USING btree (limit_name, li
 --
 
 CREATE INDEX task_needs_attention_idx ON queues.task USING btree (task_id) WHERE (status = ANY (ARRAY['failed'::queues.task_status, 'dead'::queues.task_status]));
+
+
+--
+-- Name: task_process_instance_idx; Type: INDEX; Schema: queues; Owner: -
+--
+
+CREATE INDEX task_process_instance_idx ON queues.task USING btree (((payload ->> 'db_function'::text)), internal.process_instance_id(payload), run_at) WHERE ((task_type = 'db_function'::text) AND (status = ANY (ARRAY['pending'::queues.task_status, 'running'::queues.task_status])));
 
 
 --
@@ -7274,11 +7922,25 @@ GRANT ALL ON FUNCTION accounts.account_anonymization_supervisor(_payload jsonb) 
 
 
 --
+-- Name: FUNCTION account_anonymization_wait_until(_account_anonymization_task_id bigint); Type: ACL; Schema: accounts; Owner: -
+--
+
+REVOKE ALL ON FUNCTION accounts.account_anonymization_wait_until(_account_anonymization_task_id bigint) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION account_deletion_supervisor(_payload jsonb); Type: ACL; Schema: accounts; Owner: -
 --
 
 REVOKE ALL ON FUNCTION accounts.account_deletion_supervisor(_payload jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION accounts.account_deletion_supervisor(_payload jsonb) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION account_deletion_wait_until(_account_deletion_task_id bigint); Type: ACL; Schema: accounts; Owner: -
+--
+
+REVOKE ALL ON FUNCTION accounts.account_deletion_wait_until(_account_deletion_task_id bigint) FROM PUBLIC;
 
 
 --
@@ -7801,6 +8463,13 @@ REVOKE ALL ON FUNCTION internal.notify_task_inserted() FROM PUBLIC;
 
 
 --
+-- Name: FUNCTION process_instance_id(_payload jsonb); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.process_instance_id(_payload jsonb) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION record_unknown_delivery(_label text, _what text, _provider_message_id text, _event text); Type: ACL; Schema: internal; Owner: -
 --
 
@@ -8140,6 +8809,27 @@ REVOKE ALL ON FUNCTION queues.process_backoff(_failures integer, _base interval,
 
 
 --
+-- Name: FUNCTION process_instance_counts(_cap integer, _states text[]); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.process_instance_counts(_cap integer, _states text[]) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION process_instances(_state text, _limit integer, _process text); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.process_instances(_state text, _limit integer, _process text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION process_next_run(_db_function text, _instance_id bigint); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.process_next_run(_db_function text, _instance_id bigint) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION prune_finished(_older_than interval, _limit integer, _term bigint, _statuses queues.task_status[]); Type: ACL; Schema: queues; Owner: -
 --
 
@@ -8185,6 +8875,13 @@ GRANT ALL ON FUNCTION queues.record_outbox_message(_task_id bigint, _channel tex
 
 REVOKE ALL ON FUNCTION queues.redispatch_stale(_older_than interval, _limit integer, _task_types text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION queues.redispatch_stale(_older_than interval, _limit integer, _task_types text[]) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION register_process(_schema text, _name text, _title text, _description text); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.register_process(_schema text, _name text, _title text, _description text) FROM PUBLIC;
 
 
 --

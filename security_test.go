@@ -59,6 +59,11 @@ func TestWorkerRoleLeastPrivilege(t *testing.T) {
 		`insert into queues.signal (name, key) values ('n', 'k')`,
 		`select * from queues.signal_wait`,
 		`insert into queues.signal_wait (name, key, task_id) values ('n', 'k', 1)`,
+		`select * from queues.process`,
+		`select * from queues.process_instances()`,
+		`select * from queues.process_instance_counts()`,
+		`select queues.register_process('a', 'b', 'c')`,
+		`select queues.process_next_run('a.b_supervisor', 1)`,
 	} {
 		_, err := tx.Exec(ctx, "savepoint s")
 		require.NoError(t, err)

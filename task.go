@@ -78,6 +78,30 @@ func (t *Task) Outcome() string {
 	return string(t.Status)
 }
 
+// Function is the SQL function a db_function task runs, from its payload ("schema.function";
+// at most 130 characters), or "" for any other task.
+func (t *Task) Function() string {
+	if t.Type != TypeDBFunction {
+		return ""
+	}
+	var p struct {
+		DBFunction string `json:"db_function"`
+	}
+	if json.Unmarshal(t.Payload, &p) != nil {
+		return ""
+	}
+	return truncate(p.DBFunction, 130)
+}
+
+// Label is the task's type as listings show it: the type, and for a db_function task the
+// function it runs ("db_function comms.send_email_supervisor").
+func (t *Task) Label() string {
+	if fn := t.Function(); fn != "" {
+		return t.Type + " " + fn
+	}
+	return t.Type
+}
+
 // Task is a row of queues.task: a task's definition and its current state.
 type Task struct {
 	ID             int64           `json:"task_id"`

@@ -74,6 +74,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /dead", h.view(h.deadPage))
 	m.HandleFunc("GET /queues", h.view(h.queuesPage))
 	m.HandleFunc("GET /processes", h.view(h.processesPage))
+	m.HandleFunc("GET /processes/instances", h.view(h.processInstancesPage))
 	m.HandleFunc("GET /processes/{process}", h.view(h.processPage))
 	m.HandleFunc("GET /processes/{process}/{id}", h.view(h.processInstancePage))
 	m.HandleFunc("GET /limits", h.view(h.limitsPage))

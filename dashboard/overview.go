@@ -88,6 +88,7 @@ type overviewData struct {
 	Workers     int
 	Leader      string
 	FailureRate string
+	Failed      failedProcesses // the "Failed processes" card
 }
 
 func (h *Handler) overviewPage(w http.ResponseWriter, r *http.Request) {
@@ -116,7 +117,8 @@ func (h *Handler) overviewPage(w http.ResponseWriter, r *http.Request) {
 				d.Leader = w.ID
 			}
 		}
-		return nil
+		d.Failed, err = readFailedProcesses(ctx, tx)
+		return err
 	})
 	if err != nil {
 		h.fail(w, r, err)

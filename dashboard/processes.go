@@ -274,7 +274,8 @@ type processInstanceData struct {
 	TaskFailed json.RawMessage
 	Tasks      []relatedTask
 	TasksNote  string
-	Keys       []string // the payload keys searched for
+	Keys       []string      // the payload keys searched for
+	State      instanceState // what the instances view says, when the process is registered
 }
 
 // relatedTasksTimeout bounds the search of queue tasks by payload: without an index on the
@@ -339,6 +340,9 @@ func (h *Handler) processInstancePage(w http.ResponseWriter, r *http.Request) {
 			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
+		}
+		if d.State, err = readInstanceState(ctx, tx, p.ID(), id); err != nil {
+			return err
 		}
 		return h.relatedTasks(ctx, tx, p, id, attemptIDs, &d)
 	})

@@ -129,6 +129,7 @@ type taskRow struct {
 	LastError   *string
 	CallFailure *string // a channel task completed although its call failed (taskorch.Task.CallFailure)
 	FinishedAt  *time.Time
+	Function    *string // a db_function task's function (payload ->> 'db_function'), else nil
 }
 
 // taskList is one page of a listing, newest first, with the links to its neighbours.
@@ -155,7 +156,8 @@ type sinceLink struct {
 const taskRowColumns = `t.task_id, t.task_type, t.status::text, t.priority, t.attempt, t.max_attempts, t.enqueued_at, t.run_at,
        t.idempotency_key, t.worker_id, left(t.last_error, 300), t.call_failure,
        case t.status when 'completed' then t.completed_at when 'failed' then t.failed_at
-                     when 'dead' then t.dead_at when 'cancelled' then t.cancelled_at end`
+                     when 'dead' then t.dead_at when 'cancelled' then t.cancelled_at end,
+       case when t.task_type = 'db_function' then left(t.payload ->> 'db_function', 130) end`
 
 // listTasks reads one page of tasks. The statement is assembled from constant fragments only;
 // every value is a parameter. Paging is by id (keyset), so a deep page costs what the first
@@ -202,7 +204,7 @@ func listTasks(ctx context.Context, tx pgx.Tx, f taskFilter) ([]taskRow, bool, e
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (taskRow, error) {
 		var t taskRow
 		err := r.Scan(&t.ID, &t.Type, &t.Status, &t.Priority, &t.Attempt, &t.MaxAttempts, &t.EnqueuedAt, &t.RunAt,
-			&t.Key, &t.WorkerID, &t.LastError, &t.CallFailure, &t.FinishedAt)
+			&t.Key, &t.WorkerID, &t.LastError, &t.CallFailure, &t.FinishedAt, &t.Function)
 		return t, err
 	})
 	if err != nil {

@@ -64,6 +64,7 @@ Every command that talks to a database reads DATABASE_URL (or --database-url).`,
 		newMigrateCmd(g),
 		newEnqueueCmd(g),
 		newTasksCmd(g),
+		newProcessesCmd(g),
 		newWorkerCmd(g),
 		newWorkersCmd(g),
 		newSchedulesCmd(g),
@@ -272,7 +273,12 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 func isInputError(err error) bool { return errors.Is(err, taskorch.ErrInvalidInput) }
-func isNotFound(err error) bool   { return errors.Is(err, taskorch.ErrNotFound) }
+
+// isNotFound: no such task, schedule, process or process instance (exit code 3).
+func isNotFound(err error) bool {
+	return errors.Is(err, taskorch.ErrNotFound) ||
+		errors.Is(err, admin.ErrProcessNotFound) || errors.Is(err, admin.ErrInstanceNotFound)
+}
 func isWrongState(err error) bool { return errors.Is(err, taskorch.ErrWrongState) }
 
 // exactArgs is cobra.ExactArgs with a usage error (exit code 2).

@@ -26,7 +26,9 @@ the process recipe (docs/processes.md): the root task, attempt and fact tables w
 helpers; an idempotent kickoff that answers validation_failure_message; a security-definer
 supervisor (root row locked, exponential backoff, max attempts, re-enqueued until a terminal
 fact); before/success/error handlers for a channel; grants to worker_service_user, function by
-function; and how to test it. TODO marks the only places where business logic goes.
+function; an instances view registered in queues.process, so that taskorch processes and the
+dashboard list its instances with their state; and how to test it. TODO marks the only places
+where business logic goes.
 
 The file is named NNNN_NAME.sql with the next free number in --out, and applies with
   psql "$DATABASE_URL" -v ON_ERROR_STOP=1 -1 -f FILE

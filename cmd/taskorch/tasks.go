@@ -139,7 +139,7 @@ func printTaskTable(w io.Writer, l *taskorch.TaskList) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTYPE\tSTATUS\tATTEMPT\tPRIORITY\tRUN AT\tLAST ERROR")
 	for _, t := range l.Tasks {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", t.ID, t.Type, t.Outcome(), t.Attempt, t.MaxAttempts,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", t.ID, t.Label(), t.Outcome(), t.Attempt, t.MaxAttempts,
 			t.Priority, t.RunAt.UTC().Format(time.RFC3339), short(deref(t.LastError), 60))
 	}
 	if err := tw.Flush(); err != nil {
@@ -156,7 +156,7 @@ func printTask(w io.Writer, t *taskorch.Task, h *taskorch.History) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	row("task", strconv.FormatInt(t.ID, 10))
-	row("type", t.Type)
+	row("type", t.Label())
 	row("status", t.Outcome())
 	row("attempt", fmt.Sprintf("%d of %d", t.Attempt, t.MaxAttempts))
 	row("priority", strconv.Itoa(t.Priority))

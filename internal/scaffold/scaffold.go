@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"text/template"
 )
 
@@ -103,6 +104,14 @@ func (p Process) Kit() ChannelProcess {
 		FailureFn:    p.Schema + ".record_" + p.Name + "_failure",
 		ResultColumn: "result", Noun: p.Name, Verb: "done",
 		WaitSignal: p.WaitSignal, WaitTimeout: p.WaitTimeout}
+}
+
+// Title is the process's name for people, registered in queues.process: "send_reminder" ->
+// "Send reminder". Name is validated (lower-case letters, digits and underscores), so it needs
+// no quoting in SQL.
+func (p Process) Title() string {
+	t := strings.ReplaceAll(p.Name, "_", " ")
+	return strings.ToUpper(t[:1]) + t[1:]
 }
 
 // Render returns the process's SQL, a migration file that psql can apply.

@@ -83,6 +83,12 @@ func TestGeneratedDBFunctionProcess(t *testing.T) {
 	require.Equal(t, 3, scalar[int](t, pool, `select reports.count_rebuild_summary_failed_attempts($1)`, id))
 	require.Contains(t, scalar[string](t, pool, `select error_message from reports.rebuild_summary_task_failed`),
 		"rebuild_summary gave up after 3 failed attempts (max 3); last error: summary source unavailable for 8")
+
+	// The process registered itself: its instances are listed with their state.
+	require.Equal(t, "Rebuild summary", scalar[string](t, pool, `select title from queues.process where process = 'reports.rebuild_summary'`))
+	require.Equal(t, []string{"failed 3 rebuild_summary gave up after 3 failed attempts (max 3); last error: summary source unavailable for 8", "succeeded 1 "}, scalar[[]string](t, pool, `
+		select array_agg(state || ' ' || attempts || ' ' || coalesce(error, '') order by instance_id desc)
+		from queues.process_instances(_process => 'reports.rebuild_summary')`))
 }
 
 // A generated channel process runs through the before/success/error handlers: one failure at
@@ -109,6 +115,9 @@ func TestGeneratedChannelProcess(t *testing.T) {
 	require.EqualValues(t, 2, calls.Load())
 	require.Contains(t, lastReq.Load().(string), `"customer_id": 42`)
 	require.Equal(t, `{"id": "m-1"}`, scalar[string](t, pool, `select result::text from crm.send_reminder_attempt_succeeded`))
+	require.Equal(t, "succeeded 2", scalar[string](t, pool, `
+		select state || ' ' || attempts from queues.process_instances(_process => 'crm.send_reminder') where instance_id = $1`, id))
+	require.Equal(t, int64(1), scalar[int64](t, pool, `select succeeded from queues.process_instance_counts() where process = 'crm.send_reminder'`))
 }
 
 // What the generated SQL grants: nothing to PUBLIC, the supervisor and handlers to the worker.
@@ -122,6 +131,13 @@ func TestGeneratedGrants(t *testing.T) {
 		require.Empty(t, scalar[[]string](t, pool, `
 			select coalesce(array_agg(p.oid::regprocedure::text), '{}') from pg_proc p join pg_namespace n on n.oid = p.pronamespace
 			where n.nspname = $1 and (p.proacl is null or exists (select 1 from aclexplode(p.proacl) a where a.grantee = 0))`, p.Schema))
+		require.Empty(t, scalar[[]string](t, pool, `
+			select coalesce(array_agg(c.oid::regclass::text), '{}') from pg_class c join pg_namespace n on n.oid = c.relnamespace
+			where n.nspname = $1 and c.relkind in ('r', 'v')
+			  and (has_table_privilege('worker_service_user', c.oid, 'select')
+			       or exists (select 1 from aclexplode(c.relacl) a where a.grantee = 0))`, p.Schema),
+			"tables and views (the instances view too) the worker or PUBLIC can read")
+		require.Equal(t, p.Schema+"."+p.Name, scalar[string](t, pool, `select process from queues.process`), "registered")
 		granted := scalar[[]string](t, pool, `
 			select coalesce(array_agg(p.proname::text order by p.proname), '{}') from pg_proc p join pg_namespace n on n.oid = p.pronamespace
 			where n.nspname = $1 and has_function_privilege('worker_service_user', p.oid, 'execute')`, p.Schema)
@@ -172,6 +188,8 @@ func TestGeneratedChannelProcessWaitsForSignal(t *testing.T) {
 		waitTrue(t, pool, "the provider accepted the attempt", accepted, id)
 		require.Zero(t, scalar[int64](t, pool, terminal, id), "the process waits for its signal")
 		require.True(t, scalar[bool](t, pool, `select due_at > now() + interval '50 minutes' from crm.confirm_email_due where confirm_email_task_id = $1`, id))
+		require.True(t, scalar[bool](t, pool, `select state = 'waiting' and wait_until > now() + interval '50 minutes'
+			from crm.confirm_email_instances where instance_id = $1`, id), "the instances view says it waits, and until when")
 
 		start := time.Now()
 		require.True(t, scalar[bool](t, pool, `select queues.signal('email.confirmed', $1::bigint::text, '{"ip": "203.0.113.7"}')`, id))
