@@ -28,6 +28,8 @@ func TestErrorsPrintedOnceWithOnePrefix(t *testing.T) {
 		{[]string{"enqueue", "report", `{}`, "--priority", "1.5"}, exitUsage, `invalid argument "1.5" for --priority: not a whole number`},
 		{[]string{"worker", "--lease-duration", "5"}, exitUsage, `invalid argument "5" for --lease-duration: not a duration such as 30s, 5m or 1h30m`},
 		{[]string{"worker", "--migrate=maybe"}, exitUsage, `invalid argument "maybe" for --migrate: not true or false`},
+		{[]string{"worker", "--poll-interval", "0s"}, exitUsage, "--poll-interval must be at least 1ms and --max-poll-interval at least --poll-interval, got 0s and 2s"},
+		{[]string{"worker", "--poll-interval", "30s", "--max-poll-interval", "1s"}, exitUsage, "--poll-interval must be at least 1ms and --max-poll-interval at least --poll-interval, got 30s and 1s"},
 		{[]string{"limits", "set", "email", "--rate", "fast"}, exitUsage, `invalid argument "fast" for --rate: not a number`},
 		{[]string{"enqueue", "report", `{}`, "--at", "tomorrow"}, exitUsage, `--at "tomorrow" is not an RFC 3339 timestamp such as 2030-01-02T15:04:05Z`},
 		{[]string{"tasks", "list", "--bogus"}, exitUsage, "unknown flag: --bogus (see 'taskorch tasks list --help')"},

@@ -41,6 +41,8 @@ type workerFlags struct {
 	taskTimeout   time.Duration
 	shutdownGrace time.Duration
 	pollOnly      bool
+	pollInterval  time.Duration
+	maxPoll       time.Duration
 	listenURL     string
 	httpAddr      string
 	transport     string
@@ -148,6 +150,8 @@ Every flag has an environment variable twin, listed in docs/configuration.md.`,
 	fl.DurationVar(&f.leaseDuration, "lease-duration", envDuration("TASKORCH_LEASE_DURATION", 5*time.Minute), "how long a claim holds a task; renewed while it runs (env TASKORCH_LEASE_DURATION)")
 	fl.DurationVar(&f.taskTimeout, "task-timeout", envDuration("TASKORCH_TASK_TIMEOUT", 0), "bound on one attempt, 0 for none (env TASKORCH_TASK_TIMEOUT)")
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", envDuration("TASKORCH_SHUTDOWN_GRACE", 30*time.Second), "how long running tasks may finish at shutdown (env TASKORCH_SHUTDOWN_GRACE)")
+	fl.DurationVar(&f.pollInterval, "poll-interval", envDuration("TASKORCH_POLL_INTERVAL", 100*time.Millisecond), "the shortest wait between claims while idle; it doubles up to --max-poll-interval while nothing comes, and a NOTIFY cuts it short (env TASKORCH_POLL_INTERVAL)")
+	fl.DurationVar(&f.maxPoll, "max-poll-interval", envDuration("TASKORCH_MAX_POLL_INTERVAL", 2*time.Second), "the longest wait between claims while idle (env TASKORCH_MAX_POLL_INTERVAL)")
 	fl.BoolVar(&f.pollOnly, "poll-only", envBool("TASKORCH_POLL_ONLY", false), "no LISTEN/NOTIFY: for transaction-pooling proxies (env TASKORCH_POLL_ONLY)")
 	// No default from the environment: a flag's default is printed by --help, and this URL may
 	// hold a password. runWorker reads the variable.
@@ -208,6 +212,9 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 	}()
 	if f.concurrency < 1 {
 		return usageErrorf("concurrency must be at least 1, got %d", f.concurrency)
+	}
+	if f.pollInterval < time.Millisecond || f.maxPoll < f.pollInterval {
+		return usageErrorf("--poll-interval must be at least 1ms and --max-poll-interval at least --poll-interval, got %s and %s", f.pollInterval, f.maxPoll)
 	}
 	if g.databaseURL == "" {
 		return usageErrorf("no database: set DATABASE_URL or pass --database-url")
@@ -296,18 +303,20 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 		_ = stopTracing(sctx)
 	}()
 	w, err := taskorch.NewWorker(pool, &taskorch.WorkerConfig{
-		TracerProvider: tp,
-		ID:             f.workerID,
-		Concurrency:    f.concurrency,
-		LeaseDuration:  f.leaseDuration,
-		TaskTimeout:    f.taskTimeout,
-		ShutdownGrace:  f.shutdownGrace,
-		PollOnly:       f.pollOnly,
-		ListenConfig:   listenCfg,
-		Handlers:       hs,
-		Channels:       channels,
-		Logger:         log,
-		Version:        currentBuild().Version,
+		TracerProvider:  tp,
+		ID:              f.workerID,
+		Concurrency:     f.concurrency,
+		LeaseDuration:   f.leaseDuration,
+		TaskTimeout:     f.taskTimeout,
+		ShutdownGrace:   f.shutdownGrace,
+		PollOnly:        f.pollOnly,
+		PollInterval:    f.pollInterval,
+		MaxPollInterval: f.maxPoll,
+		ListenConfig:    listenCfg,
+		Handlers:        hs,
+		Channels:        channels,
+		Logger:          log,
+		Version:         currentBuild().Version,
 
 		HeartbeatInterval: f.heartbeatInterval,
 		WorkerTimeout:     f.workerTimeout,
