@@ -172,7 +172,9 @@ func TestRenderRefusesBadNames(t *testing.T) {
 func TestGeneratedChannelProcessWaitsForSignal(t *testing.T) {
 	t.Parallel()
 	accept := map[string]taskorch.ChannelProvider{taskorch.TypeEmail: taskorch.ChannelProviderFunc(
-		func(context.Context, taskorch.ChannelCall) (json.RawMessage, error) { return json.RawMessage(`{"id":"m-1"}`), nil })}
+		func(context.Context, taskorch.ChannelCall) (json.RawMessage, error) {
+			return json.RawMessage(`{"id":"m-1"}`), nil
+		})}
 	accepted := `select exists (select 1 from crm.confirm_email_attempt a join crm.confirm_email_attempt_succeeded s
 		using (confirm_email_attempt_id) where a.confirm_email_task_id = $1)`
 	terminal := `select (select count(*) from crm.confirm_email_task_succeeded where confirm_email_task_id = $1)
