@@ -98,6 +98,9 @@ func TestE2EWebhooksThroughWorker(t *testing.T) {
 	require.Eventually(t, func() bool { code, _ := get(base + "/readyz"); return code == http.StatusOK },
 		60*time.Second, 20*time.Millisecond, "worker ready")
 	pool := openPool(t, dbURL)
+	// Accepted is not delivered: the process waits for Resend's report (docs/processes.md).
+	_, err := pool.Exec(context.Background(), `update comms.process_config set delivery_wait = '1 hour' where process = 'send_email'`)
+	require.NoError(t, err)
 
 	id := q[int64](t, pool, `select comms.send_email('a@example.com', 'hello', 'hi')`)
 	waitFor(t, pool, "Resend's id stored by the success handler", `select exists (select 1 from comms.send_email_attempt a
@@ -114,6 +117,11 @@ func TestE2EWebhooksThroughWorker(t *testing.T) {
 	require.Equal(t, "bounced|Permanent/General: mailbox does not exist", q[string](t, pool, `select b.kind || '|' || b.reason
 		from comms.send_email_attempt_bounced b join comms.send_email_attempt a using (send_email_attempt_id) where a.send_email_task_id = $1`, id))
 	waitStatus(t, pool, waiting, "completed")
+	// The bounce ends the email process as failed, with Resend's reason.
+	waitFor(t, pool, "the bounce ends the process", `select exists (select 1 from comms.send_email_task_failed where send_email_task_id = $1)`, id)
+	require.Equal(t, "the provider reported the email bounced: Permanent/General: mailbox does not exist",
+		q[string](t, pool, `select error_message from comms.send_email_task_failed where send_email_task_id = $1`, id))
+	require.False(t, q[bool](t, pool, `select exists (select 1 from comms.send_email_task_succeeded where send_email_task_id = $1)`, id))
 
 	// Tampered (signed for another body): refused and recorded; the duplicate: 200, nothing new.
 	h := svixHeaders(t, e2eWebhookSecret, "msg_e2e_2", bounce)
