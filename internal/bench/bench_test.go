@@ -179,7 +179,9 @@ func TestProcesses(t *testing.T) {
 	require.Zero(t, r.Failed)
 	require.EqualValues(t, 40, r.OutboxMessages)
 	require.EqualValues(t, 40, r.EmailTasks)
-	require.GreaterOrEqual(t, r.SupervisorRuns, int64(80)) // the first run and the wake-up at least
+	// The supervisor runs as ticks, each advancing every due send: a few runs, not one per send.
+	require.Positive(t, r.SupervisorRuns)
+	require.Less(t, r.SupervisorRuns, int64(10))
 	require.Positive(t, r.ProcessesPerSecond)
 	require.Contains(t, asJSON(t, r), "processes_per_second")
 }

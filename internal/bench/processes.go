@@ -19,9 +19,10 @@ type ProcessesConfig struct {
 
 	// Count is how many email sends are started. Defaults to 10,000.
 	Count int
-	// CheckInterval is comms.process_config's check_interval for the run: how often a
-	// supervisor looks again while an attempt is outstanding (the handlers wake it the moment
-	// the attempt ends). Defaults to 1s. The backoff is set to 100 ms (nothing fails here).
+	// CheckInterval is comms.process_config's check_interval for the run: how soon a tick looks
+	// again at a send whose attempt is outstanding (a success ends the send in its handler, a
+	// failure wakes the supervisor at once). Defaults to 1s. The backoff is set to 100 ms
+	// (nothing fails here).
 	CheckInterval time.Duration
 }
 
