@@ -509,11 +509,13 @@ end $$;
 --
 
 CREATE FUNCTION comms.count_send_email_attempts(_send_email_task_id bigint) RETURNS integer
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
-    select count(*)::integer from comms.send_email_attempt where send_email_task_id = _send_email_task_id
-$$;
+begin
+    return (select count(*)::integer from comms.send_email_attempt where send_email_task_id = _send_email_task_id);
+end $$;
 
 
 --
@@ -521,13 +523,15 @@ $$;
 --
 
 CREATE FUNCTION comms.count_send_email_failed_attempts(_send_email_task_id bigint) RETURNS integer
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
-    select count(*)::integer from comms.send_email_attempt a
-    join comms.send_email_attempt_failed f using (send_email_attempt_id)
-    where a.send_email_task_id = _send_email_task_id
-$$;
+begin
+    return (select count(*)::integer from comms.send_email_attempt a
+            join comms.send_email_attempt_failed f using (send_email_attempt_id)
+            where a.send_email_task_id = _send_email_task_id);
+end $$;
 
 
 --
@@ -535,11 +539,13 @@ $$;
 --
 
 CREATE FUNCTION comms.count_send_sms_attempts(_send_sms_task_id bigint) RETURNS integer
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
-    select count(*)::integer from comms.send_sms_attempt where send_sms_task_id = _send_sms_task_id
-$$;
+begin
+    return (select count(*)::integer from comms.send_sms_attempt where send_sms_task_id = _send_sms_task_id);
+end $$;
 
 
 --
@@ -547,13 +553,15 @@ $$;
 --
 
 CREATE FUNCTION comms.count_send_sms_failed_attempts(_send_sms_task_id bigint) RETURNS integer
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
-    select count(*)::integer from comms.send_sms_attempt a
-    join comms.send_sms_attempt_failed f using (send_sms_attempt_id)
-    where a.send_sms_task_id = _send_sms_task_id
-$$;
+begin
+    return (select count(*)::integer from comms.send_sms_attempt a
+            join comms.send_sms_attempt_failed f using (send_sms_attempt_id)
+            where a.send_sms_task_id = _send_sms_task_id);
+end $$;
 
 
 --
@@ -563,6 +571,7 @@ $$;
 CREATE FUNCTION comms.get_email_payload(_payload jsonb) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
 declare
     _attempt_id bigint;
@@ -605,6 +614,7 @@ end $$;
 CREATE FUNCTION comms.get_sms_payload(_payload jsonb) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
 declare
     _attempt_id bigint;
@@ -643,13 +653,15 @@ end $$;
 --
 
 CREATE FUNCTION comms.has_send_email_succeeded_attempt(_send_email_task_id bigint) RETURNS boolean
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
-    select exists (select 1 from comms.send_email_attempt a
+begin
+    return exists (select 1 from comms.send_email_attempt a
                    join comms.send_email_attempt_succeeded s using (send_email_attempt_id)
-                   where a.send_email_task_id = _send_email_task_id)
-$$;
+                   where a.send_email_task_id = _send_email_task_id);
+end $$;
 
 
 --
@@ -657,13 +669,15 @@ $$;
 --
 
 CREATE FUNCTION comms.has_send_sms_succeeded_attempt(_send_sms_task_id bigint) RETURNS boolean
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
-    select exists (select 1 from comms.send_sms_attempt a
+begin
+    return exists (select 1 from comms.send_sms_attempt a
                    join comms.send_sms_attempt_succeeded s using (send_sms_attempt_id)
-                   where a.send_sms_task_id = _send_sms_task_id)
-$$;
+                   where a.send_sms_task_id = _send_sms_task_id);
+end $$;
 
 
 --
@@ -814,6 +828,7 @@ end $$;
 CREATE FUNCTION comms.record_email_failure(_payload jsonb) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
 declare
     _attempt_id bigint := (_payload #>> '{original_payload,send_email_attempt_id}')::bigint;
@@ -839,6 +854,7 @@ end $$;
 CREATE FUNCTION comms.record_email_success(_payload jsonb) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
 declare
     _attempt_id bigint := (_payload #>> '{original_payload,send_email_attempt_id}')::bigint;
@@ -928,6 +944,7 @@ end $$;
 CREATE FUNCTION comms.record_sms_failure(_payload jsonb) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
 declare
     _attempt_id bigint := (_payload #>> '{original_payload,send_sms_attempt_id}')::bigint;
@@ -953,6 +970,7 @@ end $$;
 CREATE FUNCTION comms.record_sms_success(_payload jsonb) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
 declare
     _attempt_id bigint := (_payload #>> '{original_payload,send_sms_attempt_id}')::bigint;
@@ -1116,24 +1134,23 @@ begin
                or exists (select 1 from comms.send_email_task_failed x where x.send_email_task_id = r.send_email_task_id) as terminal,
                coalesce(a.attempts, 0) as attempts, coalesce(a.failures, 0) as failures,
                coalesce(a.succeeded, false) as succeeded, a.succeeded_at, a.last_fail, a.last_error,
-               dl.delivered, dl.undelivered
+               coalesce(a.delivered, false) as delivered, a.undelivered
         from comms.send_email_task r
+        -- One pass over the instance's attempts (an index range), with their facts.
         left join lateral (
-            select count(*) as attempts, count(f.send_email_attempt_id) as failures,
+            select count(distinct a.send_email_attempt_id) as attempts, count(distinct f.send_email_attempt_id) as failures,
                    bool_or(s.send_email_attempt_id is not null) as succeeded, min(s.created_at) as succeeded_at,
                    max(f.created_at) as last_fail,
-                   (array_agg(f.error_message order by f.created_at desc) filter (where f.send_email_attempt_id is not null))[1] as last_error
+                   (array_agg(f.error_message order by f.created_at desc) filter (where f.send_email_attempt_id is not null))[1] as last_error,
+                   coalesce(bool_or(d.send_email_attempt_id is not null), false) as delivered,
+                   (array_agg(b.kind || coalesce(': ' || b.reason, '') order by b.created_at) filter (where b.send_email_attempt_id is not null))[1] as undelivered
             from comms.send_email_attempt a
             left join comms.send_email_attempt_succeeded s using (send_email_attempt_id)
             left join comms.send_email_attempt_failed f using (send_email_attempt_id)
+            left join comms.send_email_attempt_delivered d using (send_email_attempt_id)
+            left join comms.send_email_attempt_bounced b using (send_email_attempt_id)
             where a.send_email_task_id = r.send_email_task_id
         ) a on true
-        left join lateral (
-            select exists (select 1 from comms.send_email_attempt a join comms.send_email_attempt_delivered d using (send_email_attempt_id)
-                           where a.send_email_task_id = r.send_email_task_id) as delivered,
-                   (select b.kind || coalesce(': ' || b.reason, '') from comms.send_email_attempt a join comms.send_email_attempt_bounced b using (send_email_attempt_id)
-                    where a.send_email_task_id = r.send_email_task_id order by b.created_at limit 1) as undelivered
-        ) dl on true
         where r.send_email_task_id = any (_ids)
     ), timed as (
         select f.*,
@@ -1325,24 +1342,23 @@ begin
                or exists (select 1 from comms.send_sms_task_failed x where x.send_sms_task_id = r.send_sms_task_id) as terminal,
                coalesce(a.attempts, 0) as attempts, coalesce(a.failures, 0) as failures,
                coalesce(a.succeeded, false) as succeeded, a.succeeded_at, a.last_fail, a.last_error,
-               dl.delivered, dl.undelivered
+               coalesce(a.delivered, false) as delivered, a.undelivered
         from comms.send_sms_task r
+        -- One pass over the instance's attempts (an index range), with their facts.
         left join lateral (
-            select count(*) as attempts, count(f.send_sms_attempt_id) as failures,
+            select count(distinct a.send_sms_attempt_id) as attempts, count(distinct f.send_sms_attempt_id) as failures,
                    bool_or(s.send_sms_attempt_id is not null) as succeeded, min(s.created_at) as succeeded_at,
                    max(f.created_at) as last_fail,
-                   (array_agg(f.error_message order by f.created_at desc) filter (where f.send_sms_attempt_id is not null))[1] as last_error
+                   (array_agg(f.error_message order by f.created_at desc) filter (where f.send_sms_attempt_id is not null))[1] as last_error,
+                   coalesce(bool_or(d.send_sms_attempt_id is not null), false) as delivered,
+                   (array_agg(b.status || coalesce(' (error ' || b.error_code || ')', '') || coalesce(': ' || b.reason, '') order by b.created_at) filter (where b.send_sms_attempt_id is not null))[1] as undelivered
             from comms.send_sms_attempt a
             left join comms.send_sms_attempt_succeeded s using (send_sms_attempt_id)
             left join comms.send_sms_attempt_failed f using (send_sms_attempt_id)
+            left join comms.send_sms_attempt_delivered d using (send_sms_attempt_id)
+            left join comms.send_sms_attempt_undelivered b using (send_sms_attempt_id)
             where a.send_sms_task_id = r.send_sms_task_id
         ) a on true
-        left join lateral (
-            select exists (select 1 from comms.send_sms_attempt a join comms.send_sms_attempt_delivered d using (send_sms_attempt_id)
-                           where a.send_sms_task_id = r.send_sms_task_id) as delivered,
-                   (select b.status || coalesce(' (error ' || b.error_code || ')', '') || coalesce(': ' || b.reason, '') from comms.send_sms_attempt a join comms.send_sms_attempt_undelivered b using (send_sms_attempt_id)
-                    where a.send_sms_task_id = r.send_sms_task_id order by b.created_at limit 1) as undelivered
-        ) dl on true
         where r.send_sms_task_id = any (_ids)
     ), timed as (
         select f.*,
@@ -1521,11 +1537,13 @@ $$;
 --
 
 CREATE FUNCTION files.count_file_deletion_attempts(_file_deletion_task_id bigint) RETURNS integer
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
-    select count(*)::integer from files.file_deletion_attempt where file_deletion_task_id = _file_deletion_task_id
-$$;
+begin
+    return (select count(*)::integer from files.file_deletion_attempt where file_deletion_task_id = _file_deletion_task_id);
+end $$;
 
 
 --
@@ -1533,13 +1551,15 @@ $$;
 --
 
 CREATE FUNCTION files.count_file_deletion_failed_attempts(_file_deletion_task_id bigint) RETURNS integer
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
-    select count(*)::integer from files.file_deletion_attempt a
-    join files.file_deletion_attempt_failed f using (file_deletion_attempt_id)
-    where a.file_deletion_task_id = _file_deletion_task_id
-$$;
+begin
+    return (select count(*)::integer from files.file_deletion_attempt a
+            join files.file_deletion_attempt_failed f using (file_deletion_attempt_id)
+            where a.file_deletion_task_id = _file_deletion_task_id);
+end $$;
 
 
 --
@@ -1615,8 +1635,9 @@ begin
                coalesce(a.attempts, 0) as attempts, coalesce(a.failures, 0) as failures,
                coalesce(a.succeeded, false) as succeeded, a.succeeded_at, a.last_fail, a.last_error
         from files.file_deletion_task r
+        -- One pass over the instance's attempts (an index range), with their facts.
         left join lateral (
-            select count(*) as attempts, count(f.file_deletion_attempt_id) as failures,
+            select count(distinct a.file_deletion_attempt_id) as attempts, count(distinct f.file_deletion_attempt_id) as failures,
                    bool_or(s.file_deletion_attempt_id is not null) as succeeded, min(s.created_at) as succeeded_at,
                    max(f.created_at) as last_fail,
                    (array_agg(f.error_message order by f.created_at desc) filter (where f.file_deletion_attempt_id is not null))[1] as last_error
@@ -1716,6 +1737,7 @@ $$;
 CREATE FUNCTION files.get_file_delete_payload(_payload jsonb) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
 declare
     _attempt_id bigint;
@@ -1748,13 +1770,15 @@ end $$;
 --
 
 CREATE FUNCTION files.has_file_deletion_succeeded_attempt(_file_deletion_task_id bigint) RETURNS boolean
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
-    select exists (select 1 from files.file_deletion_attempt a
+begin
+    return exists (select 1 from files.file_deletion_attempt a
                    join files.file_deletion_attempt_succeeded s using (file_deletion_attempt_id)
-                   where a.file_deletion_task_id = _file_deletion_task_id)
-$$;
+                   where a.file_deletion_task_id = _file_deletion_task_id);
+end $$;
 
 
 --
@@ -1826,6 +1850,7 @@ $$;
 CREATE FUNCTION files.record_file_delete_failure(_payload jsonb) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
 declare
     _attempt_id bigint := (_payload #>> '{original_payload,file_deletion_attempt_id}')::bigint;
@@ -1851,6 +1876,7 @@ end $$;
 CREATE FUNCTION files.record_file_delete_success(_payload jsonb) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
 declare
     _attempt_id bigint := (_payload #>> '{original_payload,file_deletion_attempt_id}')::bigint;
@@ -2837,11 +2863,12 @@ end $$;
 --
 
 CREATE FUNCTION internal.supervisor_lock_id(_supervisor text) RETURNS bigint
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select hashtextextended('taskorch.supervisor_tick:' || _supervisor, 0)
-$$;
+begin
+    return hashtextextended('taskorch.supervisor_tick:' || _supervisor, 0);
+end $$;
 
 
 --
@@ -2849,11 +2876,12 @@ $$;
 --
 
 CREATE FUNCTION internal.supervisor_tick_key(_supervisor text) RETURNS text
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select 'tick:' || _supervisor
-$$;
+begin
+    return 'tick:' || _supervisor;
+end $$;
 
 
 --
@@ -3945,15 +3973,16 @@ end $$;
 --
 
 CREATE FUNCTION queues.process_backoff(_failures integer, _base interval, _max interval) RETURNS interval
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select case
+begin
+    return case
         when coalesce(_failures, 0) <= 0 then interval '0'
         when _failures >= 31 then _max
         else least(_max, _base * power(2, _failures - 1)::double precision)
-    end
-$$;
+    end;
+end $$;
 
 
 --

@@ -18,6 +18,38 @@ create table comms.send_email_due (
 create index send_email_due_at_idx on comms.send_email_due (due_at);
 revoke all on comms.send_email_due from public;
 
+-- Plans. The functions that run once per attempt (the facts helpers, the before handler, the
+-- success and error handlers) plan their statements at every call (plan_cache_mode =
+-- force_custom_plan): a plan cached by a worker's session while the attempts table was nearly
+-- empty would scan the whole table at every later call (a sequential scan is the cheapest plan
+-- for a table of a few pages), and the process would slow down as it grows. Planning these
+-- index lookups costs less than such a scan of a few thousand rows.
+--
+-- The facts helpers: same names, arguments and answers as before.
+create or replace function comms.has_send_email_succeeded_attempt(_send_email_task_id bigint) returns boolean
+language plpgsql stable set search_path = pg_catalog, pg_temp set plan_cache_mode = force_custom_plan as $$
+begin
+    return exists (select 1 from comms.send_email_attempt a
+                   join comms.send_email_attempt_succeeded s using (send_email_attempt_id)
+                   where a.send_email_task_id = _send_email_task_id);
+end $$;
+
+create or replace function comms.count_send_email_failed_attempts(_send_email_task_id bigint) returns integer
+language plpgsql stable set search_path = pg_catalog, pg_temp set plan_cache_mode = force_custom_plan as $$
+begin
+    return (select count(*)::integer from comms.send_email_attempt a
+            join comms.send_email_attempt_failed f using (send_email_attempt_id)
+            where a.send_email_task_id = _send_email_task_id);
+end $$;
+
+create or replace function comms.count_send_email_attempts(_send_email_task_id bigint) returns integer
+language plpgsql stable set search_path = pg_catalog, pg_temp set plan_cache_mode = force_custom_plan as $$
+begin
+    return (select count(*)::integer from comms.send_email_attempt where send_email_task_id = _send_email_task_id);
+end $$;
+
+alter function comms.get_email_payload(jsonb) set plan_cache_mode = force_custom_plan;
+
 -- Makes instance _id due by _at and wakes the supervisor by then (queues.wake_supervisor): the one
 -- way anything but the supervisor asks it to look at an instance.
 create or replace function comms.wake_send_email(_id bigint, _at timestamptz default now()) returns void
@@ -143,24 +175,23 @@ begin
                or exists (select 1 from comms.send_email_task_failed x where x.send_email_task_id = r.send_email_task_id) as terminal,
                coalesce(a.attempts, 0) as attempts, coalesce(a.failures, 0) as failures,
                coalesce(a.succeeded, false) as succeeded, a.succeeded_at, a.last_fail, a.last_error,
-               dl.delivered, dl.undelivered
+               coalesce(a.delivered, false) as delivered, a.undelivered
         from comms.send_email_task r
+        -- One pass over the instance's attempts (an index range), with their facts.
         left join lateral (
-            select count(*) as attempts, count(f.send_email_attempt_id) as failures,
+            select count(distinct a.send_email_attempt_id) as attempts, count(distinct f.send_email_attempt_id) as failures,
                    bool_or(s.send_email_attempt_id is not null) as succeeded, min(s.created_at) as succeeded_at,
                    max(f.created_at) as last_fail,
-                   (array_agg(f.error_message order by f.created_at desc) filter (where f.send_email_attempt_id is not null))[1] as last_error
+                   (array_agg(f.error_message order by f.created_at desc) filter (where f.send_email_attempt_id is not null))[1] as last_error,
+                   coalesce(bool_or(d.send_email_attempt_id is not null), false) as delivered,
+                   (array_agg(b.kind || coalesce(': ' || b.reason, '') order by b.created_at) filter (where b.send_email_attempt_id is not null))[1] as undelivered
             from comms.send_email_attempt a
             left join comms.send_email_attempt_succeeded s using (send_email_attempt_id)
             left join comms.send_email_attempt_failed f using (send_email_attempt_id)
+            left join comms.send_email_attempt_delivered d using (send_email_attempt_id)
+            left join comms.send_email_attempt_bounced b using (send_email_attempt_id)
             where a.send_email_task_id = r.send_email_task_id
         ) a on true
-        left join lateral (
-            select exists (select 1 from comms.send_email_attempt a join comms.send_email_attempt_delivered d using (send_email_attempt_id)
-                           where a.send_email_task_id = r.send_email_task_id) as delivered,
-                   (select b.kind || coalesce(': ' || b.reason, '') from comms.send_email_attempt a join comms.send_email_attempt_bounced b using (send_email_attempt_id)
-                    where a.send_email_task_id = r.send_email_task_id order by b.created_at limit 1) as undelivered
-        ) dl on true
         where r.send_email_task_id = any (_ids)
     ), timed as (
         select f.*,
@@ -235,7 +266,8 @@ end $$;
 -- Idempotent. The instance's agenda row is taken first, so a tick deciding the same instance
 -- at the same time is waited for, and a terminal fact it recorded is seen.
 create or replace function comms.record_email_success(_payload jsonb) returns jsonb
-language plpgsql volatile security definer set search_path = pg_catalog, pg_temp as $$
+language plpgsql volatile security definer set search_path = pg_catalog, pg_temp
+    set plan_cache_mode = force_custom_plan as $$
 declare
     _attempt_id bigint := (_payload #>> '{original_payload,send_email_attempt_id}')::bigint;
     _id         bigint;
@@ -267,7 +299,8 @@ end $$;
 -- to decide (a retry after the backoff, or giving up). Idempotent; never raises on a normal
 -- failure.
 create or replace function comms.record_email_failure(_payload jsonb) returns jsonb
-language plpgsql volatile security definer set search_path = pg_catalog, pg_temp as $$
+language plpgsql volatile security definer set search_path = pg_catalog, pg_temp
+    set plan_cache_mode = force_custom_plan as $$
 declare
     _attempt_id bigint := (_payload #>> '{original_payload,send_email_attempt_id}')::bigint;
     _id         bigint;
@@ -341,6 +374,38 @@ create table comms.send_sms_due (
 );
 create index send_sms_due_at_idx on comms.send_sms_due (due_at);
 revoke all on comms.send_sms_due from public;
+
+-- Plans. The functions that run once per attempt (the facts helpers, the before handler, the
+-- success and error handlers) plan their statements at every call (plan_cache_mode =
+-- force_custom_plan): a plan cached by a worker's session while the attempts table was nearly
+-- empty would scan the whole table at every later call (a sequential scan is the cheapest plan
+-- for a table of a few pages), and the process would slow down as it grows. Planning these
+-- index lookups costs less than such a scan of a few thousand rows.
+--
+-- The facts helpers: same names, arguments and answers as before.
+create or replace function comms.has_send_sms_succeeded_attempt(_send_sms_task_id bigint) returns boolean
+language plpgsql stable set search_path = pg_catalog, pg_temp set plan_cache_mode = force_custom_plan as $$
+begin
+    return exists (select 1 from comms.send_sms_attempt a
+                   join comms.send_sms_attempt_succeeded s using (send_sms_attempt_id)
+                   where a.send_sms_task_id = _send_sms_task_id);
+end $$;
+
+create or replace function comms.count_send_sms_failed_attempts(_send_sms_task_id bigint) returns integer
+language plpgsql stable set search_path = pg_catalog, pg_temp set plan_cache_mode = force_custom_plan as $$
+begin
+    return (select count(*)::integer from comms.send_sms_attempt a
+            join comms.send_sms_attempt_failed f using (send_sms_attempt_id)
+            where a.send_sms_task_id = _send_sms_task_id);
+end $$;
+
+create or replace function comms.count_send_sms_attempts(_send_sms_task_id bigint) returns integer
+language plpgsql stable set search_path = pg_catalog, pg_temp set plan_cache_mode = force_custom_plan as $$
+begin
+    return (select count(*)::integer from comms.send_sms_attempt where send_sms_task_id = _send_sms_task_id);
+end $$;
+
+alter function comms.get_sms_payload(jsonb) set plan_cache_mode = force_custom_plan;
 
 -- Makes instance _id due by _at and wakes the supervisor by then (queues.wake_supervisor): the one
 -- way anything but the supervisor asks it to look at an instance.
@@ -467,24 +532,23 @@ begin
                or exists (select 1 from comms.send_sms_task_failed x where x.send_sms_task_id = r.send_sms_task_id) as terminal,
                coalesce(a.attempts, 0) as attempts, coalesce(a.failures, 0) as failures,
                coalesce(a.succeeded, false) as succeeded, a.succeeded_at, a.last_fail, a.last_error,
-               dl.delivered, dl.undelivered
+               coalesce(a.delivered, false) as delivered, a.undelivered
         from comms.send_sms_task r
+        -- One pass over the instance's attempts (an index range), with their facts.
         left join lateral (
-            select count(*) as attempts, count(f.send_sms_attempt_id) as failures,
+            select count(distinct a.send_sms_attempt_id) as attempts, count(distinct f.send_sms_attempt_id) as failures,
                    bool_or(s.send_sms_attempt_id is not null) as succeeded, min(s.created_at) as succeeded_at,
                    max(f.created_at) as last_fail,
-                   (array_agg(f.error_message order by f.created_at desc) filter (where f.send_sms_attempt_id is not null))[1] as last_error
+                   (array_agg(f.error_message order by f.created_at desc) filter (where f.send_sms_attempt_id is not null))[1] as last_error,
+                   coalesce(bool_or(d.send_sms_attempt_id is not null), false) as delivered,
+                   (array_agg(b.status || coalesce(' (error ' || b.error_code || ')', '') || coalesce(': ' || b.reason, '') order by b.created_at) filter (where b.send_sms_attempt_id is not null))[1] as undelivered
             from comms.send_sms_attempt a
             left join comms.send_sms_attempt_succeeded s using (send_sms_attempt_id)
             left join comms.send_sms_attempt_failed f using (send_sms_attempt_id)
+            left join comms.send_sms_attempt_delivered d using (send_sms_attempt_id)
+            left join comms.send_sms_attempt_undelivered b using (send_sms_attempt_id)
             where a.send_sms_task_id = r.send_sms_task_id
         ) a on true
-        left join lateral (
-            select exists (select 1 from comms.send_sms_attempt a join comms.send_sms_attempt_delivered d using (send_sms_attempt_id)
-                           where a.send_sms_task_id = r.send_sms_task_id) as delivered,
-                   (select b.status || coalesce(' (error ' || b.error_code || ')', '') || coalesce(': ' || b.reason, '') from comms.send_sms_attempt a join comms.send_sms_attempt_undelivered b using (send_sms_attempt_id)
-                    where a.send_sms_task_id = r.send_sms_task_id order by b.created_at limit 1) as undelivered
-        ) dl on true
         where r.send_sms_task_id = any (_ids)
     ), timed as (
         select f.*,
@@ -559,7 +623,8 @@ end $$;
 -- Idempotent. The instance's agenda row is taken first, so a tick deciding the same instance
 -- at the same time is waited for, and a terminal fact it recorded is seen.
 create or replace function comms.record_sms_success(_payload jsonb) returns jsonb
-language plpgsql volatile security definer set search_path = pg_catalog, pg_temp as $$
+language plpgsql volatile security definer set search_path = pg_catalog, pg_temp
+    set plan_cache_mode = force_custom_plan as $$
 declare
     _attempt_id bigint := (_payload #>> '{original_payload,send_sms_attempt_id}')::bigint;
     _id         bigint;
@@ -591,7 +656,8 @@ end $$;
 -- to decide (a retry after the backoff, or giving up). Idempotent; never raises on a normal
 -- failure.
 create or replace function comms.record_sms_failure(_payload jsonb) returns jsonb
-language plpgsql volatile security definer set search_path = pg_catalog, pg_temp as $$
+language plpgsql volatile security definer set search_path = pg_catalog, pg_temp
+    set plan_cache_mode = force_custom_plan as $$
 declare
     _attempt_id bigint := (_payload #>> '{original_payload,send_sms_attempt_id}')::bigint;
     _id         bigint;

@@ -14,15 +14,31 @@
 -- schedules the next. When it cannot get it, a wake-up is in flight that may have seen this
 -- tick still pending: the tick schedules a follow-up itself.
 
+-- PL/pgSQL rather than SQL here and below: a SQL function with a SET clause is not inlined and
+-- is planned at every call; these run for every instance made due.
 create function internal.supervisor_tick_key(_supervisor text) returns text
-language sql immutable parallel safe set search_path = pg_catalog, pg_temp as $$
-    select 'tick:' || _supervisor
-$$;
+language plpgsql immutable parallel safe set search_path = pg_catalog, pg_temp as $$
+begin
+    return 'tick:' || _supervisor;
+end $$;
 
 create function internal.supervisor_lock_id(_supervisor text) returns bigint
-language sql immutable parallel safe set search_path = pg_catalog, pg_temp as $$
-    select hashtextextended('taskorch.supervisor_tick:' || _supervisor, 0)
-$$;
+language plpgsql immutable parallel safe set search_path = pg_catalog, pg_temp as $$
+begin
+    return hashtextextended('taskorch.supervisor_tick:' || _supervisor, 0);
+end $$;
+
+-- queues.process_backoff (0010), with the same answers, as PL/pgSQL: a tick computes it for
+-- every instance it decides.
+create or replace function queues.process_backoff(_failures integer, _base interval, _max interval) returns interval
+language plpgsql immutable parallel safe set search_path = pg_catalog, pg_temp as $$
+begin
+    return case
+        when coalesce(_failures, 0) <= 0 then interval '0'
+        when _failures >= 31 then _max
+        else least(_max, _base * power(2, _failures - 1)::double precision)
+    end;
+end $$;
 
 -- Makes sure a tick of _supervisor is pending to run at or before _at: leaves a pending tick
 -- due by then alone, moves a later one to _at, or inserts one. No lock is taken when a tick is

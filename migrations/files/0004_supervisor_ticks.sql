@@ -18,6 +18,38 @@ create table files.file_deletion_due (
 create index file_deletion_due_at_idx on files.file_deletion_due (due_at);
 revoke all on files.file_deletion_due from public;
 
+-- Plans. The functions that run once per attempt (the facts helpers, the before handler, the
+-- success and error handlers) plan their statements at every call (plan_cache_mode =
+-- force_custom_plan): a plan cached by a worker's session while the attempts table was nearly
+-- empty would scan the whole table at every later call (a sequential scan is the cheapest plan
+-- for a table of a few pages), and the process would slow down as it grows. Planning these
+-- index lookups costs less than such a scan of a few thousand rows.
+--
+-- The facts helpers: same names, arguments and answers as before.
+create or replace function files.has_file_deletion_succeeded_attempt(_file_deletion_task_id bigint) returns boolean
+language plpgsql stable set search_path = pg_catalog, pg_temp set plan_cache_mode = force_custom_plan as $$
+begin
+    return exists (select 1 from files.file_deletion_attempt a
+                   join files.file_deletion_attempt_succeeded s using (file_deletion_attempt_id)
+                   where a.file_deletion_task_id = _file_deletion_task_id);
+end $$;
+
+create or replace function files.count_file_deletion_failed_attempts(_file_deletion_task_id bigint) returns integer
+language plpgsql stable set search_path = pg_catalog, pg_temp set plan_cache_mode = force_custom_plan as $$
+begin
+    return (select count(*)::integer from files.file_deletion_attempt a
+            join files.file_deletion_attempt_failed f using (file_deletion_attempt_id)
+            where a.file_deletion_task_id = _file_deletion_task_id);
+end $$;
+
+create or replace function files.count_file_deletion_attempts(_file_deletion_task_id bigint) returns integer
+language plpgsql stable set search_path = pg_catalog, pg_temp set plan_cache_mode = force_custom_plan as $$
+begin
+    return (select count(*)::integer from files.file_deletion_attempt where file_deletion_task_id = _file_deletion_task_id);
+end $$;
+
+alter function files.get_file_delete_payload(jsonb) set plan_cache_mode = force_custom_plan;
+
 -- Makes instance _id due by _at and wakes the supervisor by then (queues.wake_supervisor): the one
 -- way anything but the supervisor asks it to look at an instance.
 create or replace function files.wake_file_deletion(_id bigint, _at timestamptz default now()) returns void
@@ -144,8 +176,9 @@ begin
                coalesce(a.attempts, 0) as attempts, coalesce(a.failures, 0) as failures,
                coalesce(a.succeeded, false) as succeeded, a.succeeded_at, a.last_fail, a.last_error
         from files.file_deletion_task r
+        -- One pass over the instance's attempts (an index range), with their facts.
         left join lateral (
-            select count(*) as attempts, count(f.file_deletion_attempt_id) as failures,
+            select count(distinct a.file_deletion_attempt_id) as attempts, count(distinct f.file_deletion_attempt_id) as failures,
                    bool_or(s.file_deletion_attempt_id is not null) as succeeded, min(s.created_at) as succeeded_at,
                    max(f.created_at) as last_fail,
                    (array_agg(f.error_message order by f.created_at desc) filter (where f.file_deletion_attempt_id is not null))[1] as last_error
@@ -225,7 +258,8 @@ end $$;
 -- Idempotent. The instance's agenda row is taken first, so a tick deciding the same instance
 -- at the same time is waited for, and a terminal fact it recorded is seen.
 create or replace function files.record_file_delete_success(_payload jsonb) returns jsonb
-language plpgsql volatile security definer set search_path = pg_catalog, pg_temp as $$
+language plpgsql volatile security definer set search_path = pg_catalog, pg_temp
+    set plan_cache_mode = force_custom_plan as $$
 declare
     _attempt_id bigint := (_payload #>> '{original_payload,file_deletion_attempt_id}')::bigint;
     _id         bigint;
@@ -250,7 +284,8 @@ end $$;
 -- to decide (a retry after the backoff, or giving up). Idempotent; never raises on a normal
 -- failure.
 create or replace function files.record_file_delete_failure(_payload jsonb) returns jsonb
-language plpgsql volatile security definer set search_path = pg_catalog, pg_temp as $$
+language plpgsql volatile security definer set search_path = pg_catalog, pg_temp
+    set plan_cache_mode = force_custom_plan as $$
 declare
     _attempt_id bigint := (_payload #>> '{original_payload,file_deletion_attempt_id}')::bigint;
     _id         bigint;
