@@ -121,3 +121,44 @@ func TestDebounceInput(t *testing.T) {
 	}
 	require.Equal(t, int64(0), scalar[int64](t, pool, `select count(*) from queues.task`))
 }
+
+// A started debounced task that becomes pending again — a retry, an expired lease rescued by a
+// claim — while a newer task holds its key: nothing conflicts, and claims go on. (Before the
+// claim gave up the key, the rescue's update broke the pending-only unique index, and every claim
+// failed from then on.)
+func TestDebouncedTaskPendingAgainWhileKeyTaken(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, pool := newClient(t)
+	opts := &taskorch.EnqueueOpts{DebounceKey: "tick", Debounce: 0}
+	first, err := c.Enqueue(ctx, raw("tick", `{"n": 1}`), opts)
+	require.NoError(t, err)
+	got := claim(t, pool, "w1", 1, "10 milliseconds")
+	require.Len(t, got, 1)
+	require.Equal(t, first.TaskID, got[0].TaskID)
+	require.Nil(t, scalar[*string](t, pool, `select debounce_key from queues.task where task_id = $1`, first.TaskID),
+		"a claimed task gives up its key")
+
+	second, err := c.Enqueue(ctx, raw("tick", `{"n": 2}`), opts)
+	require.NoError(t, err)
+	require.NotEqual(t, first.TaskID, second.TaskID, "the running task takes no debounced enqueue")
+
+	// The first task's lease expires; the next claim rescues it to pending and claims both.
+	require.Eventually(t, func() bool {
+		return scalar[bool](t, pool, `select lease_expires_at < now() from queues.task where task_id = $1`, first.TaskID)
+	}, 5*time.Second, 5*time.Millisecond)
+	got = claim(t, pool, "w2", 10, "1 minute")
+	ids := []int64{}
+	for _, g := range got {
+		ids = append(ids, g.TaskID)
+	}
+	require.ElementsMatch(t, []int64{first.TaskID, second.TaskID}, ids)
+
+	// A retry back to pending while a third holds the key: no conflict either.
+	third, err := c.Enqueue(ctx, raw("tick", `{"n": 3}`), opts)
+	require.NoError(t, err)
+	lease := scalar[int64](t, pool, `select lease_id from queues.task where task_id = $1`, second.TaskID)
+	require.Equal(t, "pending", scalar[string](t, pool, `select queues.fail_task($1, 'boom', $2, true)::text`, second.TaskID, lease))
+	require.Equal(t, int64(2), scalar[int64](t, pool, `select count(*) from queues.task where task_type = 'tick' and status = 'pending'`))
+	require.Equal(t, "tick", scalar[string](t, pool, `select debounce_key from queues.task where task_id = $1`, third.TaskID))
+}

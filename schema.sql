@@ -2275,7 +2275,8 @@ begin
             lease_expires_at = now() + _lease_duration,
             worker_id = _worker_id,
             attempt = t.attempt + 1,
-            claimed_at = now()
+            claimed_at = now(),
+            debounce_key = null
         where t.task_id = any (_task_ids) and t.status = 'pending'
         returning t.*
     ), leases as (
