@@ -217,10 +217,12 @@ func (w *Worker) finishWithHandler(ctx context.Context, t *Task, handler string,
 	}, onErr)
 }
 
-// callHandler runs a before handler in its own short transaction and parses its envelope.
+// callHandler runs a before handler and parses its envelope. It runs in the next batch of
+// before handlers (before_batch.go), in a short transaction of its own: a before handler
+// holds no lease lock.
 func (w *Worker) callHandler(ctx context.Context, handler string, payload json.RawMessage) (envelope.Result, error) {
-	var raw []byte
-	if err := w.pool.QueryRow(ctx, `select internal.run_function($1, $2)`, handler, payload).Scan(&raw); err != nil {
+	raw, err := w.before.Do(ctx, beforeCall{handler: handler, payload: payload})
+	if err != nil {
 		return envelope.Result{}, err
 	}
 	return envelope.Parse(raw)

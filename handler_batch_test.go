@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -124,4 +125,92 @@ func TestSuccessHandlerRaisingInBatch(t *testing.T) {
 		scalar[string](t, pool, `select error_message from queues.error where task_id = $1`, refuse))
 	require.Equal(t, int64(2), scalar[int64](t, pool, `select count(*) from queues.error where task_id = any($1)`, ids),
 		"one error for the raising task's attempt, one for the refusal")
+}
+
+const beforeBatchSQL = `
+create schema bb;
+create table bb.log (attempt integer primary key, tx bigint not null);
+create function bb.before(_p jsonb) returns jsonb
+language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
+begin
+    if (_p ->> 'explode')::boolean then
+        raise exception 'explode %', _p ->> 'attempt';
+    end if;
+    insert into bb.log (attempt, tx) values ((_p ->> 'attempt')::integer, txid_current());
+    return jsonb_build_object('success', true, 'payload', jsonb_build_object('to', 'a@example.com', 'attempt', _p -> 'attempt'));
+end $$;
+grant usage on schema bb to worker_service_user;
+grant execute on function bb.before(jsonb) to worker_service_user;
+`
+
+// Before handlers of tasks running together run in shared statements (internal.run_functions),
+// each once; one that raises fails its own task only (its batch is rolled back and each call
+// runs alone), and every other task reaches its provider with its own request.
+func TestBeforeHandlersBatched(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, pool := newClient(t)
+	mustExec(t, pool, beforeBatchSQL)
+	const n = 40
+	var mu sync.Mutex
+	requests := map[int]int{} // attempt -> provider calls
+	startWorker(t, pool, &taskorch.WorkerConfig{Concurrency: n,
+		Channels: map[string]taskorch.ChannelProvider{taskorch.TypeEmail: taskorch.ChannelProviderFunc(
+			func(_ context.Context, call taskorch.ChannelCall) (json.RawMessage, error) {
+				var req struct{ Attempt int }
+				if err := json.Unmarshal(call.Request, &req); err != nil {
+					return nil, err
+				}
+				mu.Lock()
+				requests[req.Attempt]++
+				mu.Unlock()
+				return json.RawMessage(`{}`), nil
+			})}})
+	ids := make([]int64, 0, n)
+	var explode int64
+	for i := 1; i <= n; i++ {
+		extra := ""
+		if i == 7 {
+			extra = `, "explode": true`
+		}
+		res, err := c.Enqueue(ctx, raw("email", fmt.Sprintf(`{"attempt": %d, "before_handler": "bb.before"%s}`, i, extra)),
+			&taskorch.EnqueueOpts{MaxAttempts: 1})
+		require.NoError(t, err)
+		ids = append(ids, res.TaskID)
+		if i == 7 {
+			explode = res.TaskID
+		}
+	}
+	for _, id := range ids {
+		if id == explode {
+			waitStatus(t, pool, id, taskorch.StatusDead)
+			continue
+		}
+		waitStatus(t, pool, id, taskorch.StatusCompleted)
+	}
+	require.Contains(t, lastError(t, pool, explode), "before handler bb.before: ERROR: explode 7")
+	require.Equal(t, int64(n-1), scalar[int64](t, pool, `select count(*) from bb.log`), "every before handler but the raising one wrote once")
+	mu.Lock()
+	seen := maps.Clone(requests)
+	mu.Unlock()
+	require.Len(t, seen, n-1, "every task but the raising one reached the provider")
+	for attempt, calls := range seen {
+		require.NotEqual(t, 7, attempt)
+		require.Equal(t, 1, calls, "attempt %d", attempt)
+	}
+
+	// Without a raising one, tasks running together share statements.
+	mustExec(t, pool, `truncate bb.log`)
+	ids = ids[:0]
+	for i := 1; i <= n; i++ {
+		res, err := c.Enqueue(ctx, raw("email", fmt.Sprintf(`{"attempt": %d, "before_handler": "bb.before"}`, i)), nil)
+		require.NoError(t, err)
+		ids = append(ids, res.TaskID)
+	}
+	for _, id := range ids {
+		waitStatus(t, pool, id, taskorch.StatusCompleted)
+	}
+	require.Equal(t, int64(n), scalar[int64](t, pool, `select count(*) from bb.log`))
+	require.LessOrEqual(t, scalar[int64](t, pool, `select count(distinct tx) from bb.log`), int64(n/2),
+		"the before handlers of tasks running together share statements")
 }

@@ -510,3 +510,60 @@ func TestNoPublicExecuteInQueuesOrInternal(t *testing.T) {
 	require.True(t, scalar[bool](t, admin,
 		`select has_function_privilege('worker_service_user', 'internal.run_function(text, jsonb)', 'execute')`))
 }
+
+// internal.run_functions makes many calls in one statement with the runner's checks: each
+// result is what internal.run_function gives for the same call, and a batch holding one call
+// the runner refuses is refused whole, with that call's own SQLSTATE and message, before
+// anything runs.
+func TestRunFunctionsBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin, worker, role := newRunFunctionDB(t)
+
+	names := []string{"biz.ok", "biz.rename", "biz.ok", "biz.ok"}
+	payloads := []string{`{"n": 1}`, `{"account_id": 1, "name": "ann"}`, `{"n": 2}`, `{"n": 3, "s": "'); --"}`}
+	rows, err := worker.Query(ctx, `select ord, result::text from internal.run_functions($1, $2::text[]::jsonb[]) order by ord`,
+		names, payloads)
+	require.NoError(t, err)
+	var got []string
+	for rows.Next() {
+		var ord int
+		var res string
+		require.NoError(t, rows.Scan(&ord, &res))
+		require.Equal(t, len(got)+1, ord)
+		got = append(got, res)
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, got, len(names))
+	for i := range names {
+		if names[i] == "biz.rename" {
+			continue // it writes: compared below
+		}
+		one, err := runFunction(ctx, worker, names[i], payloads[i])
+		require.NoError(t, err)
+		require.JSONEq(t, one, got[i], "call %d", i+1)
+	}
+	require.JSONEq(t, `{"success": true}`, got[1])
+	require.Equal(t, "ann", scalar[string](t, admin, `select name from biz.account where account_id = 1`))
+
+	for _, tt := range []struct {
+		name, fn, payload, code, msg string
+	}{
+		{"not granted", "biz.secret", `{}`, codeNoPrivilege,
+			fmt.Sprintf(`run_function: permission denied for function biz.secret(jsonb): role %s has no EXECUTE on it`, role)},
+		{"malformed", "biz.ok; drop table biz.account", `{}`, codeInvalidParameter, `is malformed`},
+		{"system schema", "pg_catalog.pg_sleep", `{}`, codeNoPrivilege, `the runner calls application functions only`},
+		{"no such function", "biz.nope", `{}`, codeUndefinedFunc, `run_function: function biz.nope(jsonb) does not exist`},
+		{"returns int", "biz.int_ret", `{}`, codeInvalidParameter, `returns integer, not jsonb`},
+		{"array payload", "biz.ok", `[1]`, codeInvalidParameter, `run_functions: every payload must be a JSON object`},
+	} {
+		_, err := worker.Exec(ctx, `select * from internal.run_functions($1, $2::text[]::jsonb[])`,
+			[]string{"biz.ok", tt.fn, "biz.ok"}, []string{`{}`, tt.payload, `{}`})
+		pe := requirePgError(t, err, tt.code, tt.name)
+		require.Contains(t, pe.Message, tt.msg, tt.name)
+	}
+	_, err = worker.Exec(ctx, `select * from internal.run_functions($1, $2::text[]::jsonb[])`, []string{"biz.ok"}, []string{})
+	pe := requirePgError(t, err, codeInvalidParameter, "lengths")
+	require.Equal(t, "run_functions: 1 function names and 0 payloads; expected one of each per call", pe.Message)
+	require.Zero(t, scalar[int](t, admin, `select count(*) from biz.secret_log`), "biz.secret never ran")
+}

@@ -2698,6 +2698,68 @@ CREATE FUNCTION internal.run_function(function_name text, payload jsonb) RETURNS
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 declare
+    _result jsonb;
+begin
+    execute format('select %s($1)', internal.runnable_function(function_name, payload)) using payload into _result;
+    return _result;
+end $_$;
+
+
+--
+-- Name: FUNCTION run_function(function_name text, payload jsonb); Type: COMMENT; Schema: internal; Owner: -
+--
+
+COMMENT ON FUNCTION internal.run_function(function_name text, payload jsonb) IS 'Calls schema.name(jsonb) returns jsonb with the payload, as the caller (security invoker). Names are resolved safely; see docs/security.md.';
+
+
+--
+-- Name: run_functions(text[], jsonb[]); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.run_functions(_handlers text[], _payloads jsonb[]) RETURNS TABLE(ord integer, result jsonb)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _names   text[];
+    _targets text[];
+begin
+    if coalesce(cardinality(_handlers), 0) <> coalesce(cardinality(_payloads), 0) then
+        raise exception 'run_functions: % function names and % payloads; expected one of each per call',
+            coalesce(cardinality(_handlers), 0), coalesce(cardinality(_payloads), 0)
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if exists (select from unnest(_payloads) p where p is null or jsonb_typeof(p) <> 'object') then
+        raise exception 'run_functions: every payload must be a JSON object'
+            using errcode = 'invalid_parameter_value';
+    end if;
+    -- Every name is checked before anything is called.
+    _names := array(select distinct h from unnest(_handlers) h);
+    _targets := array(select internal.runnable_function(n, '{}'::jsonb) from unnest(_names) n);
+    for _i in 1 .. coalesce(cardinality(_names), 0) loop
+        return query execute format(
+            'select u.ord::integer, %s(u.p) from unnest($1::text[], $2::jsonb[]) with ordinality as u(h, p, ord) where u.h = $3',
+            _targets[_i]) using _handlers, _payloads, _names[_i];
+    end loop;
+end $_$;
+
+
+--
+-- Name: FUNCTION run_functions(_handlers text[], _payloads jsonb[]); Type: COMMENT; Schema: internal; Owner: -
+--
+
+COMMENT ON FUNCTION internal.run_functions(_handlers text[], _payloads jsonb[]) IS 'Calls _handlers[i](_payloads[i]) for every i, as internal.run_function would, each distinct function checked once; (i, result) rows. See docs/worker.md.';
+
+
+--
+-- Name: runnable_function(text, jsonb); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.runnable_function(function_name text, payload jsonb) RETURNS text
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
     _parts   text[];
     _schema  text;
     _name    text;
@@ -2707,7 +2769,6 @@ declare
     _kind    "char";
     _rettype oid;
     _retset  boolean;
-    _result  jsonb;
 begin
     if function_name is null or function_name = '' then
         raise exception 'run_function: function name must not be empty'
@@ -2787,16 +2848,15 @@ begin
             using errcode = 'invalid_parameter_value';
     end if;
 
-    execute format('select %I.%I($1)', _schema, _name) using payload into _result;
-    return _result;
+    return format('%I.%I', _schema, _name);
 end $_$;
 
 
 --
--- Name: FUNCTION run_function(function_name text, payload jsonb); Type: COMMENT; Schema: internal; Owner: -
+-- Name: FUNCTION runnable_function(function_name text, payload jsonb); Type: COMMENT; Schema: internal; Owner: -
 --
 
-COMMENT ON FUNCTION internal.run_function(function_name text, payload jsonb) IS 'Calls schema.name(jsonb) returns jsonb with the payload, as the caller (security invoker). Names are resolved safely; see docs/security.md.';
+COMMENT ON FUNCTION internal.runnable_function(function_name text, payload jsonb) IS 'The runner''s checks of a function name and its payload, as internal.run_function makes them; returns the quoted schema.name to call. See docs/security.md.';
 
 
 --
@@ -4310,6 +4370,37 @@ end $$;
 
 
 --
+-- Name: record_outbox_messages(bigint[], text[], jsonb[]); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.record_outbox_messages(_task_ids bigint[], _channels text[], _requests jsonb[]) RETURNS TABLE(ord integer, result jsonb)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _n integer := coalesce(cardinality(_channels), 0);
+begin
+    if coalesce(cardinality(_task_ids), 0) <> _n or coalesce(cardinality(_requests), 0) <> _n then
+        raise exception 'record_outbox_messages: % task ids, % channels and % requests; expected one of each per message',
+            coalesce(cardinality(_task_ids), 0), _n, coalesce(cardinality(_requests), 0)
+            using errcode = 'invalid_parameter_value';
+    end if;
+    for _i in 1 .. _n loop
+        ord := _i;
+        result := queues.record_outbox_message(_task_ids[_i], _channels[_i], _requests[_i]);
+        return next;
+    end loop;
+end $$;
+
+
+--
+-- Name: FUNCTION record_outbox_messages(_task_ids bigint[], _channels text[], _requests jsonb[]); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.record_outbox_messages(_task_ids bigint[], _channels text[], _requests jsonb[]) IS 'queues.record_outbox_message for many messages in one call, in order; (i, result) rows. See docs/providers.md.';
+
+
+--
 -- Name: redispatch_stale(interval, integer, text[]); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -4677,7 +4768,8 @@ CREATE FUNCTION queues.run_task_handlers(_task_ids bigint[], _lease_ids bigint[]
     AS $$
 #variable_conflict use_column
 declare
-    _n integer := coalesce(cardinality(_task_ids), 0);
+    _n    integer := coalesce(cardinality(_task_ids), 0);
+    _held integer[];  -- the positions whose lease is held, in order
 begin
     if coalesce(cardinality(_lease_ids), 0) <> _n or coalesce(cardinality(_handlers), 0) <> _n
        or coalesce(cardinality(_bodies), 0) <> _n then
@@ -4685,12 +4777,25 @@ begin
             _n, coalesce(cardinality(_lease_ids), 0), coalesce(cardinality(_handlers), 0), coalesce(cardinality(_bodies), 0)
             using errcode = 'invalid_parameter_value';
     end if;
+    _held := array[]::integer[];
     for _i in 1 .. _n loop
-        task_id := _task_ids[_i];
-        held := queues.lock_lease(_task_ids[_i], _lease_ids[_i]);
-        envelope := case when held then internal.run_function(_handlers[_i], _bodies[_i]) end;
-        return next;
+        if queues.lock_lease(_task_ids[_i], _lease_ids[_i]) then
+            _held := _held || _i;
+        else
+            task_id := _task_ids[_i];
+            held := false;
+            envelope := null;
+            return next;
+        end if;
     end loop;
+    if cardinality(_held) = 0 then
+        return;
+    end if;
+    return query
+        select _task_ids[_held[r.ord]], true, r.result
+        from internal.run_functions(
+            array(select _handlers[h] from unnest(_held) with ordinality as u(h, k) order by k),
+            array(select _bodies[h] from unnest(_held) with ordinality as u(h, k) order by k)) as r;
 end $$;
 
 
@@ -8536,6 +8641,22 @@ GRANT ALL ON FUNCTION internal.run_function(function_name text, payload jsonb) T
 
 
 --
+-- Name: FUNCTION run_functions(_handlers text[], _payloads jsonb[]); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.run_functions(_handlers text[], _payloads jsonb[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION internal.run_functions(_handlers text[], _payloads jsonb[]) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION runnable_function(function_name text, payload jsonb); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.runnable_function(function_name text, payload jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION internal.runnable_function(function_name text, payload jsonb) TO worker_service_user;
+
+
+--
 -- Name: FUNCTION schedule_supervisor_tick(_supervisor text, _at timestamp with time zone); Type: ACL; Schema: internal; Owner: -
 --
 
@@ -8897,6 +9018,14 @@ GRANT ALL ON FUNCTION queues.record_error(_task_id bigint, _lease_id bigint, _er
 
 REVOKE ALL ON FUNCTION queues.record_outbox_message(_task_id bigint, _channel text, _request jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION queues.record_outbox_message(_task_id bigint, _channel text, _request jsonb) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION record_outbox_messages(_task_ids bigint[], _channels text[], _requests jsonb[]); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.record_outbox_messages(_task_ids bigint[], _channels text[], _requests jsonb[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION queues.record_outbox_messages(_task_ids bigint[], _channels text[], _requests jsonb[]) TO worker_service_user;
 
 
 --

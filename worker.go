@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/taskorch/taskorch/internal/batcher"
 	"github.com/taskorch/taskorch/internal/maintenance"
 )
 
@@ -28,16 +29,17 @@ type Worker struct {
 	cfg  WorkerConfig
 	log  *slog.Logger
 
-	slots       chan struct{} // one token per running task
-	ready       *readyBuffer  // tasks claimed ahead of free slots (claim_ahead.go)
-	room        chan struct{} // a slot freed: the fetcher may claim
-	freed       atomic.Int64  // slots freed so far, for the claim-ahead target
-	busy        atomic.Int64  // nanoseconds those slots were held by their tasks
-	staleAhead  atomic.Int64  // times the renewer gave back buffered tasks that waited too long
-	wake        chan struct{} // a NOTIFY arrived
-	leaseCheck  chan struct{} // a running task may have been cancelled (lease_check.go)
-	listening   atomic.Bool   // the LISTEN connection is up: cancel notifications arrive
-	completions *completions  // succeeded tasks, for the completer
+	slots       chan struct{}                        // one token per running task
+	ready       *readyBuffer                         // tasks claimed ahead of free slots (claim_ahead.go)
+	room        chan struct{}                        // a slot freed: the fetcher may claim
+	freed       atomic.Int64                         // slots freed so far, for the claim-ahead target
+	busy        atomic.Int64                         // nanoseconds those slots were held by their tasks
+	staleAhead  atomic.Int64                         // times the renewer gave back buffered tasks that waited too long
+	wake        chan struct{}                        // a NOTIFY arrived
+	leaseCheck  chan struct{}                        // a running task may have been cancelled (lease_check.go)
+	listening   atomic.Bool                          // the LISTEN connection is up: cancel notifications arrive
+	completions *completions                         // succeeded tasks, for the completer
+	before      *batcher.Batcher[beforeCall, []byte] // channel tasks' before handlers (before_batch.go)
 	hardStop    chan struct{}
 	stopOnce    sync.Once
 
@@ -144,6 +146,7 @@ func NewWorker(pool *pgxpool.Pool, cfg *WorkerConfig) (*Worker, error) {
 		hardStop:    make(chan struct{}),
 		running:     map[int64]*runningTask{},
 	}
+	w.before = w.newBeforeBatcher()
 	if w.dl, err = newDelivery(w); err != nil {
 		return nil, err
 	}

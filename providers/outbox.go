@@ -3,12 +3,15 @@ package providers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/internal/batcher"
 )
 
 // Querier runs one statement: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
@@ -20,10 +23,24 @@ type Querier interface {
 // request in the database with queues.record_outbox_message(task_id, channel, request), where
 // the dashboard's /outbox page shows it. Requests are checked as the real providers check them,
 // so a malformed one fails the same way in development.
+//
+// Over a *pgxpool.Pool, the calls made while one recording runs are recorded together in the
+// next (queues.record_outbox_messages): one statement and one commit for many messages, as a
+// busy worker makes them (docs/providers.md).
 type Outbox struct {
 	db      Querier
 	channel string
+	batch   *batcher.Batcher[outboxRecord, []byte] // nil unless db is a pool
 }
+
+// outboxRecord is one recording: the task and its request.
+type outboxRecord struct {
+	taskID  *int64
+	request []byte
+}
+
+// maxOutboxBatch bounds how many messages one statement records.
+const maxOutboxBatch = 200
 
 // NewOutbox returns the outbox provider of channel (taskorch.TypeEmail, TypeSMS or
 // TypeFileDelete).
@@ -36,7 +53,55 @@ func NewOutbox(db Querier, channel string) (*Outbox, error) {
 	default:
 		return nil, fmt.Errorf("outbox: unknown channel %q (want email, sms or file_delete)", channel)
 	}
-	return &Outbox{db: db, channel: channel}, nil
+	p := &Outbox{db: db, channel: channel}
+	if pool, ok := db.(*pgxpool.Pool); ok {
+		p.batch = batcher.New(maxOutboxBatch, func(ctx context.Context, recs []outboxRecord) ([]batcher.Result[[]byte], error) {
+			return p.recordBatch(ctx, pool, recs)
+		})
+	}
+	return p, nil
+}
+
+// asyncCommit makes a recording on the pool commit without waiting for the disk. A recording
+// lost in a crash belongs to a task whose completion was not durable either (the completion's
+// commit comes later in the log and flushes it), so the task runs again and records it again,
+// as a provider that went down before accepting the message. A caller's transaction (a pgx.Tx)
+// keeps its own durability.
+const asyncCommit = `(select set_config('synchronous_commit', 'off', true)) as async_commit`
+
+// recordBatch records recs in one statement when there are several, else alone. When the server
+// refuses the batch, each is recorded on its own, so only the one at fault fails.
+func (p *Outbox) recordBatch(ctx context.Context, pool *pgxpool.Pool, recs []outboxRecord) ([]batcher.Result[[]byte], error) {
+	results := make([]batcher.Result[[]byte], len(recs))
+	if len(recs) > 1 {
+		ids := make([]*int64, len(recs))
+		channels := make([]string, len(recs))
+		requests := make([][]byte, len(recs))
+		for i, r := range recs {
+			ids[i], channels[i], requests[i] = r.taskID, p.channel, r.request
+		}
+		rows, err := pool.Query(ctx, `select r.ord, r.result from `+asyncCommit+`,
+			queues.record_outbox_messages($1::bigint[], $2::text[], $3::jsonb[]) as r`, ids, channels, requests)
+		if err == nil {
+			var ord int
+			var raw []byte
+			_, err = pgx.ForEachRow(rows, []any{&ord, &raw}, func() error {
+				if ord >= 1 && ord <= len(results) {
+					results[ord-1].Value = append([]byte(nil), raw...)
+				}
+				return nil
+			})
+		}
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) {
+			return results, err
+		}
+	}
+	for i, r := range recs {
+		results[i].Err = pool.QueryRow(ctx, `select queues.record_outbox_message($1::bigint, $2::text, $3::jsonb) from `+asyncCommit,
+			r.taskID, p.channel, r.request).Scan(&results[i].Value)
+	}
+	return results, nil
 }
 
 // outboxResult is what queues.record_outbox_message returns.
@@ -66,17 +131,13 @@ func (p *Outbox) Call(ctx context.Context, call taskorch.ChannelCall) (json.RawM
 		taskID = &call.Task.ID
 	}
 	var raw []byte
-	q := `select queues.record_outbox_message($1::bigint, $2::text, $3::jsonb)`
-	if _, ok := p.db.(*pgxpool.Pool); ok {
-		// Its own transaction: commit without waiting for the disk. A recording lost in a crash
-		// belongs to a task whose completion was not durable either (the completion's commit
-		// comes later in the log and flushes it), so the task runs again and records it again,
-		// as a provider that went down before accepting the message. A caller's transaction
-		// (a pgx.Tx) keeps its own durability.
-		q = `select queues.record_outbox_message($1::bigint, $2::text, $3::jsonb)
-		     from (select set_config('synchronous_commit', 'off', true)) as async_commit`
+	if p.batch != nil {
+		raw, err = p.batch.Do(ctx, outboxRecord{taskID: taskID, request: call.Request})
+	} else {
+		err = p.db.QueryRow(ctx, `select queues.record_outbox_message($1::bigint, $2::text, $3::jsonb)`,
+			taskID, p.channel, []byte(call.Request)).Scan(&raw)
 	}
-	if err := p.db.QueryRow(ctx, q, taskID, p.channel, []byte(call.Request)).Scan(&raw); err != nil {
+	if err != nil {
 		return nil, newRedactor().transportError(ctx, "outbox", err)
 	}
 	var res outboxResult

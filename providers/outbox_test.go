@@ -2,6 +2,8 @@ package providers_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -93,4 +95,108 @@ func TestOutboxChecksRequests(t *testing.T) {
 	require.ErrorContains(t, err, `unknown channel "fax"`)
 	_, err = providers.NewOutbox(nil, taskorch.TypeEmail)
 	require.ErrorContains(t, err, "needs a database")
+}
+
+// Over a pool, concurrent calls are recorded together (queues.record_outbox_messages) and each
+// gets its own answer: its own message id, a ruled recipient's failure, a malformed request's
+// refusal; the rest are recorded once each.
+func TestOutboxOnPoolRecordsConcurrentCallsTogether(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewDB(t)
+	_, err := pool.Exec(t.Context(), `insert into queues.outbox_rule (channel, recipient, fail, error_message)
+		values ('email', 'bounce@example.com', 'always', 'mailbox full')`)
+	require.NoError(t, err)
+	email, err := providers.NewOutbox(pool, taskorch.TypeEmail)
+	require.NoError(t, err)
+
+	const n = 60
+	type answer struct {
+		id  int64
+		err error
+	}
+	answers := make([]answer, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			to := fmt.Sprintf("user%d@example.com", i)
+			switch i {
+			case 10:
+				to = "bounce@example.com"
+			case 20:
+				to = "" // refused by the provider's own check, before any recording
+			}
+			c := call(t, map[string]any{"to": to, "subject": "s", "text": "t", "n": i})
+			resp, err := email.Call(t.Context(), c)
+			if err == nil {
+				var out struct {
+					OutboxMessageID int64 `json:"outbox_message_id"`
+				}
+				err = json.Unmarshal(resp, &out)
+				answers[i].id = out.OutboxMessageID
+			}
+			answers[i].err = err
+		}()
+	}
+	wg.Wait()
+
+	ids := map[int64]bool{}
+	for i, a := range answers {
+		switch i {
+		case 10:
+			require.EqualError(t, requireRetriable(t, a.err), "outbox: mailbox full")
+		case 20:
+			requirePermanent(t, a.err)
+		default:
+			require.NoError(t, a.err, "call %d", i)
+			require.False(t, ids[a.id], "call %d got its own message id", i)
+			ids[a.id] = true
+			var got int
+			require.NoError(t, pool.QueryRow(t.Context(), `select (request ->> 'n')::int from queues.outbox_message
+				where outbox_message_id = $1`, a.id).Scan(&got))
+			require.Equal(t, i, got, "call %d's id names its own request", i)
+		}
+	}
+	var sent, failed, recordings int
+	require.NoError(t, pool.QueryRow(t.Context(), `select count(*) filter (where status = 'sent'),
+		count(*) filter (where status = 'failed'), count(distinct xmin::text) from queues.outbox_message`).Scan(&sent, &failed, &recordings))
+	require.Equal(t, []int{n - 2, 1}, []int{sent, failed})
+	require.Less(t, recordings, n-1, "concurrent calls share transactions")
+}
+
+// A batch the server refuses is recorded call by call, so only the call at fault fails: here a
+// constraint added for the test makes one recording raise inside its batch.
+func TestOutboxBatchRefusedFallsBackToEachCall(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewDB(t)
+	_, err := pool.Exec(t.Context(), `alter table queues.outbox_message add constraint no_mallory check (recipient <> 'mallory@example.com')`)
+	require.NoError(t, err)
+	email, err := providers.NewOutbox(pool, taskorch.TypeEmail)
+	require.NoError(t, err)
+	const n = 30
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			to := fmt.Sprintf("user%d@example.com", i)
+			if i == 5 {
+				to = "mallory@example.com"
+			}
+			_, errs[i] = email.Call(t.Context(), call(t, map[string]any{"to": to, "subject": "s", "text": "t"}))
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if i == 5 {
+			require.ErrorContains(t, err, "no_mallory")
+			continue
+		}
+		require.NoError(t, err, "call %d", i)
+	}
+	var recorded int
+	require.NoError(t, pool.QueryRow(t.Context(), `select count(*) from queues.outbox_message`).Scan(&recorded))
+	require.Equal(t, n-1, recorded)
 }
