@@ -81,5 +81,7 @@ var KitFiles = []KitFile{
 	{CommsRetryFile, func() ([]byte, error) {
 		return RenderChannelRetry(fmt.Sprintf(retryHeader, "comms.send_email' or 'comms.send_sms"), CommsKit...)
 	}},
-	{FilesRetryFile, func() ([]byte, error) { return RenderChannelRetry(fmt.Sprintf(retryHeader, "files.file_deletion"), FilesKit...) }},
+	{FilesRetryFile, func() ([]byte, error) {
+		return RenderChannelRetry(fmt.Sprintf(retryHeader, "files.file_deletion"), FilesKit...)
+	}},
 }
