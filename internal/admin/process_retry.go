@@ -114,3 +114,30 @@ type ProcessRunFailure struct {
 	At    time.Time `json:"at"`
 	Error string    `json:"error"`
 }
+
+// ProcessRestarts is what an instance's page shows of retrying it by hand.
+type ProcessRestarts struct {
+	Retryable       bool // the process registered a retry function
+	Restarts        []ProcessRestart
+	EarlierFailures []ProcessRunFailure
+}
+
+// ReadProcessRestarts returns whether process ("schema.name") can be retried by hand, and
+// instance id's restarts and the failures of its restarted runs. ErrProcessNotFound for a
+// process the registry does not list.
+func ReadProcessRestarts(ctx context.Context, db DB, process string, id int64) (*ProcessRestarts, error) {
+	p, err := lookupProcess(ctx, db, process)
+	if err != nil {
+		return nil, err
+	}
+	out := &ProcessRestarts{}
+	if err := db.QueryRow(ctx, `select retry_function is not null from queues.process where process = $1`, process).Scan(&out.Retryable); err != nil {
+		return nil, fmt.Errorf("read the registry: %w", err)
+	}
+	var d ProcessDetail
+	if err := readRestarts(ctx, db, p, id, &d); err != nil {
+		return nil, err
+	}
+	out.Restarts, out.EarlierFailures = d.Restarts, d.EarlierFailures
+	return out, nil
+}
