@@ -514,7 +514,10 @@ CREATE FUNCTION comms.count_send_email_attempts(_send_email_task_id bigint) RETU
     SET plan_cache_mode TO 'force_custom_plan'
     AS $$
 begin
-    return (select count(*)::integer from comms.send_email_attempt where send_email_task_id = _send_email_task_id);
+    return (select count(*)::integer from comms.send_email_attempt a
+            where a.send_email_task_id = _send_email_task_id
+              and a.send_email_attempt_id > coalesce((select max(z.last_attempt_id) from comms.send_email_task_restarted z
+                                                 where z.send_email_task_id = _send_email_task_id), 0));
 end $$;
 
 
@@ -530,7 +533,9 @@ CREATE FUNCTION comms.count_send_email_failed_attempts(_send_email_task_id bigin
 begin
     return (select count(*)::integer from comms.send_email_attempt a
             join comms.send_email_attempt_failed f using (send_email_attempt_id)
-            where a.send_email_task_id = _send_email_task_id);
+            where a.send_email_task_id = _send_email_task_id
+              and a.send_email_attempt_id > coalesce((select max(z.last_attempt_id) from comms.send_email_task_restarted z
+                                                 where z.send_email_task_id = _send_email_task_id), 0));
 end $$;
 
 
@@ -544,7 +549,10 @@ CREATE FUNCTION comms.count_send_sms_attempts(_send_sms_task_id bigint) RETURNS 
     SET plan_cache_mode TO 'force_custom_plan'
     AS $$
 begin
-    return (select count(*)::integer from comms.send_sms_attempt where send_sms_task_id = _send_sms_task_id);
+    return (select count(*)::integer from comms.send_sms_attempt a
+            where a.send_sms_task_id = _send_sms_task_id
+              and a.send_sms_attempt_id > coalesce((select max(z.last_attempt_id) from comms.send_sms_task_restarted z
+                                                 where z.send_sms_task_id = _send_sms_task_id), 0));
 end $$;
 
 
@@ -560,7 +568,9 @@ CREATE FUNCTION comms.count_send_sms_failed_attempts(_send_sms_task_id bigint) R
 begin
     return (select count(*)::integer from comms.send_sms_attempt a
             join comms.send_sms_attempt_failed f using (send_sms_attempt_id)
-            where a.send_sms_task_id = _send_sms_task_id);
+            where a.send_sms_task_id = _send_sms_task_id
+              and a.send_sms_attempt_id > coalesce((select max(z.last_attempt_id) from comms.send_sms_task_restarted z
+                                                 where z.send_sms_task_id = _send_sms_task_id), 0));
 end $$;
 
 
@@ -877,7 +887,7 @@ begin
         perform comms.wake_send_email(_id, now() + _wait);
         return jsonb_build_object('success', true);
     end if;
-    if not exists (select 1 from comms.send_email_task_failed where send_email_task_id = _id) then
+    if not exists (select 1 from comms.send_email_task_failed where send_email_task_id = _id and run = comms.send_email_run(_id)) then
         insert into comms.send_email_task_succeeded (send_email_task_id) values (_id) on conflict do nothing;
     end if;
     return jsonb_build_object('success', true);
@@ -993,7 +1003,7 @@ begin
         perform comms.wake_send_sms(_id, now() + _wait);
         return jsonb_build_object('success', true);
     end if;
-    if not exists (select 1 from comms.send_sms_task_failed where send_sms_task_id = _id) then
+    if not exists (select 1 from comms.send_sms_task_failed where send_sms_task_id = _id and run = comms.send_sms_run(_id)) then
         insert into comms.send_sms_task_succeeded (send_sms_task_id) values (_id) on conflict do nothing;
     end if;
     return jsonb_build_object('success', true);
@@ -1023,6 +1033,90 @@ begin
     insert into queues.error (task_id, error_message, context)
     values (null, left(format('webhook %s refused: %s', _provider, _reason), 8192),
             _context || jsonb_build_object('source', 'webhook', 'provider', _provider));
+end $$;
+
+
+--
+-- Name: retry_send_email(bigint, text); Type: FUNCTION; Schema: comms; Owner: -
+--
+
+CREATE FUNCTION comms.retry_send_email(_send_email_task_id bigint, _reason text) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _run  integer;
+    _last bigint;
+begin
+    if _reason is null or btrim(_reason) = '' then
+        raise exception 'retry_send_email: a reason is required (it is recorded with the restart)'
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if length(btrim(_reason)) > 2000 then
+        raise exception 'retry_send_email: the reason must be at most 2000 characters, got %', length(btrim(_reason))
+            using errcode = 'invalid_parameter_value';
+    end if;
+    perform 1 from comms.send_email_task where send_email_task_id = _send_email_task_id for update;
+    if not found then
+        raise exception 'retry_send_email: comms.send_email has no instance %', coalesce(_send_email_task_id::text, 'NULL')
+            using errcode = 'no_data_found';
+    end if;
+    if exists (select 1 from comms.send_email_task_succeeded where send_email_task_id = _send_email_task_id) then
+        raise exception 'retry_send_email: comms.send_email % succeeded; only a failed instance can be retried', _send_email_task_id
+            using errcode = 'object_not_in_prerequisite_state';
+    end if;
+    _run := comms.send_email_run(_send_email_task_id);
+    if not exists (select 1 from comms.send_email_task_failed where send_email_task_id = _send_email_task_id and run = _run) then
+        raise exception 'retry_send_email: comms.send_email % is running, not failed; only a failed instance can be retried', _send_email_task_id
+            using errcode = 'object_not_in_prerequisite_state';
+    end if;
+    select max(send_email_attempt_id) into _last from comms.send_email_attempt where send_email_task_id = _send_email_task_id;
+    insert into comms.send_email_task_restarted (send_email_task_id, run, reason, last_attempt_id)
+    values (_send_email_task_id, _run + 1, btrim(_reason), _last);
+    perform comms.wake_send_email(_send_email_task_id, now());
+    return _run + 1;
+end $$;
+
+
+--
+-- Name: retry_send_sms(bigint, text); Type: FUNCTION; Schema: comms; Owner: -
+--
+
+CREATE FUNCTION comms.retry_send_sms(_send_sms_task_id bigint, _reason text) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _run  integer;
+    _last bigint;
+begin
+    if _reason is null or btrim(_reason) = '' then
+        raise exception 'retry_send_sms: a reason is required (it is recorded with the restart)'
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if length(btrim(_reason)) > 2000 then
+        raise exception 'retry_send_sms: the reason must be at most 2000 characters, got %', length(btrim(_reason))
+            using errcode = 'invalid_parameter_value';
+    end if;
+    perform 1 from comms.send_sms_task where send_sms_task_id = _send_sms_task_id for update;
+    if not found then
+        raise exception 'retry_send_sms: comms.send_sms has no instance %', coalesce(_send_sms_task_id::text, 'NULL')
+            using errcode = 'no_data_found';
+    end if;
+    if exists (select 1 from comms.send_sms_task_succeeded where send_sms_task_id = _send_sms_task_id) then
+        raise exception 'retry_send_sms: comms.send_sms % succeeded; only a failed instance can be retried', _send_sms_task_id
+            using errcode = 'object_not_in_prerequisite_state';
+    end if;
+    _run := comms.send_sms_run(_send_sms_task_id);
+    if not exists (select 1 from comms.send_sms_task_failed where send_sms_task_id = _send_sms_task_id and run = _run) then
+        raise exception 'retry_send_sms: comms.send_sms % is running, not failed; only a failed instance can be retried', _send_sms_task_id
+            using errcode = 'object_not_in_prerequisite_state';
+    end if;
+    select max(send_sms_attempt_id) into _last from comms.send_sms_attempt where send_sms_task_id = _send_sms_task_id;
+    insert into comms.send_sms_task_restarted (send_sms_task_id, run, reason, last_attempt_id)
+    values (_send_sms_task_id, _run + 1, btrim(_reason), _last);
+    perform comms.wake_send_sms(_send_sms_task_id, now());
+    return _run + 1;
 end $$;
 
 
@@ -1063,6 +1157,18 @@ end $_$;
 
 
 --
+-- Name: send_email_run(bigint); Type: FUNCTION; Schema: comms; Owner: -
+--
+
+CREATE FUNCTION comms.send_email_run(_send_email_task_id bigint) RETURNS integer
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select coalesce(max(run), 1) from comms.send_email_task_restarted where send_email_task_id = _send_email_task_id
+$$;
+
+
+--
 -- Name: send_email_supervisor(jsonb); Type: FUNCTION; Schema: comms; Owner: -
 --
 
@@ -1097,7 +1203,7 @@ begin
                 'validation_failure_message', format('send_email_supervisor: send_email_task %s does not exist', _id));
         end if;
         if not exists (select 1 from comms.send_email_task_succeeded where send_email_task_id = _id)
-           and not exists (select 1 from comms.send_email_task_failed where send_email_task_id = _id) then
+           and not exists (select 1 from comms.send_email_task_failed where send_email_task_id = _id and run = comms.send_email_run(_id)) then
             insert into comms.send_email_due as d (send_email_task_id, due_at) values (_id, now())
             on conflict (send_email_task_id) do update set due_at = least(d.due_at, excluded.due_at);
         end if;
@@ -1131,11 +1237,16 @@ begin
     with facts as (
         select r.send_email_task_id as id, r.scheduled_at,
                exists (select 1 from comms.send_email_task_succeeded x where x.send_email_task_id = r.send_email_task_id)
-               or exists (select 1 from comms.send_email_task_failed x where x.send_email_task_id = r.send_email_task_id) as terminal,
+               or exists (select 1 from comms.send_email_task_failed x where x.send_email_task_id = r.send_email_task_id and x.run >= coalesce(rs.run, 1)) as terminal,
                coalesce(a.attempts, 0) as attempts, coalesce(a.failures, 0) as failures,
                coalesce(a.succeeded, false) as succeeded, a.succeeded_at, a.last_fail, a.last_error,
                coalesce(a.delivered, false) as delivered, a.undelivered
         from comms.send_email_task r
+        -- The run: restarts by hand (retry_send_email); only the attempts made since the last one count.
+        left join lateral (
+            select max(z.run) as run, max(z.last_attempt_id) as last_attempt_id
+            from comms.send_email_task_restarted z where z.send_email_task_id = r.send_email_task_id
+        ) rs on true
         -- One pass over the instance's attempts (an index range), with their facts.
         left join lateral (
             select count(distinct a.send_email_attempt_id) as attempts, count(distinct f.send_email_attempt_id) as failures,
@@ -1149,7 +1260,7 @@ begin
             left join comms.send_email_attempt_failed f using (send_email_attempt_id)
             left join comms.send_email_attempt_delivered d using (send_email_attempt_id)
             left join comms.send_email_attempt_bounced b using (send_email_attempt_id)
-            where a.send_email_task_id = r.send_email_task_id
+            where a.send_email_task_id = r.send_email_task_id and a.send_email_attempt_id > coalesce(rs.last_attempt_id, 0)
         ) a on true
         where r.send_email_task_id = any (_ids)
     ), timed as (
@@ -1222,6 +1333,20 @@ end $$;
 
 
 --
+-- Name: send_email_task_failed_run(); Type: FUNCTION; Schema: comms; Owner: -
+--
+
+CREATE FUNCTION comms.send_email_task_failed_run() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    new.run := comms.send_email_run(new.send_email_task_id);
+    return new;
+end $$;
+
+
+--
 -- Name: send_email_wait_until(bigint); Type: FUNCTION; Schema: comms; Owner: -
 --
 
@@ -1271,6 +1396,18 @@ end $_$;
 
 
 --
+-- Name: send_sms_run(bigint); Type: FUNCTION; Schema: comms; Owner: -
+--
+
+CREATE FUNCTION comms.send_sms_run(_send_sms_task_id bigint) RETURNS integer
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select coalesce(max(run), 1) from comms.send_sms_task_restarted where send_sms_task_id = _send_sms_task_id
+$$;
+
+
+--
 -- Name: send_sms_supervisor(jsonb); Type: FUNCTION; Schema: comms; Owner: -
 --
 
@@ -1305,7 +1442,7 @@ begin
                 'validation_failure_message', format('send_sms_supervisor: send_sms_task %s does not exist', _id));
         end if;
         if not exists (select 1 from comms.send_sms_task_succeeded where send_sms_task_id = _id)
-           and not exists (select 1 from comms.send_sms_task_failed where send_sms_task_id = _id) then
+           and not exists (select 1 from comms.send_sms_task_failed where send_sms_task_id = _id and run = comms.send_sms_run(_id)) then
             insert into comms.send_sms_due as d (send_sms_task_id, due_at) values (_id, now())
             on conflict (send_sms_task_id) do update set due_at = least(d.due_at, excluded.due_at);
         end if;
@@ -1339,11 +1476,16 @@ begin
     with facts as (
         select r.send_sms_task_id as id, r.scheduled_at,
                exists (select 1 from comms.send_sms_task_succeeded x where x.send_sms_task_id = r.send_sms_task_id)
-               or exists (select 1 from comms.send_sms_task_failed x where x.send_sms_task_id = r.send_sms_task_id) as terminal,
+               or exists (select 1 from comms.send_sms_task_failed x where x.send_sms_task_id = r.send_sms_task_id and x.run >= coalesce(rs.run, 1)) as terminal,
                coalesce(a.attempts, 0) as attempts, coalesce(a.failures, 0) as failures,
                coalesce(a.succeeded, false) as succeeded, a.succeeded_at, a.last_fail, a.last_error,
                coalesce(a.delivered, false) as delivered, a.undelivered
         from comms.send_sms_task r
+        -- The run: restarts by hand (retry_send_sms); only the attempts made since the last one count.
+        left join lateral (
+            select max(z.run) as run, max(z.last_attempt_id) as last_attempt_id
+            from comms.send_sms_task_restarted z where z.send_sms_task_id = r.send_sms_task_id
+        ) rs on true
         -- One pass over the instance's attempts (an index range), with their facts.
         left join lateral (
             select count(distinct a.send_sms_attempt_id) as attempts, count(distinct f.send_sms_attempt_id) as failures,
@@ -1357,7 +1499,7 @@ begin
             left join comms.send_sms_attempt_failed f using (send_sms_attempt_id)
             left join comms.send_sms_attempt_delivered d using (send_sms_attempt_id)
             left join comms.send_sms_attempt_undelivered b using (send_sms_attempt_id)
-            where a.send_sms_task_id = r.send_sms_task_id
+            where a.send_sms_task_id = r.send_sms_task_id and a.send_sms_attempt_id > coalesce(rs.last_attempt_id, 0)
         ) a on true
         where r.send_sms_task_id = any (_ids)
     ), timed as (
@@ -1426,6 +1568,20 @@ begin
         'instances', cardinality(_ids), 'clean', _clean,
         'succeeded', coalesce(cardinality(_succeed), 0), 'failed', coalesce(cardinality(_fail), 0),
         'new_attempts', coalesce(cardinality(_new), 0), 'next_tick_at', _next));
+end $$;
+
+
+--
+-- Name: send_sms_task_failed_run(); Type: FUNCTION; Schema: comms; Owner: -
+--
+
+CREATE FUNCTION comms.send_sms_task_failed_run() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    new.run := comms.send_sms_run(new.send_sms_task_id);
+    return new;
 end $$;
 
 
@@ -1542,7 +1698,10 @@ CREATE FUNCTION files.count_file_deletion_attempts(_file_deletion_task_id bigint
     SET plan_cache_mode TO 'force_custom_plan'
     AS $$
 begin
-    return (select count(*)::integer from files.file_deletion_attempt where file_deletion_task_id = _file_deletion_task_id);
+    return (select count(*)::integer from files.file_deletion_attempt a
+            where a.file_deletion_task_id = _file_deletion_task_id
+              and a.file_deletion_attempt_id > coalesce((select max(z.last_attempt_id) from files.file_deletion_task_restarted z
+                                                 where z.file_deletion_task_id = _file_deletion_task_id), 0));
 end $$;
 
 
@@ -1558,8 +1717,22 @@ CREATE FUNCTION files.count_file_deletion_failed_attempts(_file_deletion_task_id
 begin
     return (select count(*)::integer from files.file_deletion_attempt a
             join files.file_deletion_attempt_failed f using (file_deletion_attempt_id)
-            where a.file_deletion_task_id = _file_deletion_task_id);
+            where a.file_deletion_task_id = _file_deletion_task_id
+              and a.file_deletion_attempt_id > coalesce((select max(z.last_attempt_id) from files.file_deletion_task_restarted z
+                                                 where z.file_deletion_task_id = _file_deletion_task_id), 0));
 end $$;
+
+
+--
+-- Name: file_deletion_run(bigint); Type: FUNCTION; Schema: files; Owner: -
+--
+
+CREATE FUNCTION files.file_deletion_run(_file_deletion_task_id bigint) RETURNS integer
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select coalesce(max(run), 1) from files.file_deletion_task_restarted where file_deletion_task_id = _file_deletion_task_id
+$$;
 
 
 --
@@ -1597,7 +1770,7 @@ begin
                 'validation_failure_message', format('file_deletion_supervisor: file_deletion_task %s does not exist', _id));
         end if;
         if not exists (select 1 from files.file_deletion_task_succeeded where file_deletion_task_id = _id)
-           and not exists (select 1 from files.file_deletion_task_failed where file_deletion_task_id = _id) then
+           and not exists (select 1 from files.file_deletion_task_failed where file_deletion_task_id = _id and run = files.file_deletion_run(_id)) then
             insert into files.file_deletion_due as d (file_deletion_task_id, due_at) values (_id, now())
             on conflict (file_deletion_task_id) do update set due_at = least(d.due_at, excluded.due_at);
         end if;
@@ -1631,10 +1804,15 @@ begin
     with facts as (
         select r.file_deletion_task_id as id, r.scheduled_at,
                exists (select 1 from files.file_deletion_task_succeeded x where x.file_deletion_task_id = r.file_deletion_task_id)
-               or exists (select 1 from files.file_deletion_task_failed x where x.file_deletion_task_id = r.file_deletion_task_id) as terminal,
+               or exists (select 1 from files.file_deletion_task_failed x where x.file_deletion_task_id = r.file_deletion_task_id and x.run >= coalesce(rs.run, 1)) as terminal,
                coalesce(a.attempts, 0) as attempts, coalesce(a.failures, 0) as failures,
                coalesce(a.succeeded, false) as succeeded, a.succeeded_at, a.last_fail, a.last_error
         from files.file_deletion_task r
+        -- The run: restarts by hand (retry_file_deletion); only the attempts made since the last one count.
+        left join lateral (
+            select max(z.run) as run, max(z.last_attempt_id) as last_attempt_id
+            from files.file_deletion_task_restarted z where z.file_deletion_task_id = r.file_deletion_task_id
+        ) rs on true
         -- One pass over the instance's attempts (an index range), with their facts.
         left join lateral (
             select count(distinct a.file_deletion_attempt_id) as attempts, count(distinct f.file_deletion_attempt_id) as failures,
@@ -1644,7 +1822,7 @@ begin
             from files.file_deletion_attempt a
             left join files.file_deletion_attempt_succeeded s using (file_deletion_attempt_id)
             left join files.file_deletion_attempt_failed f using (file_deletion_attempt_id)
-            where a.file_deletion_task_id = r.file_deletion_task_id
+            where a.file_deletion_task_id = r.file_deletion_task_id and a.file_deletion_attempt_id > coalesce(rs.last_attempt_id, 0)
         ) a on true
         where r.file_deletion_task_id = any (_ids)
     ), timed as (
@@ -1710,6 +1888,20 @@ begin
         'instances', cardinality(_ids), 'clean', _clean,
         'succeeded', coalesce(cardinality(_succeed), 0), 'failed', coalesce(cardinality(_fail), 0),
         'new_attempts', coalesce(cardinality(_new), 0), 'next_tick_at', _next));
+end $$;
+
+
+--
+-- Name: file_deletion_task_failed_run(); Type: FUNCTION; Schema: files; Owner: -
+--
+
+CREATE FUNCTION files.file_deletion_task_failed_run() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    new.run := files.file_deletion_run(new.file_deletion_task_id);
+    return new;
 end $$;
 
 
@@ -1891,11 +2083,53 @@ begin
     insert into files.file_deletion_attempt_succeeded (file_deletion_attempt_id, provider_response)
     values (_attempt_id, _payload -> 'worker_payload')
     on conflict do nothing;
-    if not exists (select 1 from files.file_deletion_task_failed where file_deletion_task_id = _id) then
+    if not exists (select 1 from files.file_deletion_task_failed where file_deletion_task_id = _id and run = files.file_deletion_run(_id)) then
         insert into files.file_deletion_task_succeeded (file_deletion_task_id) values (_id) on conflict do nothing;
     end if;
     perform files.mark_file_deleted(t.file_id) from files.file_deletion_task t where t.file_deletion_task_id = _id;
     return jsonb_build_object('success', true);
+end $$;
+
+
+--
+-- Name: retry_file_deletion(bigint, text); Type: FUNCTION; Schema: files; Owner: -
+--
+
+CREATE FUNCTION files.retry_file_deletion(_file_deletion_task_id bigint, _reason text) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _run  integer;
+    _last bigint;
+begin
+    if _reason is null or btrim(_reason) = '' then
+        raise exception 'retry_file_deletion: a reason is required (it is recorded with the restart)'
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if length(btrim(_reason)) > 2000 then
+        raise exception 'retry_file_deletion: the reason must be at most 2000 characters, got %', length(btrim(_reason))
+            using errcode = 'invalid_parameter_value';
+    end if;
+    perform 1 from files.file_deletion_task where file_deletion_task_id = _file_deletion_task_id for update;
+    if not found then
+        raise exception 'retry_file_deletion: files.file_deletion has no instance %', coalesce(_file_deletion_task_id::text, 'NULL')
+            using errcode = 'no_data_found';
+    end if;
+    if exists (select 1 from files.file_deletion_task_succeeded where file_deletion_task_id = _file_deletion_task_id) then
+        raise exception 'retry_file_deletion: files.file_deletion % succeeded; only a failed instance can be retried', _file_deletion_task_id
+            using errcode = 'object_not_in_prerequisite_state';
+    end if;
+    _run := files.file_deletion_run(_file_deletion_task_id);
+    if not exists (select 1 from files.file_deletion_task_failed where file_deletion_task_id = _file_deletion_task_id and run = _run) then
+        raise exception 'retry_file_deletion: files.file_deletion % is running, not failed; only a failed instance can be retried', _file_deletion_task_id
+            using errcode = 'object_not_in_prerequisite_state';
+    end if;
+    select max(file_deletion_attempt_id) into _last from files.file_deletion_attempt where file_deletion_task_id = _file_deletion_task_id;
+    insert into files.file_deletion_task_restarted (file_deletion_task_id, run, reason, last_attempt_id)
+    values (_file_deletion_task_id, _run + 1, btrim(_reason), _last);
+    perform files.wake_file_deletion(_file_deletion_task_id, now());
+    return _run + 1;
 end $$;
 
 
@@ -4503,6 +4737,35 @@ end $_$;
 
 
 --
+-- Name: register_process_retry(text, text, text); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.register_process_retry(_schema text, _name text, _function text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _fn regprocedure;
+begin
+    if not exists (select 1 from queues.process p where p.process_schema = _schema and p.process_name = _name) then
+        raise exception 'register_process_retry: %.% is not a registered process (queues.register_process first)',
+            coalesce(left(_schema, 80), 'NULL'), coalesce(left(_name, 80), 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if _function is null or _function !~ '^[a-z_][a-z0-9_]*$' or length(_function) > 63 then
+        raise exception 'register_process_retry: function must be a lowercase SQL identifier, got %', coalesce(quote_literal(left(_function, 80)), 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    _fn := to_regprocedure(format('%I.%I(bigint, text)', _schema, _function));
+    if _fn is null or (select p.prorettype from pg_proc p where p.oid = _fn) <> 'integer'::regtype then
+        raise exception 'register_process_retry: create the function %.%(bigint, text) returns integer first', _schema, _function
+            using errcode = 'invalid_parameter_value';
+    end if;
+    update queues.process set retry_function = _function where process_schema = _schema and process_name = _name;
+end $_$;
+
+
+--
 -- Name: register_worker(text, text, integer, integer, text, text, text[]); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -4718,6 +4981,40 @@ begin
                                                            * power(2.0, least(greatest(_attempt, 1), 30))))
             from queues.settings s where s.singleton);
 end $$;
+
+
+--
+-- Name: retry_process(text, bigint, text); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.retry_process(_process text, _id bigint, _reason text) RETURNS TABLE(process text, instance_id bigint, run integer, reason text, restarted_at timestamp with time zone, restarted_by text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _p   queues.process;
+    _run integer;
+begin
+    if _reason is null or btrim(_reason) = '' then
+        raise exception 'retry_process: a reason is required (it is recorded with the restart)'
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if _id is null then
+        raise exception 'retry_process: an instance id is required' using errcode = 'invalid_parameter_value';
+    end if;
+    select * into _p from queues.process p where p.process = _process;
+    if not found then
+        raise exception 'retry_process: unknown process %; registered: %', coalesce(quote_literal(left(_process, 120)), 'NULL'),
+            coalesce((select string_agg(p.process, ', ' order by p.process) from queues.process p), 'none')
+            using errcode = 'undefined_object';
+    end if;
+    if _p.retry_function is null then
+        raise exception 'retry_process: % cannot be retried by hand (it registered no retry function)', _p.process
+            using errcode = 'feature_not_supported';
+    end if;
+    execute format('select %I.%I($1, $2)', _p.process_schema, _p.retry_function) into _run using _id, _reason;
+    return query select _p.process, _id, _run, btrim(_reason), now(), session_user::text;
+end $_$;
 
 
 --
@@ -5595,7 +5892,24 @@ CREATE TABLE comms.send_email_task (
 CREATE TABLE comms.send_email_task_failed (
     send_email_task_id bigint NOT NULL,
     error_message text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    run integer DEFAULT 1 NOT NULL
+);
+
+
+--
+-- Name: send_email_task_restarted; Type: TABLE; Schema: comms; Owner: -
+--
+
+CREATE TABLE comms.send_email_task_restarted (
+    send_email_task_id bigint NOT NULL,
+    run integer NOT NULL,
+    reason text NOT NULL,
+    last_attempt_id bigint,
+    restarted_at timestamp with time zone DEFAULT now() NOT NULL,
+    restarted_by text DEFAULT SESSION_USER NOT NULL,
+    CONSTRAINT send_email_task_restarted_reason_check CHECK (((length(btrim(reason)) >= 1) AND (length(btrim(reason)) <= 2000))),
+    CONSTRAINT send_email_task_restarted_run_check CHECK ((run >= 2))
 );
 
 
@@ -5641,6 +5955,9 @@ UNION ALL
     NULL::bigint AS parent_id
    FROM (comms.send_email_task_failed f
      JOIN comms.send_email_task t ON ((t.send_email_task_id = f.send_email_task_id)))
+  WHERE (NOT (EXISTS ( SELECT 1
+           FROM comms.send_email_task_restarted z
+          WHERE ((z.send_email_task_id = f.send_email_task_id) AND (z.run > f.run)))))
 UNION ALL
  SELECT t.send_email_task_id AS instance_id,
     'waiting'::text AS state,
@@ -5659,7 +5976,9 @@ UNION ALL
                    FROM comms.send_email_task_succeeded s
                   WHERE (s.send_email_task_id = t.send_email_task_id)))) AND (NOT (EXISTS ( SELECT 1
                    FROM comms.send_email_task_failed f
-                  WHERE (f.send_email_task_id = t.send_email_task_id)))))
+                  WHERE ((f.send_email_task_id = t.send_email_task_id) AND (NOT (EXISTS ( SELECT 1
+                           FROM comms.send_email_task_restarted z
+                          WHERE ((z.send_email_task_id = f.send_email_task_id) AND (z.run > f.run))))))))))
          OFFSET 0) w)
   WHERE (w.wait_until IS NOT NULL)
 UNION ALL
@@ -5680,7 +5999,9 @@ UNION ALL
                    FROM comms.send_email_task_succeeded s
                   WHERE (s.send_email_task_id = t.send_email_task_id)))) AND (NOT (EXISTS ( SELECT 1
                    FROM comms.send_email_task_failed f
-                  WHERE (f.send_email_task_id = t.send_email_task_id)))))
+                  WHERE ((f.send_email_task_id = t.send_email_task_id) AND (NOT (EXISTS ( SELECT 1
+                           FROM comms.send_email_task_restarted z
+                          WHERE ((z.send_email_task_id = f.send_email_task_id) AND (z.run > f.run))))))))))
          OFFSET 0) w)
   WHERE (w.wait_until IS NULL);
 
@@ -5818,7 +6139,24 @@ CREATE TABLE comms.send_sms_task (
 CREATE TABLE comms.send_sms_task_failed (
     send_sms_task_id bigint NOT NULL,
     error_message text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    run integer DEFAULT 1 NOT NULL
+);
+
+
+--
+-- Name: send_sms_task_restarted; Type: TABLE; Schema: comms; Owner: -
+--
+
+CREATE TABLE comms.send_sms_task_restarted (
+    send_sms_task_id bigint NOT NULL,
+    run integer NOT NULL,
+    reason text NOT NULL,
+    last_attempt_id bigint,
+    restarted_at timestamp with time zone DEFAULT now() NOT NULL,
+    restarted_by text DEFAULT SESSION_USER NOT NULL,
+    CONSTRAINT send_sms_task_restarted_reason_check CHECK (((length(btrim(reason)) >= 1) AND (length(btrim(reason)) <= 2000))),
+    CONSTRAINT send_sms_task_restarted_run_check CHECK ((run >= 2))
 );
 
 
@@ -5864,6 +6202,9 @@ UNION ALL
     NULL::bigint AS parent_id
    FROM (comms.send_sms_task_failed f
      JOIN comms.send_sms_task t ON ((t.send_sms_task_id = f.send_sms_task_id)))
+  WHERE (NOT (EXISTS ( SELECT 1
+           FROM comms.send_sms_task_restarted z
+          WHERE ((z.send_sms_task_id = f.send_sms_task_id) AND (z.run > f.run)))))
 UNION ALL
  SELECT t.send_sms_task_id AS instance_id,
     'waiting'::text AS state,
@@ -5882,7 +6223,9 @@ UNION ALL
                    FROM comms.send_sms_task_succeeded s
                   WHERE (s.send_sms_task_id = t.send_sms_task_id)))) AND (NOT (EXISTS ( SELECT 1
                    FROM comms.send_sms_task_failed f
-                  WHERE (f.send_sms_task_id = t.send_sms_task_id)))))
+                  WHERE ((f.send_sms_task_id = t.send_sms_task_id) AND (NOT (EXISTS ( SELECT 1
+                           FROM comms.send_sms_task_restarted z
+                          WHERE ((z.send_sms_task_id = f.send_sms_task_id) AND (z.run > f.run))))))))))
          OFFSET 0) w)
   WHERE (w.wait_until IS NOT NULL)
 UNION ALL
@@ -5903,7 +6246,9 @@ UNION ALL
                    FROM comms.send_sms_task_succeeded s
                   WHERE (s.send_sms_task_id = t.send_sms_task_id)))) AND (NOT (EXISTS ( SELECT 1
                    FROM comms.send_sms_task_failed f
-                  WHERE (f.send_sms_task_id = t.send_sms_task_id)))))
+                  WHERE ((f.send_sms_task_id = t.send_sms_task_id) AND (NOT (EXISTS ( SELECT 1
+                           FROM comms.send_sms_task_restarted z
+                          WHERE ((z.send_sms_task_id = f.send_sms_task_id) AND (z.run > f.run))))))))))
          OFFSET 0) w)
   WHERE (w.wait_until IS NULL);
 
@@ -6028,7 +6373,24 @@ CREATE TABLE files.file_deletion_task (
 CREATE TABLE files.file_deletion_task_failed (
     file_deletion_task_id bigint NOT NULL,
     error_message text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    run integer DEFAULT 1 NOT NULL
+);
+
+
+--
+-- Name: file_deletion_task_restarted; Type: TABLE; Schema: files; Owner: -
+--
+
+CREATE TABLE files.file_deletion_task_restarted (
+    file_deletion_task_id bigint NOT NULL,
+    run integer NOT NULL,
+    reason text NOT NULL,
+    last_attempt_id bigint,
+    restarted_at timestamp with time zone DEFAULT now() NOT NULL,
+    restarted_by text DEFAULT SESSION_USER NOT NULL,
+    CONSTRAINT file_deletion_task_restarted_reason_check CHECK (((length(btrim(reason)) >= 1) AND (length(btrim(reason)) <= 2000))),
+    CONSTRAINT file_deletion_task_restarted_run_check CHECK ((run >= 2))
 );
 
 
@@ -6084,6 +6446,9 @@ UNION ALL
      JOIN files.file_deletion_task t ON ((t.file_deletion_task_id = f.file_deletion_task_id)))
      LEFT JOIN files.file fl ON ((fl.file_id = t.file_id)))
      LEFT JOIN accounts.account_deletion_task ad ON ((ad.account_id = fl.owner_account_id)))
+  WHERE (NOT (EXISTS ( SELECT 1
+           FROM files.file_deletion_task_restarted z
+          WHERE ((z.file_deletion_task_id = f.file_deletion_task_id) AND (z.run > f.run)))))
 UNION ALL
  SELECT t.file_deletion_task_id AS instance_id,
     'waiting'::text AS state,
@@ -6105,7 +6470,9 @@ UNION ALL
                    FROM files.file_deletion_task_succeeded s
                   WHERE (s.file_deletion_task_id = t.file_deletion_task_id)))) AND (NOT (EXISTS ( SELECT 1
                    FROM files.file_deletion_task_failed f
-                  WHERE (f.file_deletion_task_id = t.file_deletion_task_id)))))
+                  WHERE ((f.file_deletion_task_id = t.file_deletion_task_id) AND (NOT (EXISTS ( SELECT 1
+                           FROM files.file_deletion_task_restarted z
+                          WHERE ((z.file_deletion_task_id = f.file_deletion_task_id) AND (z.run > f.run))))))))))
          OFFSET 0) w)
      LEFT JOIN files.file fl ON ((fl.file_id = t.file_id)))
      LEFT JOIN accounts.account_deletion_task ad ON ((ad.account_id = fl.owner_account_id)))
@@ -6131,7 +6498,9 @@ UNION ALL
                    FROM files.file_deletion_task_succeeded s
                   WHERE (s.file_deletion_task_id = t.file_deletion_task_id)))) AND (NOT (EXISTS ( SELECT 1
                    FROM files.file_deletion_task_failed f
-                  WHERE (f.file_deletion_task_id = t.file_deletion_task_id)))))
+                  WHERE ((f.file_deletion_task_id = t.file_deletion_task_id) AND (NOT (EXISTS ( SELECT 1
+                           FROM files.file_deletion_task_restarted z
+                          WHERE ((z.file_deletion_task_id = f.file_deletion_task_id) AND (z.run > f.run))))))))))
          OFFSET 0) w)
      LEFT JOIN files.file fl ON ((fl.file_id = t.file_id)))
      LEFT JOIN accounts.account_deletion_task ad ON ((ad.account_id = fl.owner_account_id)))
@@ -6388,7 +6757,9 @@ CREATE TABLE queues.process (
     root_table text NOT NULL,
     instances_view text NOT NULL,
     registered_at timestamp with time zone DEFAULT now() NOT NULL,
+    retry_function text,
     CONSTRAINT process_name_valid CHECK (((process_name ~ '^[a-z_][a-z0-9_]*$'::text) AND (length(process_name) <= 50))),
+    CONSTRAINT process_retry_function_valid CHECK (((retry_function ~ '^[a-z_][a-z0-9_]*$'::text) AND (length(retry_function) <= 63))),
     CONSTRAINT process_schema_valid CHECK (((process_schema ~ '^[a-z_][a-z0-9_]*$'::text) AND (length(process_schema) <= 63))),
     CONSTRAINT process_title_valid CHECK (((length(btrim(title)) >= 1) AND (length(btrim(title)) <= 200)))
 );
@@ -6888,7 +7259,7 @@ ALTER TABLE ONLY comms.send_email_due
 --
 
 ALTER TABLE ONLY comms.send_email_task_failed
-    ADD CONSTRAINT send_email_task_failed_pkey PRIMARY KEY (send_email_task_id);
+    ADD CONSTRAINT send_email_task_failed_pkey PRIMARY KEY (send_email_task_id, run);
 
 
 --
@@ -6905,6 +7276,14 @@ ALTER TABLE ONLY comms.send_email_task
 
 ALTER TABLE ONLY comms.send_email_task
     ADD CONSTRAINT send_email_task_pkey PRIMARY KEY (send_email_task_id);
+
+
+--
+-- Name: send_email_task_restarted send_email_task_restarted_pkey; Type: CONSTRAINT; Schema: comms; Owner: -
+--
+
+ALTER TABLE ONLY comms.send_email_task_restarted
+    ADD CONSTRAINT send_email_task_restarted_pkey PRIMARY KEY (send_email_task_id, run);
 
 
 --
@@ -6968,7 +7347,7 @@ ALTER TABLE ONLY comms.send_sms_due
 --
 
 ALTER TABLE ONLY comms.send_sms_task_failed
-    ADD CONSTRAINT send_sms_task_failed_pkey PRIMARY KEY (send_sms_task_id);
+    ADD CONSTRAINT send_sms_task_failed_pkey PRIMARY KEY (send_sms_task_id, run);
 
 
 --
@@ -6985,6 +7364,14 @@ ALTER TABLE ONLY comms.send_sms_task
 
 ALTER TABLE ONLY comms.send_sms_task
     ADD CONSTRAINT send_sms_task_pkey PRIMARY KEY (send_sms_task_id);
+
+
+--
+-- Name: send_sms_task_restarted send_sms_task_restarted_pkey; Type: CONSTRAINT; Schema: comms; Owner: -
+--
+
+ALTER TABLE ONLY comms.send_sms_task_restarted
+    ADD CONSTRAINT send_sms_task_restarted_pkey PRIMARY KEY (send_sms_task_id, run);
 
 
 --
@@ -7048,7 +7435,7 @@ ALTER TABLE ONLY files.file_deletion_due
 --
 
 ALTER TABLE ONLY files.file_deletion_task_failed
-    ADD CONSTRAINT file_deletion_task_failed_pkey PRIMARY KEY (file_deletion_task_id);
+    ADD CONSTRAINT file_deletion_task_failed_pkey PRIMARY KEY (file_deletion_task_id, run);
 
 
 --
@@ -7065,6 +7452,14 @@ ALTER TABLE ONLY files.file_deletion_task
 
 ALTER TABLE ONLY files.file_deletion_task
     ADD CONSTRAINT file_deletion_task_pkey PRIMARY KEY (file_deletion_task_id);
+
+
+--
+-- Name: file_deletion_task_restarted file_deletion_task_restarted_pkey; Type: CONSTRAINT; Schema: files; Owner: -
+--
+
+ALTER TABLE ONLY files.file_deletion_task_restarted
+    ADD CONSTRAINT file_deletion_task_restarted_pkey PRIMARY KEY (file_deletion_task_id, run);
 
 
 --
@@ -7533,6 +7928,20 @@ CREATE TRIGGER send_email_task_failed_append_only BEFORE UPDATE ON comms.send_em
 
 
 --
+-- Name: send_email_task_failed send_email_task_failed_run; Type: TRIGGER; Schema: comms; Owner: -
+--
+
+CREATE TRIGGER send_email_task_failed_run BEFORE INSERT ON comms.send_email_task_failed FOR EACH ROW EXECUTE FUNCTION comms.send_email_task_failed_run();
+
+
+--
+-- Name: send_email_task_restarted send_email_task_restarted_append_only; Type: TRIGGER; Schema: comms; Owner: -
+--
+
+CREATE TRIGGER send_email_task_restarted_append_only BEFORE UPDATE ON comms.send_email_task_restarted FOR EACH STATEMENT EXECUTE FUNCTION internal.refuse_fact_update();
+
+
+--
 -- Name: send_email_task_succeeded send_email_task_succeeded_append_only; Type: TRIGGER; Schema: comms; Owner: -
 --
 
@@ -7589,6 +7998,20 @@ CREATE TRIGGER send_sms_task_failed_append_only BEFORE UPDATE ON comms.send_sms_
 
 
 --
+-- Name: send_sms_task_failed send_sms_task_failed_run; Type: TRIGGER; Schema: comms; Owner: -
+--
+
+CREATE TRIGGER send_sms_task_failed_run BEFORE INSERT ON comms.send_sms_task_failed FOR EACH ROW EXECUTE FUNCTION comms.send_sms_task_failed_run();
+
+
+--
+-- Name: send_sms_task_restarted send_sms_task_restarted_append_only; Type: TRIGGER; Schema: comms; Owner: -
+--
+
+CREATE TRIGGER send_sms_task_restarted_append_only BEFORE UPDATE ON comms.send_sms_task_restarted FOR EACH STATEMENT EXECUTE FUNCTION internal.refuse_fact_update();
+
+
+--
 -- Name: send_sms_task_succeeded send_sms_task_succeeded_append_only; Type: TRIGGER; Schema: comms; Owner: -
 --
 
@@ -7614,6 +8037,20 @@ CREATE TRIGGER file_deletion_attempt_succeeded_append_only BEFORE UPDATE ON file
 --
 
 CREATE TRIGGER file_deletion_task_failed_append_only BEFORE UPDATE ON files.file_deletion_task_failed FOR EACH STATEMENT EXECUTE FUNCTION internal.refuse_fact_update();
+
+
+--
+-- Name: file_deletion_task_failed file_deletion_task_failed_run; Type: TRIGGER; Schema: files; Owner: -
+--
+
+CREATE TRIGGER file_deletion_task_failed_run BEFORE INSERT ON files.file_deletion_task_failed FOR EACH ROW EXECUTE FUNCTION files.file_deletion_task_failed_run();
+
+
+--
+-- Name: file_deletion_task_restarted file_deletion_task_restarted_append_only; Type: TRIGGER; Schema: files; Owner: -
+--
+
+CREATE TRIGGER file_deletion_task_restarted_append_only BEFORE UPDATE ON files.file_deletion_task_restarted FOR EACH STATEMENT EXECUTE FUNCTION internal.refuse_fact_update();
 
 
 --
@@ -7846,6 +8283,14 @@ ALTER TABLE ONLY comms.send_email_task
 
 
 --
+-- Name: send_email_task_restarted send_email_task_restarted_send_email_task_id_fkey; Type: FK CONSTRAINT; Schema: comms; Owner: -
+--
+
+ALTER TABLE ONLY comms.send_email_task_restarted
+    ADD CONSTRAINT send_email_task_restarted_send_email_task_id_fkey FOREIGN KEY (send_email_task_id) REFERENCES comms.send_email_task(send_email_task_id);
+
+
+--
 -- Name: send_email_task_succeeded send_email_task_succeeded_send_email_task_id_fkey; Type: FK CONSTRAINT; Schema: comms; Owner: -
 --
 
@@ -7918,6 +8363,14 @@ ALTER TABLE ONLY comms.send_sms_task
 
 
 --
+-- Name: send_sms_task_restarted send_sms_task_restarted_send_sms_task_id_fkey; Type: FK CONSTRAINT; Schema: comms; Owner: -
+--
+
+ALTER TABLE ONLY comms.send_sms_task_restarted
+    ADD CONSTRAINT send_sms_task_restarted_send_sms_task_id_fkey FOREIGN KEY (send_sms_task_id) REFERENCES comms.send_sms_task(send_sms_task_id);
+
+
+--
 -- Name: send_sms_task_succeeded send_sms_task_succeeded_send_sms_task_id_fkey; Type: FK CONSTRAINT; Schema: comms; Owner: -
 --
 
@@ -7979,6 +8432,14 @@ ALTER TABLE ONLY files.file_deletion_task_failed
 
 ALTER TABLE ONLY files.file_deletion_task
     ADD CONSTRAINT file_deletion_task_file_id_fkey FOREIGN KEY (file_id) REFERENCES files.file(file_id);
+
+
+--
+-- Name: file_deletion_task_restarted file_deletion_task_restarted_file_deletion_task_id_fkey; Type: FK CONSTRAINT; Schema: files; Owner: -
+--
+
+ALTER TABLE ONLY files.file_deletion_task_restarted
+    ADD CONSTRAINT file_deletion_task_restarted_file_deletion_task_id_fkey FOREIGN KEY (file_deletion_task_id) REFERENCES files.file_deletion_task(file_deletion_task_id);
 
 
 --
@@ -8284,10 +8745,31 @@ GRANT ALL ON FUNCTION comms.record_webhook_refusal(_provider text, _reason text,
 
 
 --
+-- Name: FUNCTION retry_send_email(_send_email_task_id bigint, _reason text); Type: ACL; Schema: comms; Owner: -
+--
+
+REVOKE ALL ON FUNCTION comms.retry_send_email(_send_email_task_id bigint, _reason text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION retry_send_sms(_send_sms_task_id bigint, _reason text); Type: ACL; Schema: comms; Owner: -
+--
+
+REVOKE ALL ON FUNCTION comms.retry_send_sms(_send_sms_task_id bigint, _reason text) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION send_email(_to text, _subject text, _text text, _html text, _scheduled_at timestamp with time zone); Type: ACL; Schema: comms; Owner: -
 --
 
 REVOKE ALL ON FUNCTION comms.send_email(_to text, _subject text, _text text, _html text, _scheduled_at timestamp with time zone) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION send_email_run(_send_email_task_id bigint); Type: ACL; Schema: comms; Owner: -
+--
+
+REVOKE ALL ON FUNCTION comms.send_email_run(_send_email_task_id bigint) FROM PUBLIC;
 
 
 --
@@ -8296,6 +8778,13 @@ REVOKE ALL ON FUNCTION comms.send_email(_to text, _subject text, _text text, _ht
 
 REVOKE ALL ON FUNCTION comms.send_email_supervisor(_payload jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION comms.send_email_supervisor(_payload jsonb) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION send_email_task_failed_run(); Type: ACL; Schema: comms; Owner: -
+--
+
+REVOKE ALL ON FUNCTION comms.send_email_task_failed_run() FROM PUBLIC;
 
 
 --
@@ -8313,11 +8802,25 @@ REVOKE ALL ON FUNCTION comms.send_sms(_to text, _body text, _scheduled_at timest
 
 
 --
+-- Name: FUNCTION send_sms_run(_send_sms_task_id bigint); Type: ACL; Schema: comms; Owner: -
+--
+
+REVOKE ALL ON FUNCTION comms.send_sms_run(_send_sms_task_id bigint) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION send_sms_supervisor(_payload jsonb); Type: ACL; Schema: comms; Owner: -
 --
 
 REVOKE ALL ON FUNCTION comms.send_sms_supervisor(_payload jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION comms.send_sms_supervisor(_payload jsonb) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION send_sms_task_failed_run(); Type: ACL; Schema: comms; Owner: -
+--
+
+REVOKE ALL ON FUNCTION comms.send_sms_task_failed_run() FROM PUBLIC;
 
 
 --
@@ -8384,11 +8887,25 @@ REVOKE ALL ON FUNCTION files.count_file_deletion_failed_attempts(_file_deletion_
 
 
 --
+-- Name: FUNCTION file_deletion_run(_file_deletion_task_id bigint); Type: ACL; Schema: files; Owner: -
+--
+
+REVOKE ALL ON FUNCTION files.file_deletion_run(_file_deletion_task_id bigint) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION file_deletion_supervisor(_payload jsonb); Type: ACL; Schema: files; Owner: -
 --
 
 REVOKE ALL ON FUNCTION files.file_deletion_supervisor(_payload jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION files.file_deletion_supervisor(_payload jsonb) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION file_deletion_task_failed_run(); Type: ACL; Schema: files; Owner: -
+--
+
+REVOKE ALL ON FUNCTION files.file_deletion_task_failed_run() FROM PUBLIC;
 
 
 --
@@ -8448,6 +8965,13 @@ GRANT ALL ON FUNCTION files.record_file_delete_failure(_payload jsonb) TO worker
 
 REVOKE ALL ON FUNCTION files.record_file_delete_success(_payload jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION files.record_file_delete_success(_payload jsonb) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION retry_file_deletion(_file_deletion_task_id bigint, _reason text); Type: ACL; Schema: files; Owner: -
+--
+
+REVOKE ALL ON FUNCTION files.retry_file_deletion(_file_deletion_task_id bigint, _reason text) FROM PUBLIC;
 
 
 --
@@ -9044,6 +9568,13 @@ REVOKE ALL ON FUNCTION queues.register_process(_schema text, _name text, _title 
 
 
 --
+-- Name: FUNCTION register_process_retry(_schema text, _name text, _function text); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.register_process_retry(_schema text, _name text, _function text) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION register_worker(_worker_id text, _hostname text, _pid integer, _pool_size integer, _version text, _transport text, _task_types text[]); Type: ACL; Schema: queues; Owner: -
 --
 
@@ -9117,6 +9648,13 @@ REVOKE ALL ON FUNCTION queues.resume_queue(_task_type text) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION queues.retry_delay(_attempt integer) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION retry_process(_process text, _id bigint, _reason text); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.retry_process(_process text, _id bigint, _reason text) FROM PUBLIC;
 
 
 --

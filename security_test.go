@@ -64,6 +64,8 @@ func TestWorkerRoleLeastPrivilege(t *testing.T) {
 		`select * from queues.process_instance_counts()`,
 		`select queues.register_process('a', 'b', 'c')`,
 		`select queues.process_next_run('a.b_supervisor', 1)`,
+		`select * from queues.retry_process('comms.send_email', 1, 'why')`,
+		`select queues.register_process_retry('a', 'b', 'retry_b')`,
 	} {
 		_, err := tx.Exec(ctx, "savepoint s")
 		require.NoError(t, err)

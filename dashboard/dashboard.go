@@ -88,6 +88,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST /tasks/cancel", h.action(h.cancelTasks))
 	m.HandleFunc("POST /queues/{type}/pause", h.action(h.pauseQueue))
 	m.HandleFunc("POST /queues/{type}/resume", h.action(h.resumeQueue))
+	m.HandleFunc("POST /processes/{process}/{id}/retry", h.action(h.retryProcess))
 
 	m.HandleFunc("GET /login", h.loginPage)
 	m.HandleFunc("POST /login", h.login)

@@ -276,6 +276,7 @@ type processInstanceData struct {
 	TasksNote  string
 	Keys       []string      // the payload keys searched for
 	State      instanceState // what the instances view says, when the process is registered
+	Retry      retryState    // retry by hand: whether it is offered, and the restarts so far
 }
 
 // relatedTasksTimeout bounds the search of queue tasks by payload: without an index on the
@@ -336,13 +337,23 @@ func (h *Handler) processInstancePage(w http.ResponseWriter, r *http.Request) {
 			if f.rel == nil {
 				continue
 			}
-			err := tx.QueryRow(ctx, "select to_jsonb(x) from "+p.ident(f.rel.Table)+" x where x."+pk+" = $1 limit 1", id).Scan(f.dst)
+			// The newest run's fact first: a process retried by hand has one failed fact per run.
+			err := tx.QueryRow(ctx, "select to_jsonb(x) from "+p.ident(f.rel.Table)+" x where x."+pk+
+				" = $1 order by (to_jsonb(x) ->> 'run')::integer desc nulls last limit 1", id).Scan(f.dst)
 			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
 		}
 		if d.State, err = readInstanceState(ctx, tx, p.ID(), id); err != nil {
 			return err
+		}
+		if d.State.Known {
+			if d.Retry, err = readRetryState(ctx, tx, p.ID(), id, d.State.Instance.State); err != nil {
+				return err
+			}
+			if len(d.Retry.Restarts) > 0 && d.State.Instance.State != "failed" {
+				d.TaskFailed = nil // the failure of a restarted run: listed with the restarts
+			}
 		}
 		return h.relatedTasks(ctx, tx, p, id, attemptIDs, &d)
 	})

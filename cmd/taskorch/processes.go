@@ -102,8 +102,52 @@ deletion's file deletions and anonymization). Unknown process or instance: exit 
 		},
 	}
 	addJSONFlag(show, g)
-	cmd.AddCommand(list, show)
+	cmd.AddCommand(list, show, newProcessesRetryCmd(g))
 	return cmd
+}
+
+// newProcessesRetryCmd is `taskorch processes retry`: queues.retry_process.
+func newProcessesRetryCmd(g *globals) *cobra.Command {
+	var reason string
+	retry := &cobra.Command{
+		Use:   "retry SCHEMA.NAME ID --reason TEXT",
+		Short: "Restart a failed process instance: same root, new attempts, the reason recorded as a fact",
+		Long: `Restarts a failed instance of a registered process (queues.retry_process): the root row and its
+facts stay, a restart fact records the reason and who, and the supervisor's next tick starts new
+attempts with a fresh attempt budget, numbered after the old ones (docs/processes.md, "Retrying a
+failed process"). No --reason: exit code 2. Unknown process or instance: exit code 3. An
+instance that is running, waiting or succeeded, or a process that cannot be retried by hand:
+exit code 4. Nothing is written when it is refused.`,
+		Example: `  taskorch processes retry comms.send_email 42 --reason "provider key rotated"
+  taskorch processes retry files.file_deletion 7 --reason "bucket policy fixed" --json`,
+		Args: exactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.ParseInt(args[1], 10, 64)
+			if err != nil || id <= 0 {
+				return usageErrorf("instance id must be a positive integer, got %q", args[1])
+			}
+			if strings.TrimSpace(reason) == "" {
+				return usageErrorf("--reason is required: say why the instance is retried (it is recorded with the restart)")
+			}
+			pool, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			r, err := admin.RetryProcessInstance(cmd.Context(), pool, args[0], id, reason)
+			if err != nil {
+				return err
+			}
+			if g.jsonOut {
+				return writeJSON(cmd.OutOrStdout(), r)
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "restarted %s %d: run %d, by %s: %s\n", r.Process, r.ID, r.Run, r.RestartedBy, r.Reason)
+			return err
+		},
+	}
+	retry.Flags().StringVar(&reason, "reason", "", "why the instance is retried (required; recorded with the restart)")
+	addJSONFlag(retry, g)
+	return retry
 }
 
 // stateText is an instance's state as tables show it: "waiting until T" for a waiting one.

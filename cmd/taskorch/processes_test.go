@@ -112,3 +112,54 @@ func TestProcessesCommandErrors(t *testing.T) {
 		require.Empty(t, r.out, c.args)
 	}
 }
+
+// `processes retry`: a failed email restarted with a reason (text and JSON), then shown running
+// with its earlier failure and the restart among its facts; each refusal has its exit code and
+// message, and writes nothing.
+func TestProcessesRetryCommand(t *testing.T) {
+	t.Parallel()
+	url := processFixture(t)
+	db := []string{"--database-url", url}
+	pool := openPool(t, url)
+
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"processes", "retry", "comms.send_email", "1"}, exitUsage, "--reason is required"},
+		{[]string{"processes", "retry", "comms.send_email", "1", "--reason", "  "}, exitUsage, "--reason is required"},
+		{[]string{"processes", "retry", "comms.send_email", "x", "--reason", "why"}, exitUsage, `instance id must be a positive integer, got "x"`},
+		{[]string{"processes", "retry", "comms.nope", "1", "--reason", "why"}, exitNotFound, "retry_process: unknown process 'comms.nope'"},
+		{[]string{"processes", "retry", "comms.send_email", "99", "--reason", "why"}, exitNotFound, "comms.send_email has no instance 99"},
+		{[]string{"processes", "retry", "comms.send_email", "2", "--reason", "why"}, exitState, "comms.send_email 2 is running, not failed; only a failed instance can be retried"},
+		{[]string{"processes", "retry", "accounts.account_deletion", "1", "--reason", "why"}, exitState, "accounts.account_deletion cannot be retried by hand"},
+	} {
+		r := run(t, append(c.args, db...)...)
+		require.Equal(t, c.code, r.code, "%v: %s", c.args, r.err)
+		require.Contains(t, r.err, c.msg, c.args)
+		require.Empty(t, r.out, c.args)
+	}
+	var n int
+	require.NoError(t, pool.QueryRow(t.Context(), `select count(*) from comms.send_email_task_restarted`).Scan(&n))
+	require.Zero(t, n, "refusals write nothing")
+
+	r := run(t, append([]string{"processes", "retry", "comms.send_email", "1", "--reason", "mailbox restored"}, db...)...)
+	require.Equal(t, 0, r.code, r.err)
+	require.Regexp(t, `^restarted comms.send_email 1: run 2, by \S+: mailbox restored\n$`, r.out)
+
+	d := runJSON[admin.ProcessDetail](t, append([]string{"processes", "show", "comms.send_email", "1"}, db...)...)
+	require.Equal(t, "running", d.Instance.State)
+	require.Len(t, d.Restarts, 1)
+	require.Equal(t, "mailbox restored", d.Restarts[0].Reason)
+	require.Len(t, d.EarlierFailures, 1)
+	var facts []string
+	for _, f := range d.Facts {
+		facts = append(facts, f.Fact)
+	}
+	require.Equal(t, "failed (run 1)", facts[len(facts)-2])
+	require.Equal(t, "restarted (run 2)", facts[len(facts)-1])
+
+	again := run(t, append([]string{"processes", "retry", "comms.send_email", "1", "--reason", "twice", "--json"}, db...)...)
+	require.Equal(t, exitState, again.code, "a restarted instance is running: %s", again.err)
+}

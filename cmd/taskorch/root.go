@@ -272,14 +272,18 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func isInputError(err error) bool { return errors.Is(err, taskorch.ErrInvalidInput) }
+func isInputError(err error) bool {
+	return errors.Is(err, taskorch.ErrInvalidInput) || errors.Is(err, admin.ErrInvalidReason)
+}
 
 // isNotFound: no such task, schedule, process or process instance (exit code 3).
 func isNotFound(err error) bool {
 	return errors.Is(err, taskorch.ErrNotFound) ||
 		errors.Is(err, admin.ErrProcessNotFound) || errors.Is(err, admin.ErrInstanceNotFound)
 }
-func isWrongState(err error) bool { return errors.Is(err, taskorch.ErrWrongState) }
+func isWrongState(err error) bool {
+	return errors.Is(err, taskorch.ErrWrongState) || errors.Is(err, admin.ErrNotRetryable)
+}
 
 // exactArgs is cobra.ExactArgs with a usage error (exit code 2).
 func exactArgs(n int) cobra.PositionalArgs {

@@ -171,6 +171,10 @@ type ProcessDetail struct {
 	Tasks     []ProcessTask     `json:"supervisor_tasks"`
 	TasksNote string            `json:"supervisor_tasks_note,omitempty"`
 	Children  []ProcessInstance `json:"children"` // instances naming it as their parent
+	// Restarts are the instance's restarts by hand, by run; EarlierFailures the failures of
+	// the runs they restarted (docs/processes.md, "Retrying a failed process").
+	Restarts        []ProcessRestart    `json:"restarts"`
+	EarlierFailures []ProcessRunFailure `json:"earlier_failures"`
 }
 
 // supervisorTasksTimeout bounds the search of queue tasks by payload: finished tasks are not
@@ -185,7 +189,8 @@ func ShowProcessInstance(ctx context.Context, db DB, process string, id int64) (
 	if err != nil {
 		return nil, err
 	}
-	d := &ProcessDetail{Title: p.Title, Attempts: []ProcessAttempt{}, Facts: []ProcessFact{}, Tasks: []ProcessTask{}, Children: []ProcessInstance{}}
+	d := &ProcessDetail{Title: p.Title, Attempts: []ProcessAttempt{}, Facts: []ProcessFact{}, Tasks: []ProcessTask{}, Children: []ProcessInstance{},
+		Restarts: []ProcessRestart{}, EarlierFailures: []ProcessRunFailure{}}
 	x, err := getInstance(ctx, db, p, id)
 	if err != nil {
 		return nil, err
@@ -196,6 +201,9 @@ func ShowProcessInstance(ctx context.Context, db DB, process string, id int64) (
 		return nil, err
 	}
 	if err := readAttempts(ctx, db, p, tables, id, d); err != nil {
+		return nil, err
+	}
+	if err := readRestarts(ctx, db, p, id, d); err != nil {
 		return nil, err
 	}
 	d.Facts = processFacts(d)
@@ -311,7 +319,7 @@ func readAttempts(ctx context.Context, db DB, p registered, tables map[string][]
 }
 
 // processFacts puts the instance's facts in time order: started, each attempt made and its
-// outcome, the terminal outcome.
+// outcome, the failures of restarted runs and the restarts, the terminal outcome.
 func processFacts(d *ProcessDetail) []ProcessFact {
 	out := []ProcessFact{{At: d.Instance.StartedAt, Fact: "started"}}
 	for _, a := range d.Attempts {
@@ -325,6 +333,13 @@ func processFacts(d *ProcessDetail) []ProcessFact {
 		if a.EndedAt != nil {
 			out = append(out, ProcessFact{At: *a.EndedAt, Fact: fmt.Sprintf("attempt %d %s", a.N, a.Outcome), Detail: deref(a.Error)})
 		}
+	}
+	for _, f := range d.EarlierFailures {
+		out = append(out, ProcessFact{At: f.At, Fact: fmt.Sprintf("failed (run %d)", f.Run), Detail: f.Error})
+	}
+	for _, r := range d.Restarts {
+		out = append(out, ProcessFact{At: r.RestartedAt, Fact: fmt.Sprintf("restarted (run %d)", r.Run),
+			Detail: fmt.Sprintf("by %s: %s", r.RestartedBy, r.Reason)})
 	}
 	if d.Instance.EndedAt != nil {
 		out = append(out, ProcessFact{At: *d.Instance.EndedAt, Fact: d.Instance.State, Detail: deref(d.Instance.Error)})

@@ -73,10 +73,12 @@ where not exists (select from comms.send_email_task_succeeded s where s.send_ema
   and not exists (select from comms.send_email_task_failed f where f.send_email_task_id = r.send_email_task_id);
 
 -- check: email_two_terminal_facts duplicate
--- An email process that both succeeded and failed.
+-- An email process run that both succeeded and failed (a run restarted by hand after a failure
+-- may succeed: docs/processes.md, "Retrying a failed process").
 select s.send_email_task_id
 from comms.send_email_task_succeeded s
-join comms.send_email_task_failed f using (send_email_task_id);
+join comms.send_email_task_failed f using (send_email_task_id)
+where f.run = comms.send_email_run(f.send_email_task_id);
 
 -- check: email_sent_twice duplicate
 -- An email process with more than one succeeded attempt.
@@ -94,12 +96,16 @@ where not exists (select from comms.send_email_attempt a
                   where a.send_email_task_id = s.send_email_task_id);
 
 -- check: email_failed_after_success duplicate
--- An email process that gave up although one of its attempts succeeded.
+-- An email process run that gave up although one of its attempts succeeded.
 select f.send_email_task_id
 from comms.send_email_task_failed f
 where exists (select from comms.send_email_attempt a
               join comms.send_email_attempt_succeeded x using (send_email_attempt_id)
-              where a.send_email_task_id = f.send_email_task_id);
+              where a.send_email_task_id = f.send_email_task_id
+                and a.send_email_attempt_id > coalesce((select max(z.last_attempt_id) from comms.send_email_task_restarted z
+                                                        where z.send_email_task_id = f.send_email_task_id and z.run <= f.run), 0)
+                and a.send_email_attempt_id <= coalesce((select min(z.last_attempt_id) from comms.send_email_task_restarted z
+                                                         where z.send_email_task_id = f.send_email_task_id and z.run > f.run), 9223372036854775807));
 
 -- check: email_attempt_two_facts duplicate
 -- An email attempt recorded both as succeeded and as failed.

@@ -12,7 +12,10 @@ import (
 //go:embed channel_kit.sql.tmpl
 var channelKitTemplate string
 
-var kitTmpl = template.Must(template.New("kit").Parse(channelKitTemplate))
+//go:embed channel_retry.sql.tmpl
+var channelRetryTemplate string
+
+var kitTmpl = template.Must(template.Must(template.New("kit").Parse(channelKitTemplate)).Parse(channelRetryTemplate))
 
 // ChannelProcess is the spec of a channel process's supervisor machinery, the part every
 // channel process shares: its agenda table (<name>_due), kickoff, the set-based supervisor
@@ -47,7 +50,15 @@ type ChannelProcess struct {
 	// (queues.signal(WaitSignal, id)); it arrives: succeeded; it does not: failed, "no <signal>
 	// signal within <timeout>". Not with Delivery.
 	WaitSignal, WaitTimeout string
+
+	// runs: render the run-aware supervisor and success handler (RenderChannelRetry), which
+	// count only the attempts and the failure of an instance's current run.
+	runs bool
 }
+
+// Runs reports whether the kit renders the run-aware supervisor of RenderChannelRetry (for the
+// templates).
+func (p ChannelProcess) Runs() bool { return p.runs }
 
 // Delivery names a channel process's delivery facts: tables of its schema keyed by
 // <name>_attempt_id, written when the provider reports what became of an accepted message.
@@ -129,6 +140,27 @@ func RenderChannelKit(header string, ps ...ChannelProcess) ([]byte, error) {
 			return nil, err
 		}
 		if err := kitTmpl.ExecuteTemplate(&buf, "channel_kit", p); err != nil {
+			return nil, err
+		}
+	}
+	return buf.Bytes(), nil
+}
+
+// RenderChannelRetry returns the SQL that lets an operator retry a failed instance of each
+// process by hand (docs/processes.md, "Retrying a failed process"), after header: the restart
+// fact table, one terminal failure per run, the supervisor and success handler redefined to
+// count only the current run, the instances view, <schema>.retry_<name>(id, reason), and its
+// registration with queues.register_process_retry. It applies after the kit (RenderChannelKit)
+// and the process's instances view.
+func RenderChannelRetry(header string, ps ...ChannelProcess) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteString(header)
+	for _, p := range ps {
+		if err := p.validate(); err != nil {
+			return nil, err
+		}
+		p.runs = true
+		if err := kitTmpl.ExecuteTemplate(&buf, "channel_retry", p); err != nil {
 			return nil, err
 		}
 	}

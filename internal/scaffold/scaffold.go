@@ -16,7 +16,7 @@ import (
 //go:embed process.sql.tmpl
 var processTemplate string
 
-var tmpl = template.Must(template.Must(template.New("process").Parse(processTemplate)).Parse(channelKitTemplate))
+var tmpl = template.Must(template.Must(template.Must(template.New("process").Parse(processTemplate)).Parse(channelKitTemplate)).Parse(channelRetryTemplate))
 
 // Process describes the process to write.
 type Process struct {
@@ -104,6 +104,13 @@ func (p Process) Kit() ChannelProcess {
 		FailureFn:    p.Schema + ".record_" + p.Name + "_failure",
 		ResultColumn: "result", Noun: p.Name, Verb: "done",
 		WaitSignal: p.WaitSignal, WaitTimeout: p.WaitTimeout}
+}
+
+// RetryKit is Kit rendering the run-aware supervisor of retry by hand (RenderChannelRetry).
+func (p Process) RetryKit() ChannelProcess {
+	k := p.Kit()
+	k.runs = true
+	return k
 }
 
 // Title is the process's name for people, registered in queues.process: "send_reminder" ->

@@ -120,6 +120,32 @@ func TestGeneratedChannelProcess(t *testing.T) {
 	require.Equal(t, int64(1), scalar[int64](t, pool, `select succeeded from queues.process_instance_counts() where process = 'crm.send_reminder'`))
 }
 
+// A generated channel process can be retried by hand (docs/processes.md, "Retrying a failed
+// process"): it fails its two attempts, queues.retry_process restarts it, and the new run's
+// attempt succeeds; run 1's failure stays.
+func TestGeneratedChannelProcessRetriedByHand(t *testing.T) {
+	t.Parallel()
+	p := scaffold.Process{Name: "send_reminder", Schema: "crm", Key: "customer_id", Channel: taskorch.TypeEmail, MaxAttempts: 2}
+	pool := apply(t, p)
+	var calls atomic.Int32
+	run(t, pool, map[string]taskorch.ChannelProvider{taskorch.TypeEmail: taskorch.ChannelProviderFunc(
+		func(_ context.Context, _ taskorch.ChannelCall) (json.RawMessage, error) {
+			if calls.Add(1) <= 2 {
+				return nil, errors.New("provider down")
+			}
+			return json.RawMessage(`{"id":"m-1"}`), nil
+		})})
+
+	id := scalar[int64](t, pool, `select send_reminder_task_id from crm.kickoff_send_reminder(42)`)
+	waitTrue(t, pool, "terminal failure", `select exists (select 1 from crm.send_reminder_task_failed where send_reminder_task_id = $1)`, id)
+	require.Equal(t, 2, scalar[int](t, pool, `select run from queues.retry_process('crm.send_reminder', $1, 'provider is back')`, id))
+	waitTrue(t, pool, "terminal success", `select exists (select 1 from crm.send_reminder_task_succeeded where send_reminder_task_id = $1)`, id)
+	require.Equal(t, "succeeded 3", scalar[string](t, pool, `
+		select state || ' ' || attempts from queues.process_instances(_process => 'crm.send_reminder') where instance_id = $1`, id))
+	require.Equal(t, 1, scalar[int](t, pool, `select count(*)::int from crm.send_reminder_task_failed where send_reminder_task_id = $1 and run = 1`, id))
+	require.Equal(t, "provider is back", scalar[string](t, pool, `select reason from crm.send_reminder_task_restarted where send_reminder_task_id = $1`, id))
+}
+
 // What the generated SQL grants: nothing to PUBLIC, the supervisor and handlers to the worker.
 func TestGeneratedGrants(t *testing.T) {
 	t.Parallel()
