@@ -135,7 +135,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "riverbench:", err)
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM) //nolint:forbidigo // main owns the root context
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
