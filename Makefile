@@ -55,6 +55,14 @@ bench: deps ## Run the Go benchmarks on a PostgreSQL with default durability
 bench-all: deps build ## taskorch bench: every mode, on a private PostgreSQL with default durability
 	$(WITHPG) -durable -- sh -c 'export DATABASE_URL=$$TASKORCH_TEST_DATABASE_URL; for m in throughput latency backlog processes memory; do $(BIN) bench $$m || exit 1; done'
 
+ROUNDS ?= 3
+TASKS  ?= 200000
+
+.PHONY: bench-peers
+bench-peers: deps-demo build ## taskorch against River (bench/peers/river) in the same run: ROUNDS (3) alternating pairs of TASKS (200000) no-op tasks, default durability
+	cd bench/peers/river && $(GO) build -o ../../../bin/riverbench .
+	$(WITHPG) -durable -- sh -c 'DATABASE_URL=$$TASKORCH_TEST_DATABASE_URL ROUNDS=$(ROUNDS) TASKS=$(TASKS) scripts/bench-peers.sh'
+
 FUZZTIME ?= 10s
 # How long the fuzzer may spend shrinking each new interesting input (go test's default is 60s).
 # A fuzzer that calls PostgreSQL sees new coverage in pgx's network code now and then, and
@@ -92,8 +100,9 @@ chaos-short: deps build ## The chaos harness's short form, what CI runs: 10,000 
 	$(GO) run ./internal/cmd/chaos -bin $(BIN) -tasks 10000 -duration 180s $(CHAOS_FLAGS)
 
 .PHONY: lint
-lint: go-check ## Run go vet and golangci-lint (the pinned version, go-installed on first use into GOPATH/bin)
+lint: go-check ## Run go vet (also on bench/peers/river) and golangci-lint (the pinned version, go-installed on first use into GOPATH/bin)
 	$(GO) vet $(PKGS)
+	cd bench/peers/river && $(GO) vet ./... # the River peer benchmark, a module of its own
 	@bin=$$($(GO) env GOBIN); bin=$${bin:-$$($(GO) env GOPATH | cut -d: -f1)/bin}; \
 	if ! "$$bin/golangci-lint" version 2>/dev/null | grep -q "version $(GOLANGCI_VERSION:v%=%) "; then \
 		echo "installing golangci-lint $(GOLANGCI_VERSION) into $$bin (go install)"; \

@@ -29,7 +29,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	f := &benchFlags{}
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure throughput, latency, backlog, processes, memory and slot use on a database",
+		Short: "Measure throughput, latency, backlog, processes, memory, slot use and bloat pressure on a database",
 		Long: `Measures taskorch on the database it is given (DATABASE_URL or --database-url), like river bench.
 
 It creates a database of its own on the same server (taskorch_bench_<random>), migrates it, runs,
@@ -45,7 +45,8 @@ terminal. The method and the figures: docs/benchmarks.md.
   taskorch bench backlog --backlog 5000000
   taskorch bench processes --count 10000
   taskorch bench memory --tasks 100
-  taskorch bench slots --concurrency 16 --work 1ms`,
+  taskorch bench slots --concurrency 16 --work 1ms
+  taskorch bench pressure --rate 2000 --phase 60s`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.BoolVar(&g.jsonOut, "json", false, "print one JSON object instead of a table")
@@ -57,7 +58,7 @@ terminal. The method and the figures: docs/benchmarks.md.
 	pf.StringVar(&f.listenURL, "listen-database-url", "", "a direct URL of the same server: the workers LISTEN there while their work goes through DATABASE_URL, a transaction pooler")
 
 	cmd.AddCommand(newBenchThroughputCmd(g, f), newBenchLatencyCmd(g, f), newBenchBacklogCmd(g, f),
-		newBenchProcessesCmd(g, f), newBenchMemoryCmd(g, f), newBenchSlotsCmd(g, f))
+		newBenchProcessesCmd(g, f), newBenchMemoryCmd(g, f), newBenchSlotsCmd(g, f), newBenchPressureCmd(g, f))
 	return cmd
 }
 
@@ -178,6 +179,26 @@ func newBenchSlotsCmd(g *globals, f *benchFlags) *cobra.Command {
 	addWorkerFlags(cmd, &c.WorkerOptions, 16)
 	cmd.Flags().DurationVar(&c.Work, "work", time.Millisecond, "how long each handler works (it sleeps)")
 	cmd.Flags().IntVar(&c.Tasks, "tasks", 0, "backlog enqueued before the start (default: about 2 s of ideal work, 1,000 to 200,000)")
+	return cmd
+}
+
+func newBenchPressureCmd(g *globals, f *benchFlags) *cobra.Command {
+	c := bench.PressureConfig{}
+	cmd := &cobra.Command{
+		Use:   "pressure",
+		Short: "A steady producer through clean, open-xid, readers and recovery phases; completions/s, claim p99, depth, dead tuples",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return f.run(cmd, g, nil, func(ctx context.Context, e *bench.Env) (bench.Result, error) {
+				return bench.Pressure(ctx, e, c)
+			})
+		},
+	}
+	addWorkerFlags(cmd, &c.WorkerOptions, 100)
+	cmd.Flags().IntVar(&c.Rate, "rate", 2000, "tasks enqueued per second (open loop, EnqueueMany every 5 ms)")
+	cmd.Flags().DurationVar(&c.Phase, "phase", time.Minute, "each phase's length (clean, open_xid, readers, recovery)")
+	cmd.Flags().DurationVar(&c.Warmup, "warmup", time.Second, "how long to run before the clean phase")
+	cmd.Flags().IntVar(&c.Readers, "readers", 4, "REPEATABLE READ transactions scanning the queue tables in the readers phase")
 	return cmd
 }
 

@@ -35,6 +35,10 @@ func TestBenchCommand(t *testing.T) {
 	require.Equal(t, 1, r.code, r.err)
 	require.Contains(t, r.err, "--work must be between 0 and 1m")
 
+	r = run(t, "bench", "pressure", "--phase", "10ms", "--database-url", url)
+	require.Equal(t, 1, r.code, r.err)
+	require.Contains(t, r.err, "--phase must be between 100ms and 24h")
+
 	r = run(t, "bench", "throughput")
 	require.Equal(t, exitUsage, r.code)
 	require.Contains(t, r.err, "no database")

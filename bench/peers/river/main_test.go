@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseFlagsDefaultsAreRiverBenchs(t *testing.T) {
+	t.Parallel()
+	c, err := parseFlags([]string{"--database-url", "postgres://x/y"}, noEnv, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, 100_000, c.Jobs)
+	require.Equal(t, 2000, c.MaxWorkers)
+	require.Equal(t, "many", c.Insert)
+}
+
+func TestParseFlagsRefusesBadInput(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--jobs", "0"}, "--jobs must be positive"},
+		{[]string{"--max-workers", "10001"}, "--max-workers must be between 1 and 10000"},
+		{[]string{"--max-workers", "0"}, "--max-workers must be between 1 and 10000"},
+		{[]string{"--fetch-cooldown", "0s"}, "at least 1ms"},
+		{[]string{"--insert", "copy"}, `--insert "copy": want many or fast`},
+		{[]string{"--max-conns", "-1"}, "--max-conns must not be negative"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+		{[]string{"--jobs", "many"}, "invalid value"},
+	} {
+		_, err := parseFlags(append([]string{"--database-url", "postgres://x/y"}, tc.args...), noEnv, io.Discard)
+		require.ErrorContains(t, err, tc.want, tc.args)
+	}
+	_, err := parseFlags(nil, noEnv, io.Discard)
+	require.ErrorContains(t, err, "no database")
+	c, err := parseFlags(nil, func(string) string { return "postgres://from/env" }, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "postgres://from/env", c.DatabaseURL)
+}
+
+// TestRun works a few jobs on the server in TASKORCH_TEST_DATABASE_URL (make test's withpg
+// gives one) and checks the figures and that the database is gone afterwards.
+func TestRun(t *testing.T) {
+	t.Parallel()
+	url := os.Getenv("TASKORCH_TEST_DATABASE_URL")
+	if url == "" {
+		t.Skip("TASKORCH_TEST_DATABASE_URL is not set: run under go run ./internal/cmd/withpg from the repository's root")
+	}
+	r, err := run(t.Context(), config{DatabaseURL: url, Jobs: 3000, MaxWorkers: 100, Insert: "many",
+		FetchCooldown: 2 * time.Millisecond, FetchPollInterval: 20 * time.Millisecond}, io.Discard)
+	require.NoError(t, err)
+	require.EqualValues(t, 3000, r.Tasks)
+	require.Positive(t, r.TasksPerSecond)
+	require.Positive(t, r.Seconds)
+	require.Equal(t, "v0.51.2", r.RiverVersion, "the version go.mod pins")
+	require.Positive(t, r.CPU.Client)
+
+	// The keys taskorch bench throughput --json shares.
+	b, err := json.Marshal(r)
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b, &m))
+	for _, k := range []string{"mode", "tasks", "workers", "concurrency", "enqueue_seconds", "seconds", "tasks_per_second", "cpu_per_task", "load_average_before"} {
+		require.Contains(t, m, k)
+	}
+
+	c, err := pgx.Connect(t.Context(), url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.WithoutCancel(t.Context())) })
+	var n int
+	require.NoError(t, c.QueryRow(t.Context(), `select count(*) from pg_database where datname = $1`, r.Database).Scan(&n))
+	require.Zero(t, n, "the benchmark's database is dropped")
+}
+
+func noEnv(string) string { return "" }
