@@ -511,7 +511,9 @@ end $$;
 CREATE FUNCTION comms.count_send_email_attempts(_send_email_task_id bigint) RETURNS integer
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 begin
     return (select count(*)::integer from comms.send_email_attempt a
@@ -528,7 +530,9 @@ end $$;
 CREATE FUNCTION comms.count_send_email_failed_attempts(_send_email_task_id bigint) RETURNS integer
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 begin
     return (select count(*)::integer from comms.send_email_attempt a
@@ -546,7 +550,9 @@ end $$;
 CREATE FUNCTION comms.count_send_sms_attempts(_send_sms_task_id bigint) RETURNS integer
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 begin
     return (select count(*)::integer from comms.send_sms_attempt a
@@ -563,7 +569,9 @@ end $$;
 CREATE FUNCTION comms.count_send_sms_failed_attempts(_send_sms_task_id bigint) RETURNS integer
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 begin
     return (select count(*)::integer from comms.send_sms_attempt a
@@ -581,7 +589,9 @@ end $$;
 CREATE FUNCTION comms.get_email_payload(_payload jsonb) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 declare
     _attempt_id bigint;
@@ -624,7 +634,9 @@ end $$;
 CREATE FUNCTION comms.get_sms_payload(_payload jsonb) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 declare
     _attempt_id bigint;
@@ -665,7 +677,9 @@ end $$;
 CREATE FUNCTION comms.has_send_email_succeeded_attempt(_send_email_task_id bigint) RETURNS boolean
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 begin
     return exists (select 1 from comms.send_email_attempt a
@@ -681,7 +695,9 @@ end $$;
 CREATE FUNCTION comms.has_send_sms_succeeded_attempt(_send_sms_task_id bigint) RETURNS boolean
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 begin
     return exists (select 1 from comms.send_sms_attempt a
@@ -838,7 +854,9 @@ end $$;
 CREATE FUNCTION comms.record_email_failure(_payload jsonb) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 declare
     _attempt_id bigint := (_payload #>> '{original_payload,send_email_attempt_id}')::bigint;
@@ -864,7 +882,9 @@ end $$;
 CREATE FUNCTION comms.record_email_success(_payload jsonb) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 declare
     _attempt_id bigint := (_payload #>> '{original_payload,send_email_attempt_id}')::bigint;
@@ -954,7 +974,9 @@ end $$;
 CREATE FUNCTION comms.record_sms_failure(_payload jsonb) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 declare
     _attempt_id bigint := (_payload #>> '{original_payload,send_sms_attempt_id}')::bigint;
@@ -980,7 +1002,9 @@ end $$;
 CREATE FUNCTION comms.record_sms_success(_payload jsonb) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 declare
     _attempt_id bigint := (_payload #>> '{original_payload,send_sms_attempt_id}')::bigint;
@@ -1695,7 +1719,9 @@ $$;
 CREATE FUNCTION files.count_file_deletion_attempts(_file_deletion_task_id bigint) RETURNS integer
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 begin
     return (select count(*)::integer from files.file_deletion_attempt a
@@ -1712,7 +1738,9 @@ end $$;
 CREATE FUNCTION files.count_file_deletion_failed_attempts(_file_deletion_task_id bigint) RETURNS integer
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 begin
     return (select count(*)::integer from files.file_deletion_attempt a
@@ -1929,7 +1957,9 @@ $$;
 CREATE FUNCTION files.get_file_delete_payload(_payload jsonb) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 declare
     _attempt_id bigint;
@@ -1964,7 +1994,9 @@ end $$;
 CREATE FUNCTION files.has_file_deletion_succeeded_attempt(_file_deletion_task_id bigint) RETURNS boolean
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 begin
     return exists (select 1 from files.file_deletion_attempt a
@@ -2042,7 +2074,9 @@ $$;
 CREATE FUNCTION files.record_file_delete_failure(_payload jsonb) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 declare
     _attempt_id bigint := (_payload #>> '{original_payload,file_deletion_attempt_id}')::bigint;
@@ -2068,7 +2102,9 @@ end $$;
 CREATE FUNCTION files.record_file_delete_success(_payload jsonb) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 declare
     _attempt_id bigint := (_payload #>> '{original_payload,file_deletion_attempt_id}')::bigint;

@@ -15,7 +15,11 @@ var channelKitTemplate string
 //go:embed channel_retry.sql.tmpl
 var channelRetryTemplate string
 
-var kitTmpl = template.Must(template.Must(template.New("kit").Parse(channelKitTemplate)).Parse(channelRetryTemplate))
+//go:embed channel_plans.sql.tmpl
+var channelPlansTemplate string
+
+var kitTmpl = template.Must(template.Must(template.Must(template.New("kit").Parse(channelKitTemplate)).
+	Parse(channelRetryTemplate)).Parse(channelPlansTemplate))
 
 // ChannelProcess is the spec of a channel process's supervisor machinery, the part every
 // channel process shares: its agenda table (<name>_due), kickoff, the set-based supervisor
@@ -161,6 +165,35 @@ func RenderChannelRetry(header string, ps ...ChannelProcess) ([]byte, error) {
 		}
 		p.runs = true
 		if err := kitTmpl.ExecuteTemplate(&buf, "channel_retry", p); err != nil {
+			return nil, err
+		}
+	}
+	return buf.Bytes(), nil
+}
+
+// PerAttemptFunctions are the process's functions that run once per attempt or more: the facts
+// helpers and the before, success and error handlers, with their argument types.
+func (p ChannelProcess) PerAttemptFunctions() []string {
+	return []string{
+		fmt.Sprintf("%s.has_%s_succeeded_attempt(bigint)", p.Schema, p.Name),
+		fmt.Sprintf("%s.count_%s_failed_attempts(bigint)", p.Schema, p.Name),
+		fmt.Sprintf("%s.count_%s_attempts(bigint)", p.Schema, p.Name),
+		p.PayloadFn + "(jsonb)", p.SuccessFn + "(jsonb)", p.FailureFn + "(jsonb)",
+	}
+}
+
+// RenderChannelPlans returns the SQL that makes the per-attempt functions of each process
+// (PerAttemptFunctions) keep their cached plans, planned never to scan a whole table, after
+// header. It applies after the kit and the retry (RenderChannelRetry); earlier versions planned
+// these functions at every call (docs/processes.md, "Plans").
+func RenderChannelPlans(header string, ps ...ChannelProcess) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteString(header)
+	for _, p := range ps {
+		if err := p.validate(); err != nil {
+			return nil, err
+		}
+		if err := kitTmpl.ExecuteTemplate(&buf, "channel_plans", p); err != nil {
 			return nil, err
 		}
 	}

@@ -16,7 +16,8 @@ import (
 //go:embed process.sql.tmpl
 var processTemplate string
 
-var tmpl = template.Must(template.Must(template.Must(template.New("process").Parse(processTemplate)).Parse(channelKitTemplate)).Parse(channelRetryTemplate))
+var tmpl = template.Must(template.Must(template.Must(template.Must(template.New("process").Parse(processTemplate)).
+	Parse(channelKitTemplate)).Parse(channelRetryTemplate)).Parse(channelPlansTemplate))
 
 // Process describes the process to write.
 type Process struct {
