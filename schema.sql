@@ -1185,11 +1185,15 @@ end $_$;
 --
 
 CREATE FUNCTION comms.send_email_run(_send_email_task_id bigint) RETURNS integer
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
-    select coalesce(max(run), 1) from comms.send_email_task_restarted where send_email_task_id = _send_email_task_id
-$$;
+begin
+    return (select coalesce(max(r.run), 1) from comms.send_email_task_restarted r where r.send_email_task_id = _send_email_task_id);
+end $$;
 
 
 --
@@ -1424,11 +1428,15 @@ end $_$;
 --
 
 CREATE FUNCTION comms.send_sms_run(_send_sms_task_id bigint) RETURNS integer
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
-    select coalesce(max(run), 1) from comms.send_sms_task_restarted where send_sms_task_id = _send_sms_task_id
-$$;
+begin
+    return (select coalesce(max(r.run), 1) from comms.send_sms_task_restarted r where r.send_sms_task_id = _send_sms_task_id);
+end $$;
 
 
 --
@@ -1756,11 +1764,15 @@ end $$;
 --
 
 CREATE FUNCTION files.file_deletion_run(_file_deletion_task_id bigint) RETURNS integer
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
-    select coalesce(max(run), 1) from files.file_deletion_task_restarted where file_deletion_task_id = _file_deletion_task_id
-$$;
+begin
+    return (select coalesce(max(r.run), 1) from files.file_deletion_task_restarted r where r.file_deletion_task_id = _file_deletion_task_id);
+end $$;
 
 
 --

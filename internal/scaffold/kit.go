@@ -172,12 +172,14 @@ func RenderChannelRetry(header string, ps ...ChannelProcess) ([]byte, error) {
 }
 
 // PerAttemptFunctions are the process's functions that run once per attempt or more: the facts
-// helpers and the before, success and error handlers, with their argument types.
+// helpers, the current run, and the before, success and error handlers, with their argument
+// types.
 func (p ChannelProcess) PerAttemptFunctions() []string {
 	return []string{
 		fmt.Sprintf("%s.has_%s_succeeded_attempt(bigint)", p.Schema, p.Name),
 		fmt.Sprintf("%s.count_%s_failed_attempts(bigint)", p.Schema, p.Name),
 		fmt.Sprintf("%s.count_%s_attempts(bigint)", p.Schema, p.Name),
+		fmt.Sprintf("%s.%s_run(bigint)", p.Schema, p.Name),
 		p.PayloadFn + "(jsonb)", p.SuccessFn + "(jsonb)", p.FailureFn + "(jsonb)",
 	}
 }

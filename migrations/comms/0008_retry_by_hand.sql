@@ -26,11 +26,14 @@ create trigger send_email_task_restarted_append_only before update on comms.send
     for each statement execute function internal.refuse_fact_update();
 revoke all on comms.send_email_task_restarted from public;
 
--- The current run of an instance: 1, or the run its last restart started.
+-- The current run of an instance: 1, or the run its last restart started. PL/pgSQL, so its plan
+-- is cached: handlers call it once per attempt and the supervisor once per instance (an SQL
+-- function with a SET clause is planned at every call).
 create or replace function comms.send_email_run(_send_email_task_id bigint) returns integer
-language sql stable security definer set search_path = pg_catalog, pg_temp as $$
-    select coalesce(max(run), 1) from comms.send_email_task_restarted where send_email_task_id = _send_email_task_id
-$$;
+language plpgsql stable security definer set search_path = pg_catalog, pg_temp as $$
+begin
+    return (select coalesce(max(r.run), 1) from comms.send_email_task_restarted r where r.send_email_task_id = _send_email_task_id);
+end $$;
 revoke all on function comms.send_email_run(bigint) from public;
 
 -- One terminal failure per run: the failed fact names its run (rows kept: each is run 1), set
@@ -379,11 +382,14 @@ create trigger send_sms_task_restarted_append_only before update on comms.send_s
     for each statement execute function internal.refuse_fact_update();
 revoke all on comms.send_sms_task_restarted from public;
 
--- The current run of an instance: 1, or the run its last restart started.
+-- The current run of an instance: 1, or the run its last restart started. PL/pgSQL, so its plan
+-- is cached: handlers call it once per attempt and the supervisor once per instance (an SQL
+-- function with a SET clause is planned at every call).
 create or replace function comms.send_sms_run(_send_sms_task_id bigint) returns integer
-language sql stable security definer set search_path = pg_catalog, pg_temp as $$
-    select coalesce(max(run), 1) from comms.send_sms_task_restarted where send_sms_task_id = _send_sms_task_id
-$$;
+language plpgsql stable security definer set search_path = pg_catalog, pg_temp as $$
+begin
+    return (select coalesce(max(r.run), 1) from comms.send_sms_task_restarted r where r.send_sms_task_id = _send_sms_task_id);
+end $$;
 revoke all on function comms.send_sms_run(bigint) from public;
 
 -- One terminal failure per run: the failed fact names its run (rows kept: each is run 1), set

@@ -26,11 +26,14 @@ create trigger file_deletion_task_restarted_append_only before update on files.f
     for each statement execute function internal.refuse_fact_update();
 revoke all on files.file_deletion_task_restarted from public;
 
--- The current run of an instance: 1, or the run its last restart started.
+-- The current run of an instance: 1, or the run its last restart started. PL/pgSQL, so its plan
+-- is cached: handlers call it once per attempt and the supervisor once per instance (an SQL
+-- function with a SET clause is planned at every call).
 create or replace function files.file_deletion_run(_file_deletion_task_id bigint) returns integer
-language sql stable security definer set search_path = pg_catalog, pg_temp as $$
-    select coalesce(max(run), 1) from files.file_deletion_task_restarted where file_deletion_task_id = _file_deletion_task_id
-$$;
+language plpgsql stable security definer set search_path = pg_catalog, pg_temp as $$
+begin
+    return (select coalesce(max(r.run), 1) from files.file_deletion_task_restarted r where r.file_deletion_task_id = _file_deletion_task_id);
+end $$;
 revoke all on function files.file_deletion_run(bigint) from public;
 
 -- One terminal failure per run: the failed fact names its run (rows kept: each is run 1), set
