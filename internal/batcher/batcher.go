@@ -95,27 +95,27 @@ func (b *Batcher[Req, Resp]) loop() {
 	}
 }
 
+// maxBatchTime bounds a batch none of whose calls has a deadline: a batch that hangs (a
+// database that stopped answering) must not hold every later call behind it for ever.
+const maxBatchTime = time.Minute
+
 // runBatch runs one batch with a context that carries the first call's values, ends at the
-// latest of the calls' deadlines (none if any call has none), and is not cancelled by any one
-// call: the others still want their answers.
+// latest of the calls' deadlines (at most maxBatchTime from now if any call has none), and is
+// not cancelled by any one call: the others still want their answers.
 func (b *Batcher[Req, Resp]) runBatch(batch []*call[Req, Resp]) {
-	ctx := context.WithoutCancel(batch[0].ctx)
-	var latest time.Time
+	latest := time.Time{}
 	for _, c := range batch {
 		d, ok := c.ctx.Deadline()
 		if !ok {
-			latest = time.Time{}
+			latest = time.Now().Add(maxBatchTime)
 			break
 		}
 		if d.After(latest) {
 			latest = d
 		}
 	}
-	if !latest.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, latest)
-		defer cancel()
-	}
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(batch[0].ctx), latest)
+	defer cancel()
 	reqs := make([]Req, len(batch))
 	for i, c := range batch {
 		reqs[i] = c.req

@@ -167,3 +167,29 @@ func TestCallerContexts(t *testing.T) {
 	require.Equal(t, []int{3}, <-ran, "the call whose context ended is not run")
 	require.NoError(t, <-stays)
 }
+
+// A batch always has a deadline: the latest of its calls', or a minute when a call has none, so
+// a batch that hangs does not hold the calls behind it for ever.
+func TestBatchDeadline(t *testing.T) {
+	t.Parallel()
+	var got time.Time
+	b := batcher.New(10, func(ctx context.Context, reqs []int) ([]batcher.Result[int], error) {
+		d, ok := ctx.Deadline()
+		if !ok {
+			return nil, errors.New("no deadline")
+		}
+		got = d
+		return make([]batcher.Result[int], len(reqs)), nil
+	})
+	before := time.Now()
+	_, err := b.Do(context.Background(), 1)
+	require.NoError(t, err)
+	require.WithinRange(t, got, before.Add(59*time.Second), time.Now().Add(time.Minute))
+
+	want := time.Now().Add(2 * time.Hour)
+	ctx, cancel := context.WithDeadline(context.Background(), want)
+	defer cancel()
+	_, err = b.Do(ctx, 2)
+	require.NoError(t, err)
+	require.True(t, got.Equal(want), "a call's own deadline, even past a minute")
+}
