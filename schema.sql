@@ -118,6 +118,20 @@ CREATE TYPE queues.task_status AS ENUM (
 
 
 --
+-- Name: account_anonymization_run(bigint); Type: FUNCTION; Schema: accounts; Owner: -
+--
+
+CREATE FUNCTION accounts.account_anonymization_run(_account_anonymization_task_id bigint) RETURNS integer
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    return (select coalesce(max(r.run), 1) from accounts.account_anonymization_task_restarted r
+            where r.account_anonymization_task_id = _account_anonymization_task_id);
+end $$;
+
+
+--
 -- Name: account_anonymization_supervisor(jsonb); Type: FUNCTION; Schema: accounts; Owner: -
 --
 
@@ -129,6 +143,7 @@ declare
     _id         bigint;
     _task       accounts.account_anonymization_task;
     _cfg        accounts.process_config;
+    _since      bigint;
     _failures   integer;
     _last_fail  timestamptz;
     _next_try   timestamptz;
@@ -146,10 +161,14 @@ begin
             'validation_failure_message', format('account_anonymization_supervisor: account_anonymization_task %s does not exist', _id));
     end if;
     if exists (select 1 from accounts.account_anonymization_task_succeeded where account_anonymization_task_id = _id)
-       or exists (select 1 from accounts.account_anonymization_task_failed where account_anonymization_task_id = _id) then
+       or exists (select 1 from accounts.account_anonymization_task_failed
+                  where account_anonymization_task_id = _id and run = accounts.account_anonymization_run(_id)) then
         return jsonb_build_object('status', 'succeeded', 'payload', jsonb_build_object('state', 'terminal'));
     end if;
     select * into _cfg from accounts.process_config where process = 'account_anonymization';
+    -- The current run's attempts are those after the last restart's last_attempt_id.
+    _since := coalesce((select max(z.last_attempt_id) from accounts.account_anonymization_task_restarted z
+                        where z.account_anonymization_task_id = _id), 0);
 
     if accounts.has_account_anonymization_succeeded_attempt(_id) then
         insert into accounts.account_anonymization_task_succeeded (account_anonymization_task_id) values (_id) on conflict do nothing;
@@ -162,14 +181,15 @@ begin
                             _task.account_id, _failures, _cfg.max_attempts,
                             coalesce((select f.error_message from accounts.account_anonymization_attempt a
                                       join accounts.account_anonymization_attempt_failed f using (account_anonymization_attempt_id)
-                                      where a.account_anonymization_task_id = _id order by f.created_at desc limit 1), 'none')))
+                                      where a.account_anonymization_task_id = _id and a.account_anonymization_attempt_id > _since
+                                      order by f.created_at desc, f.account_anonymization_attempt_id desc limit 1), 'none')))
         on conflict do nothing;
         return jsonb_build_object('status', 'succeeded', 'payload', jsonb_build_object('state', 'gave_up'));
     end if;
 
     select max(f.created_at) into _last_fail from accounts.account_anonymization_attempt a
     join accounts.account_anonymization_attempt_failed f using (account_anonymization_attempt_id)
-    where a.account_anonymization_task_id = _id;
+    where a.account_anonymization_task_id = _id and a.account_anonymization_attempt_id > _since;
     _next_try := coalesce(_last_fail, '-infinity') + queues.process_backoff(_failures, _cfg.backoff_base, _cfg.backoff_max);
 
     if _next_try <= now() then
@@ -196,6 +216,20 @@ end $$;
 
 
 --
+-- Name: account_anonymization_task_failed_run(); Type: FUNCTION; Schema: accounts; Owner: -
+--
+
+CREATE FUNCTION accounts.account_anonymization_task_failed_run() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    new.run := accounts.account_anonymization_run(new.account_anonymization_task_id);
+    return new;
+end $$;
+
+
+--
 -- Name: account_anonymization_wait_until(bigint); Type: FUNCTION; Schema: accounts; Owner: -
 --
 
@@ -212,6 +246,20 @@ CREATE FUNCTION accounts.account_anonymization_wait_until(_account_anonymization
         else queues.process_next_run('accounts.account_anonymization_supervisor', _account_anonymization_task_id)
     end
 $$;
+
+
+--
+-- Name: account_deletion_run(bigint); Type: FUNCTION; Schema: accounts; Owner: -
+--
+
+CREATE FUNCTION accounts.account_deletion_run(_account_deletion_task_id bigint) RETURNS integer
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    return (select coalesce(max(r.run), 1) from accounts.account_deletion_task_restarted r
+            where r.account_deletion_task_id = _account_deletion_task_id);
+end $$;
 
 
 --
@@ -245,7 +293,8 @@ begin
             'validation_failure_message', format('account_deletion_supervisor: account_deletion_task %s does not exist', _id));
     end if;
     if exists (select 1 from accounts.account_deletion_task_succeeded where account_deletion_task_id = _id)
-       or exists (select 1 from accounts.account_deletion_task_failed where account_deletion_task_id = _id) then
+       or exists (select 1 from accounts.account_deletion_task_failed
+                  where account_deletion_task_id = _id and run = accounts.account_deletion_run(_id)) then
         return jsonb_build_object('status', 'succeeded', 'payload', jsonb_build_object('state', 'terminal'));
     end if;
     select * into _cfg from accounts.process_config where process = 'account_deletion';
@@ -260,17 +309,18 @@ begin
         _started := _started + 1;
     end loop;
 
+    -- A file deletion whose current run failed.
     select f.file_id, f.bucket, f.object_key, tf.error_message into _stuck
     from files.file f
     join files.file_deletion_task d using (file_id)
-    left join files.file_deletion_task_failed tf using (file_deletion_task_id)
+    join files.file_deletion_task_failed tf
+      on tf.file_deletion_task_id = d.file_deletion_task_id and tf.run = files.file_deletion_run(d.file_deletion_task_id)
     where f.owner_account_id = _task.account_id
-      and (tf.file_deletion_task_id is not null or files.is_file_deletion_stuck(f.file_id))
     order by f.file_id limit 1;
     if found then
         insert into accounts.account_deletion_task_failed (account_deletion_task_id, error_message)
         values (_id, format('account %s: file deletion stuck for file %s (%s/%s): %s', _task.account_id,
-                            _stuck.file_id, _stuck.bucket, _stuck.object_key, coalesce(_stuck.error_message, 'attempts exhausted')))
+                            _stuck.file_id, _stuck.bucket, _stuck.object_key, _stuck.error_message))
         on conflict do nothing;
         return jsonb_build_object('status', 'succeeded', 'payload', jsonb_build_object('state', 'file_deletion_stuck', 'file_id', _stuck.file_id));
     end if;
@@ -290,13 +340,12 @@ begin
             insert into accounts.account_deletion_task_succeeded (account_deletion_task_id) values (_id) on conflict do nothing;
             return jsonb_build_object('status', 'succeeded', 'payload', jsonb_build_object('state', 'deleted', 'files', _files));
         end if;
-        if exists (select 1 from accounts.account_anonymization_task_failed where account_anonymization_task_id = _anon.account_anonymization_task_id)
-           or accounts.is_account_anonymization_stuck(_task.account_id) then
+        select error_message into _k from accounts.account_anonymization_task_failed
+        where account_anonymization_task_id = _anon.account_anonymization_task_id
+          and run = accounts.account_anonymization_run(_anon.account_anonymization_task_id);
+        if found then
             insert into accounts.account_deletion_task_failed (account_deletion_task_id, error_message)
-            values (_id, format('account %s: account anonymization stuck: %s', _task.account_id,
-                                coalesce((select error_message from accounts.account_anonymization_task_failed
-                                          where account_anonymization_task_id = _anon.account_anonymization_task_id),
-                                         'attempts exhausted')))
+            values (_id, format('account %s: account anonymization stuck: %s', _task.account_id, _k.error_message))
             on conflict do nothing;
             return jsonb_build_object('status', 'succeeded', 'payload', jsonb_build_object('state', 'anonymization_stuck'));
         end if;
@@ -308,6 +357,20 @@ begin
     return jsonb_build_object('status', 'succeeded', 'payload', jsonb_build_object(
         'state', case when _deleted = _files then 'anonymizing' else 'deleting_files' end,
         'files', _files, 'files_deleted', _deleted, 'file_deletions_started', _started));
+end $$;
+
+
+--
+-- Name: account_deletion_task_failed_run(); Type: FUNCTION; Schema: accounts; Owner: -
+--
+
+CREATE FUNCTION accounts.account_deletion_task_failed_run() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    new.run := accounts.account_deletion_run(new.account_deletion_task_id);
+    return new;
 end $$;
 
 
@@ -325,12 +388,14 @@ CREATE FUNCTION accounts.account_deletion_wait_until(_account_deletion_task_id b
                      join files.file_deletion_task d on d.file_id = fl.file_id
                      where ad.account_deletion_task_id = _account_deletion_task_id
                        and not exists (select 1 from files.file_deletion_task_succeeded s where s.file_deletion_task_id = d.file_deletion_task_id)
-                       and not exists (select 1 from files.file_deletion_task_failed f where f.file_deletion_task_id = d.file_deletion_task_id))
+                       and not exists (select 1 from files.file_deletion_task_failed f where f.file_deletion_task_id = d.file_deletion_task_id
+                                         and f.run = files.file_deletion_run(d.file_deletion_task_id)))
           or exists (select 1 from accounts.account_deletion_task ad
                      join accounts.account_anonymization_task n on n.account_id = ad.account_id
                      where ad.account_deletion_task_id = _account_deletion_task_id
                        and not exists (select 1 from accounts.account_anonymization_task_succeeded s where s.account_anonymization_task_id = n.account_anonymization_task_id)
-                       and not exists (select 1 from accounts.account_anonymization_task_failed f where f.account_anonymization_task_id = n.account_anonymization_task_id))
+                       and not exists (select 1 from accounts.account_anonymization_task_failed f where f.account_anonymization_task_id = n.account_anonymization_task_id
+                                         and f.run = accounts.account_anonymization_run(n.account_anonymization_task_id)))
         then null
         else queues.process_next_run('accounts.account_deletion_supervisor', _account_deletion_task_id)
     end
@@ -361,12 +426,15 @@ end $$;
 --
 
 CREATE FUNCTION accounts.count_account_anonymization_attempts(_account_anonymization_task_id bigint) RETURNS integer
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select count(*)::integer from accounts.account_anonymization_attempt
-    where account_anonymization_task_id = _account_anonymization_task_id
-$$;
+begin
+    return (select count(*)::integer from accounts.account_anonymization_attempt a
+            where a.account_anonymization_task_id = _account_anonymization_task_id
+              and a.account_anonymization_attempt_id > coalesce((select max(z.last_attempt_id) from accounts.account_anonymization_task_restarted z
+                                                                 where z.account_anonymization_task_id = _account_anonymization_task_id), 0));
+end $$;
 
 
 --
@@ -374,13 +442,16 @@ $$;
 --
 
 CREATE FUNCTION accounts.count_account_anonymization_failed_attempts(_account_anonymization_task_id bigint) RETURNS integer
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select count(*)::integer from accounts.account_anonymization_attempt a
-    join accounts.account_anonymization_attempt_failed f using (account_anonymization_attempt_id)
-    where a.account_anonymization_task_id = _account_anonymization_task_id
-$$;
+begin
+    return (select count(*)::integer from accounts.account_anonymization_attempt a
+            join accounts.account_anonymization_attempt_failed f using (account_anonymization_attempt_id)
+            where a.account_anonymization_task_id = _account_anonymization_task_id
+              and a.account_anonymization_attempt_id > coalesce((select max(z.last_attempt_id) from accounts.account_anonymization_task_restarted z
+                                                                 where z.account_anonymization_task_id = _account_anonymization_task_id), 0));
+end $$;
 
 
 --
@@ -481,6 +552,130 @@ begin
     perform queues.enqueue('db_function',
         jsonb_build_object('db_function', 'accounts.account_deletion_supervisor', 'account_deletion_task_id', account_deletion_task_id),
         coalesce(_scheduled_at, now()));
+end $$;
+
+
+--
+-- Name: retry_account_anonymization(bigint, text); Type: FUNCTION; Schema: accounts; Owner: -
+--
+
+CREATE FUNCTION accounts.retry_account_anonymization(_account_anonymization_task_id bigint, _reason text) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _run  integer;
+    _last bigint;
+begin
+    if _reason is null or btrim(_reason) = '' then
+        raise exception 'retry_account_anonymization: a reason is required (it is recorded with the restart)'
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if length(btrim(_reason)) > 2000 then
+        raise exception 'retry_account_anonymization: the reason must be at most 2000 characters, got %', length(btrim(_reason))
+            using errcode = 'invalid_parameter_value';
+    end if;
+    perform 1 from accounts.account_anonymization_task where account_anonymization_task_id = _account_anonymization_task_id for update;
+    if not found then
+        raise exception 'retry_account_anonymization: accounts.account_anonymization has no instance %', coalesce(_account_anonymization_task_id::text, 'NULL')
+            using errcode = 'no_data_found';
+    end if;
+    if exists (select 1 from accounts.account_anonymization_task_succeeded where account_anonymization_task_id = _account_anonymization_task_id) then
+        raise exception 'retry_account_anonymization: accounts.account_anonymization % succeeded; only a failed instance can be retried', _account_anonymization_task_id
+            using errcode = 'object_not_in_prerequisite_state';
+    end if;
+    _run := accounts.account_anonymization_run(_account_anonymization_task_id);
+    if not exists (select 1 from accounts.account_anonymization_task_failed
+                   where account_anonymization_task_id = _account_anonymization_task_id and run = _run) then
+        raise exception 'retry_account_anonymization: accounts.account_anonymization % is running, not failed; only a failed instance can be retried', _account_anonymization_task_id
+            using errcode = 'object_not_in_prerequisite_state';
+    end if;
+    select max(account_anonymization_attempt_id) into _last from accounts.account_anonymization_attempt
+    where account_anonymization_task_id = _account_anonymization_task_id;
+    insert into accounts.account_anonymization_task_restarted (account_anonymization_task_id, run, reason, last_attempt_id)
+    values (_account_anonymization_task_id, _run + 1, btrim(_reason), _last);
+    perform queues.enqueue('db_function',
+        jsonb_build_object('db_function', 'accounts.account_anonymization_supervisor',
+                           'account_anonymization_task_id', _account_anonymization_task_id));
+    return _run + 1;
+end $$;
+
+
+--
+-- Name: retry_account_deletion(bigint, text); Type: FUNCTION; Schema: accounts; Owner: -
+--
+
+CREATE FUNCTION accounts.retry_account_deletion(_account_deletion_task_id bigint, _reason text) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _task accounts.account_deletion_task;
+    _run  integer;
+    _why  text;
+    _k    record;
+begin
+    if _reason is null or btrim(_reason) = '' then
+        raise exception 'retry_account_deletion: a reason is required (it is recorded with the restart)'
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if length(btrim(_reason)) > 2000 then
+        raise exception 'retry_account_deletion: the reason must be at most 2000 characters, got %', length(btrim(_reason))
+            using errcode = 'invalid_parameter_value';
+    end if;
+    select * into _task from accounts.account_deletion_task where account_deletion_task_id = _account_deletion_task_id for update;
+    if not found then
+        raise exception 'retry_account_deletion: accounts.account_deletion has no instance %', coalesce(_account_deletion_task_id::text, 'NULL')
+            using errcode = 'no_data_found';
+    end if;
+    if exists (select 1 from accounts.account_deletion_task_succeeded where account_deletion_task_id = _account_deletion_task_id) then
+        raise exception 'retry_account_deletion: accounts.account_deletion % succeeded; only a failed instance can be retried', _account_deletion_task_id
+            using errcode = 'object_not_in_prerequisite_state';
+    end if;
+    _run := accounts.account_deletion_run(_account_deletion_task_id);
+    if not exists (select 1 from accounts.account_deletion_task_failed
+                   where account_deletion_task_id = _account_deletion_task_id and run = _run) then
+        raise exception 'retry_account_deletion: accounts.account_deletion % is running, not failed; only a failed instance can be retried', _account_deletion_task_id
+            using errcode = 'object_not_in_prerequisite_state';
+    end if;
+    insert into accounts.account_deletion_task_restarted (account_deletion_task_id, run, reason)
+    values (_account_deletion_task_id, _run + 1, btrim(_reason));
+    _why := left(format('account deletion %s retried: %s', _account_deletion_task_id, btrim(_reason)), 2000);
+
+    -- The file deletions whose current run failed. Each is locked, then checked again (a
+    -- statement of its own, so it sees a restart committed while it waited).
+    for _k in
+        select d.file_deletion_task_id from files.file f
+        join files.file_deletion_task d using (file_id)
+        where f.owner_account_id = _task.account_id
+          and exists (select 1 from files.file_deletion_task_failed tf
+                      where tf.file_deletion_task_id = d.file_deletion_task_id and tf.run = files.file_deletion_run(d.file_deletion_task_id))
+        order by d.file_deletion_task_id
+    loop
+        perform 1 from files.file_deletion_task where file_deletion_task_id = _k.file_deletion_task_id for update;
+        if exists (select 1 from files.file_deletion_task_failed tf
+                   where tf.file_deletion_task_id = _k.file_deletion_task_id and tf.run = files.file_deletion_run(_k.file_deletion_task_id)) then
+            perform files.retry_file_deletion(_k.file_deletion_task_id, _why);
+        end if;
+    end loop;
+
+    -- The anonymization, when its current run failed.
+    for _k in
+        select n.account_anonymization_task_id from accounts.account_anonymization_task n
+        where n.account_id = _task.account_id
+    loop
+        perform 1 from accounts.account_anonymization_task where account_anonymization_task_id = _k.account_anonymization_task_id for update;
+        if exists (select 1 from accounts.account_anonymization_task_failed tf
+                   where tf.account_anonymization_task_id = _k.account_anonymization_task_id
+                     and tf.run = accounts.account_anonymization_run(_k.account_anonymization_task_id)) then
+            perform accounts.retry_account_anonymization(_k.account_anonymization_task_id, _why);
+        end if;
+    end loop;
+
+    -- Its supervisor chain ended with the failure: start it again, now.
+    perform queues.enqueue('db_function',
+        jsonb_build_object('db_function', 'accounts.account_deletion_supervisor', 'account_deletion_task_id', _account_deletion_task_id));
+    return _run + 1;
 end $$;
 
 
@@ -5497,7 +5692,24 @@ CREATE TABLE accounts.account_anonymization_task (
 CREATE TABLE accounts.account_anonymization_task_failed (
     account_anonymization_task_id bigint NOT NULL,
     error_message text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    run integer DEFAULT 1 NOT NULL
+);
+
+
+--
+-- Name: account_anonymization_task_restarted; Type: TABLE; Schema: accounts; Owner: -
+--
+
+CREATE TABLE accounts.account_anonymization_task_restarted (
+    account_anonymization_task_id bigint NOT NULL,
+    run integer NOT NULL,
+    reason text NOT NULL,
+    last_attempt_id bigint,
+    restarted_at timestamp with time zone DEFAULT now() NOT NULL,
+    restarted_by text DEFAULT SESSION_USER NOT NULL,
+    CONSTRAINT account_anonymization_task_restarted_reason_check CHECK (((length(btrim(reason)) >= 1) AND (length(btrim(reason)) <= 2000))),
+    CONSTRAINT account_anonymization_task_restarted_run_check CHECK ((run >= 2))
 );
 
 
@@ -5562,6 +5774,9 @@ UNION ALL
    FROM ((accounts.account_anonymization_task_failed f
      JOIN accounts.account_anonymization_task t ON ((t.account_anonymization_task_id = f.account_anonymization_task_id)))
      LEFT JOIN accounts.account_deletion_task ad ON ((ad.account_id = t.account_id)))
+  WHERE (NOT (EXISTS ( SELECT 1
+           FROM accounts.account_anonymization_task_restarted z
+          WHERE ((z.account_anonymization_task_id = f.account_anonymization_task_id) AND (z.run > f.run)))))
 UNION ALL
  SELECT t.account_anonymization_task_id AS instance_id,
     'waiting'::text AS state,
@@ -5583,7 +5798,9 @@ UNION ALL
                    FROM accounts.account_anonymization_task_succeeded s
                   WHERE (s.account_anonymization_task_id = t.account_anonymization_task_id)))) AND (NOT (EXISTS ( SELECT 1
                    FROM accounts.account_anonymization_task_failed f
-                  WHERE (f.account_anonymization_task_id = t.account_anonymization_task_id)))))
+                  WHERE ((f.account_anonymization_task_id = t.account_anonymization_task_id) AND (NOT (EXISTS ( SELECT 1
+                           FROM accounts.account_anonymization_task_restarted z
+                          WHERE ((z.account_anonymization_task_id = f.account_anonymization_task_id) AND (z.run > f.run))))))))))
          OFFSET 0) w)
      LEFT JOIN accounts.account_deletion_task ad ON ((ad.account_id = t.account_id)))
   WHERE (w.wait_until IS NOT NULL)
@@ -5608,7 +5825,9 @@ UNION ALL
                    FROM accounts.account_anonymization_task_succeeded s
                   WHERE (s.account_anonymization_task_id = t.account_anonymization_task_id)))) AND (NOT (EXISTS ( SELECT 1
                    FROM accounts.account_anonymization_task_failed f
-                  WHERE (f.account_anonymization_task_id = t.account_anonymization_task_id)))))
+                  WHERE ((f.account_anonymization_task_id = t.account_anonymization_task_id) AND (NOT (EXISTS ( SELECT 1
+                           FROM accounts.account_anonymization_task_restarted z
+                          WHERE ((z.account_anonymization_task_id = f.account_anonymization_task_id) AND (z.run > f.run))))))))))
          OFFSET 0) w)
      LEFT JOIN accounts.account_deletion_task ad ON ((ad.account_id = t.account_id)))
   WHERE (w.wait_until IS NULL);
@@ -5635,7 +5854,23 @@ ALTER TABLE accounts.account_anonymization_task ALTER COLUMN account_anonymizati
 CREATE TABLE accounts.account_deletion_task_failed (
     account_deletion_task_id bigint NOT NULL,
     error_message text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    run integer DEFAULT 1 NOT NULL
+);
+
+
+--
+-- Name: account_deletion_task_restarted; Type: TABLE; Schema: accounts; Owner: -
+--
+
+CREATE TABLE accounts.account_deletion_task_restarted (
+    account_deletion_task_id bigint NOT NULL,
+    run integer NOT NULL,
+    reason text NOT NULL,
+    restarted_at timestamp with time zone DEFAULT now() NOT NULL,
+    restarted_by text DEFAULT SESSION_USER NOT NULL,
+    CONSTRAINT account_deletion_task_restarted_reason_check CHECK (((length(btrim(reason)) >= 1) AND (length(btrim(reason)) <= 2000))),
+    CONSTRAINT account_deletion_task_restarted_run_check CHECK ((run >= 2))
 );
 
 
@@ -5677,6 +5912,9 @@ UNION ALL
     NULL::bigint AS parent_id
    FROM (accounts.account_deletion_task_failed f
      JOIN accounts.account_deletion_task t ON ((t.account_deletion_task_id = f.account_deletion_task_id)))
+  WHERE (NOT (EXISTS ( SELECT 1
+           FROM accounts.account_deletion_task_restarted z
+          WHERE ((z.account_deletion_task_id = f.account_deletion_task_id) AND (z.run > f.run)))))
 UNION ALL
  SELECT t.account_deletion_task_id AS instance_id,
     'waiting'::text AS state,
@@ -5693,7 +5931,9 @@ UNION ALL
                    FROM accounts.account_deletion_task_succeeded s
                   WHERE (s.account_deletion_task_id = t.account_deletion_task_id)))) AND (NOT (EXISTS ( SELECT 1
                    FROM accounts.account_deletion_task_failed f
-                  WHERE (f.account_deletion_task_id = t.account_deletion_task_id)))))
+                  WHERE ((f.account_deletion_task_id = t.account_deletion_task_id) AND (NOT (EXISTS ( SELECT 1
+                           FROM accounts.account_deletion_task_restarted z
+                          WHERE ((z.account_deletion_task_id = f.account_deletion_task_id) AND (z.run > f.run))))))))))
          OFFSET 0) w)
   WHERE (w.wait_until IS NOT NULL)
 UNION ALL
@@ -5712,7 +5952,9 @@ UNION ALL
                    FROM accounts.account_deletion_task_succeeded s
                   WHERE (s.account_deletion_task_id = t.account_deletion_task_id)))) AND (NOT (EXISTS ( SELECT 1
                    FROM accounts.account_deletion_task_failed f
-                  WHERE (f.account_deletion_task_id = t.account_deletion_task_id)))))
+                  WHERE ((f.account_deletion_task_id = t.account_deletion_task_id) AND (NOT (EXISTS ( SELECT 1
+                           FROM accounts.account_deletion_task_restarted z
+                          WHERE ((z.account_deletion_task_id = f.account_deletion_task_id) AND (z.run > f.run))))))))))
          OFFSET 0) w)
   WHERE (w.wait_until IS NULL);
 
@@ -7155,7 +7397,7 @@ ALTER TABLE ONLY accounts.account_anonymization_task
 --
 
 ALTER TABLE ONLY accounts.account_anonymization_task_failed
-    ADD CONSTRAINT account_anonymization_task_failed_pkey PRIMARY KEY (account_anonymization_task_id);
+    ADD CONSTRAINT account_anonymization_task_failed_pkey PRIMARY KEY (account_anonymization_task_id, run);
 
 
 --
@@ -7164,6 +7406,14 @@ ALTER TABLE ONLY accounts.account_anonymization_task_failed
 
 ALTER TABLE ONLY accounts.account_anonymization_task
     ADD CONSTRAINT account_anonymization_task_pkey PRIMARY KEY (account_anonymization_task_id);
+
+
+--
+-- Name: account_anonymization_task_restarted account_anonymization_task_restarted_pkey; Type: CONSTRAINT; Schema: accounts; Owner: -
+--
+
+ALTER TABLE ONLY accounts.account_anonymization_task_restarted
+    ADD CONSTRAINT account_anonymization_task_restarted_pkey PRIMARY KEY (account_anonymization_task_id, run);
 
 
 --
@@ -7187,7 +7437,7 @@ ALTER TABLE ONLY accounts.account_deletion_task
 --
 
 ALTER TABLE ONLY accounts.account_deletion_task_failed
-    ADD CONSTRAINT account_deletion_task_failed_pkey PRIMARY KEY (account_deletion_task_id);
+    ADD CONSTRAINT account_deletion_task_failed_pkey PRIMARY KEY (account_deletion_task_id, run);
 
 
 --
@@ -7196,6 +7446,14 @@ ALTER TABLE ONLY accounts.account_deletion_task_failed
 
 ALTER TABLE ONLY accounts.account_deletion_task
     ADD CONSTRAINT account_deletion_task_pkey PRIMARY KEY (account_deletion_task_id);
+
+
+--
+-- Name: account_deletion_task_restarted account_deletion_task_restarted_pkey; Type: CONSTRAINT; Schema: accounts; Owner: -
+--
+
+ALTER TABLE ONLY accounts.account_deletion_task_restarted
+    ADD CONSTRAINT account_deletion_task_restarted_pkey PRIMARY KEY (account_deletion_task_id, run);
 
 
 --
@@ -7899,6 +8157,20 @@ CREATE TRIGGER account_anonymization_task_failed_append_only BEFORE UPDATE ON ac
 
 
 --
+-- Name: account_anonymization_task_failed account_anonymization_task_failed_run; Type: TRIGGER; Schema: accounts; Owner: -
+--
+
+CREATE TRIGGER account_anonymization_task_failed_run BEFORE INSERT ON accounts.account_anonymization_task_failed FOR EACH ROW EXECUTE FUNCTION accounts.account_anonymization_task_failed_run();
+
+
+--
+-- Name: account_anonymization_task_restarted account_anonymization_task_restarted_append_only; Type: TRIGGER; Schema: accounts; Owner: -
+--
+
+CREATE TRIGGER account_anonymization_task_restarted_append_only BEFORE UPDATE ON accounts.account_anonymization_task_restarted FOR EACH STATEMENT EXECUTE FUNCTION internal.refuse_fact_update();
+
+
+--
 -- Name: account_anonymization_task_succeeded account_anonymization_task_succeeded_append_only; Type: TRIGGER; Schema: accounts; Owner: -
 --
 
@@ -7910,6 +8182,20 @@ CREATE TRIGGER account_anonymization_task_succeeded_append_only BEFORE UPDATE ON
 --
 
 CREATE TRIGGER account_deletion_task_failed_append_only BEFORE UPDATE ON accounts.account_deletion_task_failed FOR EACH STATEMENT EXECUTE FUNCTION internal.refuse_fact_update();
+
+
+--
+-- Name: account_deletion_task_failed account_deletion_task_failed_run; Type: TRIGGER; Schema: accounts; Owner: -
+--
+
+CREATE TRIGGER account_deletion_task_failed_run BEFORE INSERT ON accounts.account_deletion_task_failed FOR EACH ROW EXECUTE FUNCTION accounts.account_deletion_task_failed_run();
+
+
+--
+-- Name: account_deletion_task_restarted account_deletion_task_restarted_append_only; Type: TRIGGER; Schema: accounts; Owner: -
+--
+
+CREATE TRIGGER account_deletion_task_restarted_append_only BEFORE UPDATE ON accounts.account_deletion_task_restarted FOR EACH STATEMENT EXECUTE FUNCTION internal.refuse_fact_update();
 
 
 --
@@ -8219,6 +8505,14 @@ ALTER TABLE ONLY accounts.account_anonymization_task_failed
 
 
 --
+-- Name: account_anonymization_task_restarted account_anonymization_task_re_account_anonymization_task_i_fkey; Type: FK CONSTRAINT; Schema: accounts; Owner: -
+--
+
+ALTER TABLE ONLY accounts.account_anonymization_task_restarted
+    ADD CONSTRAINT account_anonymization_task_re_account_anonymization_task_i_fkey FOREIGN KEY (account_anonymization_task_id) REFERENCES accounts.account_anonymization_task(account_anonymization_task_id);
+
+
+--
 -- Name: account_anonymization_task_succeeded account_anonymization_task_su_account_anonymization_task_i_fkey; Type: FK CONSTRAINT; Schema: accounts; Owner: -
 --
 
@@ -8240,6 +8534,14 @@ ALTER TABLE ONLY accounts.account_deletion_task
 
 ALTER TABLE ONLY accounts.account_deletion_task_failed
     ADD CONSTRAINT account_deletion_task_failed_account_deletion_task_id_fkey FOREIGN KEY (account_deletion_task_id) REFERENCES accounts.account_deletion_task(account_deletion_task_id);
+
+
+--
+-- Name: account_deletion_task_restarted account_deletion_task_restarted_account_deletion_task_id_fkey; Type: FK CONSTRAINT; Schema: accounts; Owner: -
+--
+
+ALTER TABLE ONLY accounts.account_deletion_task_restarted
+    ADD CONSTRAINT account_deletion_task_restarted_account_deletion_task_id_fkey FOREIGN KEY (account_deletion_task_id) REFERENCES accounts.account_deletion_task(account_deletion_task_id);
 
 
 --
@@ -8558,11 +8860,25 @@ GRANT USAGE ON SCHEMA queues TO worker_service_user;
 
 
 --
+-- Name: FUNCTION account_anonymization_run(_account_anonymization_task_id bigint); Type: ACL; Schema: accounts; Owner: -
+--
+
+REVOKE ALL ON FUNCTION accounts.account_anonymization_run(_account_anonymization_task_id bigint) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION account_anonymization_supervisor(_payload jsonb); Type: ACL; Schema: accounts; Owner: -
 --
 
 REVOKE ALL ON FUNCTION accounts.account_anonymization_supervisor(_payload jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION accounts.account_anonymization_supervisor(_payload jsonb) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION account_anonymization_task_failed_run(); Type: ACL; Schema: accounts; Owner: -
+--
+
+REVOKE ALL ON FUNCTION accounts.account_anonymization_task_failed_run() FROM PUBLIC;
 
 
 --
@@ -8573,11 +8889,25 @@ REVOKE ALL ON FUNCTION accounts.account_anonymization_wait_until(_account_anonym
 
 
 --
+-- Name: FUNCTION account_deletion_run(_account_deletion_task_id bigint); Type: ACL; Schema: accounts; Owner: -
+--
+
+REVOKE ALL ON FUNCTION accounts.account_deletion_run(_account_deletion_task_id bigint) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION account_deletion_supervisor(_payload jsonb); Type: ACL; Schema: accounts; Owner: -
 --
 
 REVOKE ALL ON FUNCTION accounts.account_deletion_supervisor(_payload jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION accounts.account_deletion_supervisor(_payload jsonb) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION account_deletion_task_failed_run(); Type: ACL; Schema: accounts; Owner: -
+--
+
+REVOKE ALL ON FUNCTION accounts.account_deletion_task_failed_run() FROM PUBLIC;
 
 
 --
@@ -8641,6 +8971,20 @@ REVOKE ALL ON FUNCTION accounts.kickoff_account_anonymization(_account_id bigint
 --
 
 REVOKE ALL ON FUNCTION accounts.kickoff_account_deletion(_account_id bigint, _scheduled_at timestamp with time zone, OUT account_deletion_task_id bigint, OUT validation_failure_message text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION retry_account_anonymization(_account_anonymization_task_id bigint, _reason text); Type: ACL; Schema: accounts; Owner: -
+--
+
+REVOKE ALL ON FUNCTION accounts.retry_account_anonymization(_account_anonymization_task_id bigint, _reason text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION retry_account_deletion(_account_deletion_task_id bigint, _reason text); Type: ACL; Schema: accounts; Owner: -
+--
+
+REVOKE ALL ON FUNCTION accounts.retry_account_deletion(_account_deletion_task_id bigint, _reason text) FROM PUBLIC;
 
 
 --

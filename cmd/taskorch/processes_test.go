@@ -121,6 +121,17 @@ func TestProcessesRetryCommand(t *testing.T) {
 	url := processFixture(t)
 	db := []string{"--database-url", url}
 	pool := openPool(t, url)
+	// A process of one's own that registered no retry function.
+	for _, sql := range []string{
+		`create table public.noretry_task (noretry_task_id bigint primary key)`,
+		`create view public.noretry_instances as select noretry_task_id as instance_id, 'running'::text as state,
+			null::timestamptz as wait_until, null::integer as attempts, null::timestamptz as started_at, null::timestamptz as ended_at,
+			null::text as error, null::text as parent_process, null::bigint as parent_id from public.noretry_task`,
+		`select queues.register_process('public', 'noretry', 'No retry')`,
+	} {
+		_, err := pool.Exec(t.Context(), sql)
+		require.NoError(t, err, sql)
+	}
 
 	for _, c := range []struct {
 		args []string
@@ -133,7 +144,8 @@ func TestProcessesRetryCommand(t *testing.T) {
 		{[]string{"processes", "retry", "comms.nope", "1", "--reason", "why"}, exitNotFound, "retry_process: unknown process 'comms.nope'"},
 		{[]string{"processes", "retry", "comms.send_email", "99", "--reason", "why"}, exitNotFound, "comms.send_email has no instance 99"},
 		{[]string{"processes", "retry", "comms.send_email", "2", "--reason", "why"}, exitState, "comms.send_email 2 is running, not failed; only a failed instance can be retried"},
-		{[]string{"processes", "retry", "accounts.account_deletion", "1", "--reason", "why"}, exitState, "accounts.account_deletion cannot be retried by hand"},
+		{[]string{"processes", "retry", "accounts.account_deletion", "1", "--reason", "why"}, exitState, "accounts.account_deletion 1 is running, not failed"},
+		{[]string{"processes", "retry", "public.noretry", "1", "--reason", "why"}, exitState, "public.noretry cannot be retried by hand"},
 	} {
 		r := run(t, append(c.args, db...)...)
 		require.Equal(t, c.code, r.code, "%v: %s", c.args, r.err)
@@ -162,4 +174,37 @@ func TestProcessesRetryCommand(t *testing.T) {
 
 	again := run(t, append([]string{"processes", "retry", "comms.send_email", "1", "--reason", "twice", "--json"}, db...)...)
 	require.Equal(t, exitState, again.code, "a restarted instance is running: %s", again.err)
+}
+
+// `processes retry accounts.account_deletion`: an account deletion failed on its file deletion
+// (the facts its supervisors would record) is restarted, and its failed file deletion with it;
+// `processes show` lists the restart and run 1's failure.
+func TestProcessesRetryAccountDeletionCommand(t *testing.T) {
+	t.Parallel()
+	url := processFixture(t)
+	db := []string{"--database-url", url}
+	pool := openPool(t, url)
+	for _, sql := range []string{
+		`insert into files.file_deletion_task_failed (file_deletion_task_id, error_message)
+		 values (1, 'file not deleted after 3 failed attempts (max 3); last error: storage: 503')`,
+		`insert into accounts.account_deletion_task_failed (account_deletion_task_id, error_message)
+		 values (1, 'account 1: file deletion stuck for file 1 (recordings/a.wav): storage: 503')`,
+	} {
+		_, err := pool.Exec(t.Context(), sql)
+		require.NoError(t, err, sql)
+	}
+
+	r := run(t, append([]string{"processes", "retry", "accounts.account_deletion", "1", "--reason", "storage fixed"}, db...)...)
+	require.Equal(t, 0, r.code, r.err)
+	require.Regexp(t, `^restarted accounts.account_deletion 1: run 2, by \S+: storage fixed\n$`, r.out)
+	var reason string
+	require.NoError(t, pool.QueryRow(t.Context(), `select reason from files.file_deletion_task_restarted where file_deletion_task_id = 1`).Scan(&reason))
+	require.Equal(t, "account deletion 1 retried: storage fixed", reason)
+
+	d := runJSON[admin.ProcessDetail](t, append([]string{"processes", "show", "accounts.account_deletion", "1"}, db...)...)
+	require.NotEqual(t, "failed", d.Instance.State)
+	require.Len(t, d.Restarts, 1)
+	require.Equal(t, "storage fixed", d.Restarts[0].Reason)
+	require.Len(t, d.EarlierFailures, 1)
+	require.Contains(t, d.EarlierFailures[0].Error, "file deletion stuck")
 }

@@ -151,6 +151,12 @@ func TestRetryRefused(t *testing.T) {
 	running := scalar[int64](t, pool, `select comms.send_email('slow@example.com', 'Hi', 'text')`)
 	<-b.held
 	waiting := scalar[int64](t, pool, `select comms.send_email('later@example.com', 'Hi', 'text', _scheduled_at => now() + interval '1 day')`)
+	// A process of one's own that registered no retry function.
+	mustExec(t, pool, `create table public.noretry_task (noretry_task_id bigint primary key)`)
+	mustExec(t, pool, `create view public.noretry_instances as select noretry_task_id as instance_id, 'running'::text as state,
+		null::timestamptz as wait_until, null::integer as attempts, null::timestamptz as started_at, null::timestamptz as ended_at,
+		null::text as error, null::text as parent_process, null::bigint as parent_id from public.noretry_task`)
+	mustExec(t, pool, `select queues.register_process('public', 'noretry', 'No retry')`)
 
 	for _, c := range []struct {
 		process string
@@ -163,7 +169,7 @@ func TestRetryRefused(t *testing.T) {
 		{"comms.send_email", failed, "", "22023", "retry_process: a reason is required"},
 		{"comms.send_email", failed, "   ", "22023", "retry_process: a reason is required"},
 		{"comms.nope", failed, "why", "42704", "retry_process: unknown process 'comms.nope'; registered: accounts.account_anonymization, "},
-		{"accounts.account_deletion", 1, "why", "0A000", "retry_process: accounts.account_deletion cannot be retried by hand"},
+		{"public.noretry", 1, "why", "0A000", "retry_process: public.noretry cannot be retried by hand"},
 		{"comms.send_email", 999999, "why", "P0002", "retry_send_email: comms.send_email has no instance 999999"},
 		{"comms.send_email", sent, "why", "55000", "succeeded; only a failed instance can be retried"},
 		{"comms.send_email", running, "why", "55000", "is running, not failed; only a failed instance can be retried"},
