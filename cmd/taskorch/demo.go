@@ -80,21 +80,26 @@ func fastDevProcesses(ctx context.Context, pool *pgxpool.Pool) error {
 	return nil
 }
 
-// demoPending counts the demo's processes that have not reached a terminal fact (the scheduled
-// email aside) and its Go tasks still to run.
+// demoPending counts the demo's processes that have not reached a terminal fact in their current
+// run (the scheduled email aside; a failed process retried by hand runs again) and its Go tasks
+// still to run.
 const demoPending = `select
 	(select count(*) from comms.send_email_task t where t.scheduled_at <= now()
 	   and not exists (select 1 from comms.send_email_task_succeeded s where s.send_email_task_id = t.send_email_task_id)
-	   and not exists (select 1 from comms.send_email_task_failed f where f.send_email_task_id = t.send_email_task_id))
+	   and not exists (select 1 from comms.send_email_task_failed f where f.send_email_task_id = t.send_email_task_id
+	                     and f.run = comms.send_email_run(t.send_email_task_id)))
   + (select count(*) from comms.send_sms_task t
 	   where not exists (select 1 from comms.send_sms_task_succeeded s where s.send_sms_task_id = t.send_sms_task_id)
-	   and not exists (select 1 from comms.send_sms_task_failed f where f.send_sms_task_id = t.send_sms_task_id))
+	   and not exists (select 1 from comms.send_sms_task_failed f where f.send_sms_task_id = t.send_sms_task_id
+	                     and f.run = comms.send_sms_run(t.send_sms_task_id)))
   + (select count(*) from files.file_deletion_task t
 	   where not exists (select 1 from files.file_deletion_task_succeeded s where s.file_deletion_task_id = t.file_deletion_task_id)
-	   and not exists (select 1 from files.file_deletion_task_failed f where f.file_deletion_task_id = t.file_deletion_task_id))
+	   and not exists (select 1 from files.file_deletion_task_failed f where f.file_deletion_task_id = t.file_deletion_task_id
+	                     and f.run = files.file_deletion_run(t.file_deletion_task_id)))
   + (select count(*) from accounts.account_deletion_task t
 	   where not exists (select 1 from accounts.account_deletion_task_succeeded s where s.account_deletion_task_id = t.account_deletion_task_id)
-	   and not exists (select 1 from accounts.account_deletion_task_failed f where f.account_deletion_task_id = t.account_deletion_task_id))
+	   and not exists (select 1 from accounts.account_deletion_task_failed f where f.account_deletion_task_id = t.account_deletion_task_id
+	                     and f.run = accounts.account_deletion_run(t.account_deletion_task_id)))
   + (select count(*) from queues.task where task_type in ('demo.hello', 'taskorch.sleep', 'taskorch.fail') and status in ('pending', 'running'))`
 
 // waitDemo waits until demoPending is zero.
@@ -130,27 +135,27 @@ func printDemo(ctx context.Context, out io.Writer, pool *pgxpool.Pool) error {
 		            else 'scheduled for ' || to_char(t.scheduled_at at time zone 'UTC', 'HH24:MI:SS') || ' UTC' end as outcome
 		from comms.send_email_task t join comms.email_message m using (message_id)
 		left join comms.send_email_task_succeeded s using (send_email_task_id)
-		left join comms.send_email_task_failed f using (send_email_task_id)
+		left join comms.send_email_task_failed f on f.send_email_task_id = t.send_email_task_id and f.run = comms.send_email_run(t.send_email_task_id)
 		union all
 		select 'send_sms', t.send_sms_task_id, m.to_number, comms.count_send_sms_attempts(t.send_sms_task_id),
 		       comms.count_send_sms_failed_attempts(t.send_sms_task_id),
 		       case when s.send_sms_task_id is not null then 'succeeded' else coalesce('failed: ' || f.error_message, 'running') end
 		from comms.send_sms_task t join comms.sms_message m using (message_id)
 		left join comms.send_sms_task_succeeded s using (send_sms_task_id)
-		left join comms.send_sms_task_failed f using (send_sms_task_id)
+		left join comms.send_sms_task_failed f on f.send_sms_task_id = t.send_sms_task_id and f.run = comms.send_sms_run(t.send_sms_task_id)
 		union all
 		select 'file_deletion', t.file_deletion_task_id, fi.bucket || '/' || fi.object_key, files.count_file_deletion_attempts(t.file_deletion_task_id),
 		       files.count_file_deletion_failed_attempts(t.file_deletion_task_id),
 		       case when s.file_deletion_task_id is not null then 'succeeded' else coalesce('failed: ' || f.error_message, 'running') end
 		from files.file_deletion_task t join files.file fi using (file_id)
 		left join files.file_deletion_task_succeeded s using (file_deletion_task_id)
-		left join files.file_deletion_task_failed f using (file_deletion_task_id)
+		left join files.file_deletion_task_failed f on f.file_deletion_task_id = t.file_deletion_task_id and f.run = files.file_deletion_run(t.file_deletion_task_id)
 		union all
 		select 'account_deletion', t.account_deletion_task_id, 'account ' || t.account_id, null, null,
 		       case when s.account_deletion_task_id is not null then 'succeeded' else coalesce('failed: ' || f.error_message, 'running') end
 		from accounts.account_deletion_task t
 		left join accounts.account_deletion_task_succeeded s using (account_deletion_task_id)
-		left join accounts.account_deletion_task_failed f using (account_deletion_task_id)
+		left join accounts.account_deletion_task_failed f on f.account_deletion_task_id = t.account_deletion_task_id and f.run = accounts.account_deletion_run(t.account_deletion_task_id)
 		order by 1, 2`)
 	if err != nil {
 		return err
