@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/taskorch/taskorch/internal/batcher"
@@ -38,17 +37,10 @@ func (w *Worker) runBeforeHandlers(ctx context.Context, calls []beforeCall) ([]b
 		for i, c := range calls {
 			handlers[i], payloads[i] = c.handler, c.payload
 		}
-		results := make([]batcher.Result[[]byte], len(calls))
+		var results []batcher.Result[[]byte]
 		rows, err := w.pool.Query(ctx, `select ord, result from internal.run_functions($1, $2)`, handlers, payloads)
 		if err == nil {
-			var ord int
-			var raw []byte
-			_, err = pgx.ForEachRow(rows, []any{&ord, &raw}, func() error {
-				if ord >= 1 && ord <= len(results) {
-					results[ord-1].Value = append([]byte(nil), raw...)
-				}
-				return nil
-			})
+			results, err = batcher.ReadOrdered(rows, len(calls))
 		}
 		var pgErr *pgconn.PgError
 		if err == nil || !errors.As(err, &pgErr) || transient(err) {

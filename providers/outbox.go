@@ -72,7 +72,6 @@ const asyncCommit = `(select set_config('synchronous_commit', 'off', true)) as a
 // recordBatch records recs in one statement when there are several, else alone. When the server
 // refuses the batch, each is recorded on its own, so only the one at fault fails.
 func (p *Outbox) recordBatch(ctx context.Context, pool *pgxpool.Pool, recs []outboxRecord) ([]batcher.Result[[]byte], error) {
-	results := make([]batcher.Result[[]byte], len(recs))
 	if len(recs) > 1 {
 		ids := make([]*int64, len(recs))
 		channels := make([]string, len(recs))
@@ -83,20 +82,16 @@ func (p *Outbox) recordBatch(ctx context.Context, pool *pgxpool.Pool, recs []out
 		rows, err := pool.Query(ctx, `select r.ord, r.result from `+asyncCommit+`,
 			queues.record_outbox_messages($1::bigint[], $2::text[], $3::jsonb[]) as r`, ids, channels, requests)
 		if err == nil {
-			var ord int
-			var raw []byte
-			_, err = pgx.ForEachRow(rows, []any{&ord, &raw}, func() error {
-				if ord >= 1 && ord <= len(results) {
-					results[ord-1].Value = append([]byte(nil), raw...)
-				}
-				return nil
-			})
+			var batch []batcher.Result[[]byte]
+			if batch, err = batcher.ReadOrdered(rows, len(recs)); err == nil {
+				return batch, nil
+			}
 		}
-		var pgErr *pgconn.PgError
-		if err == nil || !errors.As(err, &pgErr) {
-			return results, err
+		if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) {
+			return nil, err
 		}
 	}
+	results := make([]batcher.Result[[]byte], len(recs))
 	for i, r := range recs {
 		results[i].Err = pool.QueryRow(ctx, `select queues.record_outbox_message($1::bigint, $2::text, $3::jsonb) from `+asyncCommit,
 			r.taskID, p.channel, r.request).Scan(&results[i].Value)
