@@ -15,7 +15,7 @@ import (
 )
 
 // Eight claimers racing over 20,000 tasks: every task is claimed exactly once while its lease
-// is live, and every claim leaves one task_lease row and one 'claimed' event.
+// is live, and every claim leaves one task_lease row (and no task_event row).
 func TestClaimConcurrentExactlyOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -64,7 +64,8 @@ func TestClaimConcurrentExactlyOnce(t *testing.T) {
 	}
 	require.Equal(t, int64(total), scalar[int64](t, pool, `select count(*) from queues.task_lease`))
 	require.Equal(t, int64(total), scalar[int64](t, pool, `select count(distinct task_id) from queues.task_lease`))
-	require.Equal(t, int64(total), scalar[int64](t, pool, `select count(*) from queues.task_event where event = 'claimed'`))
+	require.Zero(t, scalar[int64](t, pool, `select count(*) from queues.task_event`), "a claim writes no event: its lease row says it")
+	require.Equal(t, int64(total), scalar[int64](t, pool, `select count(*) from queues.task_history where event = 'claimed'`))
 	require.Equal(t, int64(total), scalar[int64](t, pool, `select count(*) from queues.task where status = 'running' and attempt = 1`))
 }
 
@@ -227,7 +228,8 @@ func TestCompleteTasksBatch(t *testing.T) {
 	}
 	require.Equal(t, []int64{got[0].TaskID, got[1].TaskID}, done())
 	require.Equal(t, []int64{got[0].TaskID, got[1].TaskID}, done(), "a repeat is harmless")
-	require.Equal(t, int64(2), scalar[int64](t, pool, `select count(*) from queues.task_event where event = 'completed'`))
+	require.Equal(t, int64(2), scalar[int64](t, pool, `select count(*) from queues.task_history where event = 'completed'`))
+	require.Zero(t, scalar[int64](t, pool, `select count(*) from queues.task_event where event = 'completed'`), "a completion writes no event")
 	require.Equal(t, int64(4), scalar[int64](t, pool, `select count(*) from queues.error where error_message like 'completion refused%'`),
 		"two refusals (wrong lease, unknown task) per call")
 

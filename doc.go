@@ -84,8 +84,9 @@ A task is pending until due, running while a worker holds its lease, then comple
 attempt is retried after an exponential backoff with full jitter until MaxAttempts, then the task
 is dead (retry it by hand with Client.Retry). A non-retriable failure makes it failed; Cancel
 cancels it. Every claim is recorded in queues.task_lease (its id is the fencing token: a worker
-whose lease expired and was taken over cannot record an outcome), every state change in
-queues.task_event and every error in queues.error; Client.History returns them.
+whose lease expired and was taken over cannot record an outcome), every other state change in
+queues.task_event and every error in queues.error; the view queues.task_history merges them with
+the completion, and Client.History returns them.
 
 # Errors
 

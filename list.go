@@ -116,9 +116,12 @@ type Lease struct {
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
-// Event is a row of queues.task_event: one state change of a task.
+// Event is one state change of a task, a row of the queues.task_history view: a claim (Source
+// "lease", from the task's task_lease row), a stored queues.task_event row (Source "event"), or
+// the completion (Source "task", from the task's own row).
 type Event struct {
-	ID         int64     `json:"task_event_id"`
+	ID         *int64    `json:"task_event_id,omitempty"` // the queues.task_event row's id; nil for a claim or a completion
+	Source     string    `json:"source"`
 	TaskID     int64     `json:"task_id"`
 	OccurredAt time.Time `json:"occurred_at"`
 	Event      string    `json:"event"`
@@ -139,7 +142,9 @@ type ErrorRecord struct {
 	Context    map[string]any `json:"context"`
 }
 
-// History is everything recorded about one task, oldest first.
+// History is everything recorded about one task, oldest first. Events include the claims and
+// the completion (see Event); Leases and Errors are the task's queues.task_lease and
+// queues.error rows.
 type History struct {
 	Leases []Lease       `json:"leases"`
 	Events []Event       `json:"events"`
@@ -174,8 +179,9 @@ func (c *Client) history(ctx context.Context, db DBTX, id int64) (*History, erro
 	if err != nil {
 		return nil, fmt.Errorf("history of task %d: leases: %w", id, err)
 	}
-	rows, err = db.Query(ctx, `select task_event_id, task_id, occurred_at, event, from_status::text, to_status::text,
-		lease_id, worker_id, attempt, detail from queues.task_event where task_id = $1 order by task_event_id`, id)
+	rows, err = db.Query(ctx, `select case when source = 'event' then source_id end, source, task_id, occurred_at, event,
+		from_status::text, to_status::text, lease_id, worker_id, attempt, detail
+		from queues.task_history where task_id = $1 and source <> 'error' order by occurred_at, step, source_id`, id)
 	if err == nil {
 		h.Events, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Event])
 	}

@@ -52,5 +52,5 @@ func TestRateLimitedSnoozesWithoutSpendingAnAttempt(t *testing.T) {
 	// The provider's two refusals were DefaultRateLimitBackoff apart.
 	require.True(t, scalar[bool](t, pool, `select max(occurred_at) filter (where event = 'claimed')
 		- min(occurred_at) filter (where event = 'claimed') >= 2 * $2::interval
-		from queues.task_event where task_id = $1`, email.TaskID, taskorch.DefaultRateLimitBackoff))
+		from queues.task_history where task_id = $1`, email.TaskID, taskorch.DefaultRateLimitBackoff))
 }

@@ -2761,10 +2761,6 @@ begin
         overriding system value
         select u.lease_id, u.task_id, _worker_id, u.attempt, now(), u.lease_expires_at
         from upd u
-    ), ev as (
-        insert into queues.task_event (task_id, event, from_status, to_status, lease_id, worker_id, attempt)
-        select u.task_id, 'claimed', 'pending', 'running', u.lease_id, _worker_id, u.attempt
-        from upd u
     )
     select u.* from upd u
     order by u.priority desc, u.run_at, u.task_id;
@@ -3770,16 +3766,10 @@ CREATE FUNCTION queues.complete_failed_call(_task_id bigint, _lease_id bigint, _
 declare
     _msg text := left(coalesce(nullif(_error_message, ''), 'unknown error'), 8192);
 begin
-    with done as (
-        update queues.task t
-        set status = 'completed', completed_at = now(), lease_expires_at = null,
-            last_error = _msg, call_failure = coalesce(nullif(_reason, ''), 'call_failed')
-        where t.task_id = _task_id and t.lease_id = _lease_id and t.lease_expires_at is not null  -- i.e. running
-        returning t.task_id, t.lease_id, t.worker_id, t.attempt
-    )
-    insert into queues.task_event (task_id, event, from_status, to_status, lease_id, worker_id, attempt, detail)
-    select d.task_id, 'completed', 'running', 'completed', d.lease_id, d.worker_id, d.attempt, _msg
-    from done d;
+    update queues.task t
+    set status = 'completed', completed_at = now(), lease_expires_at = null,
+        last_error = _msg, call_failure = coalesce(nullif(_reason, ''), 'call_failed')
+    where t.task_id = _task_id and t.lease_id = _lease_id and t.lease_expires_at is not null;  -- i.e. running
     if found then
         return true;
     end if;
@@ -3888,11 +3878,7 @@ begin
              as c(task_id, lease_id, result)
         where t.task_id = c.task_id and t.lease_id = c.lease_id and t.lease_expires_at is not null  -- i.e. running
           and c.task_id <> all (_skip)
-        returning t.task_id, t.lease_id, t.worker_id, t.attempt
-    ), ev as (
-        insert into queues.task_event (task_id, event, from_status, to_status, lease_id, worker_id, attempt)
-        select d.task_id, 'completed', 'running', 'completed', d.lease_id, d.worker_id, d.attempt
-        from done d
+        returning t.task_id
     )
     select coalesce(array_agg(d.task_id), '{}') into _done from done d;
 
@@ -7286,6 +7272,81 @@ CREATE TABLE queues.task_lease (
 --
 
 COMMENT ON TABLE queues.task_lease IS 'Append-only: one row per claim. Its id is the fencing token.';
+
+
+--
+-- Name: task_history; Type: VIEW; Schema: queues; Owner: -
+--
+
+CREATE VIEW queues.task_history AS
+ SELECT e.task_id,
+    e.occurred_at,
+    (0)::smallint AS step,
+    'event'::text AS source,
+    e.task_event_id AS source_id,
+    e.event,
+    e.from_status,
+    e.to_status,
+    e.lease_id,
+    e.worker_id,
+    e.attempt,
+    e.detail
+   FROM queues.task_event e
+  WHERE (e.event <> ALL (ARRAY['claimed'::text, 'completed'::text]))
+UNION ALL
+ SELECT l.task_id,
+    l.leased_at AS occurred_at,
+    (1)::smallint AS step,
+    'lease'::text AS source,
+    l.task_lease_id AS source_id,
+    'claimed'::text AS event,
+    'pending'::queues.task_status AS from_status,
+    'running'::queues.task_status AS to_status,
+    l.task_lease_id AS lease_id,
+    l.worker_id,
+    l.attempt,
+    NULL::text AS detail
+   FROM queues.task_lease l
+UNION ALL
+ SELECT r.task_id,
+    r.occurred_at,
+    (2)::smallint AS step,
+    'error'::text AS source,
+    r.error_id AS source_id,
+    'error'::text AS event,
+    NULL::queues.task_status AS from_status,
+    NULL::queues.task_status AS to_status,
+    ((r.context ->> 'lease_id'::text))::bigint AS lease_id,
+    (r.context ->> 'worker_id'::text) AS worker_id,
+    NULL::integer AS attempt,
+    r.error_message AS detail
+   FROM queues.error r
+  WHERE (r.task_id IS NOT NULL)
+UNION ALL
+ SELECT t.task_id,
+    t.completed_at AS occurred_at,
+    (3)::smallint AS step,
+    'task'::text AS source,
+    t.task_id AS source_id,
+    'completed'::text AS event,
+    'running'::queues.task_status AS from_status,
+    'completed'::queues.task_status AS to_status,
+    t.lease_id,
+    t.worker_id,
+    t.attempt,
+        CASE
+            WHEN (t.call_failure IS NOT NULL) THEN t.last_error
+            ELSE NULL::text
+        END AS detail
+   FROM queues.task t
+  WHERE (t.status = 'completed'::queues.task_status);
+
+
+--
+-- Name: VIEW task_history; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON VIEW queues.task_history IS 'Every task''s history in one place: claims (task_lease), state changes (task_event), errors (error) and the completion (task). Order by occurred_at, step, source_id.';
 
 
 --

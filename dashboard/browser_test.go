@@ -234,17 +234,22 @@ func TestBrowserEveryPage(t *testing.T) {
 	require.Zero(t, b.dialogCount())
 }
 
-// seedChartHistory adds an hour of completions and failed attempts to queues.task_event, so
-// that the overview's charts have a shape (the README's picture comes from the demo: make screenshots).
+// seedChartHistory adds an hour of completed tasks and failed attempts (retry_scheduled events),
+// so that the overview's charts have a shape (the README's picture comes from the demo: make
+// screenshots).
 func seedChartHistory(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
 	_, err := pool.Exec(t.Context(), `
-		insert into queues.task_event (task_id, occurred_at, event, from_status, to_status)
-		select 0, now() - make_interval(mins => m) + make_interval(secs => i % 60),
-		       case when i % (17 + m % 5) = 0 then 'retry_scheduled' else 'completed' end,
-		       'running', case when i % (17 + m % 5) = 0 then 'pending' else 'completed' end::queues.task_status
-		from generate_series(1, 59) m,
-		     generate_series(1, 40 + (30 * sin(m / 6.0))::int + (m * 7) % 23) i`)
+		with s as (
+		    select now() - make_interval(mins => m) + make_interval(secs => i % 60) as at, i % (17 + m % 5) = 0 as failed
+		    from generate_series(1, 59) m,
+		         generate_series(1, 40 + (30 * sin(m / 6.0))::int + (m * 7) % 23) i
+		), ev as (
+		    insert into queues.task_event (task_id, occurred_at, event, from_status, to_status)
+		    select 0, at, 'retry_scheduled', 'running', 'pending' from s where failed
+		)
+		insert into queues.task (task_type, status, attempt, enqueued_at, scheduled_at, run_at, claimed_at, completed_at)
+		select 'chart.history', 'completed', 1, at, at, at, at, at from s where not failed`)
 	require.NoError(t, err)
 }
 

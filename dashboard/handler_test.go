@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -484,4 +485,47 @@ func TestConfigValidation(t *testing.T) {
 	require.Error(t, err)
 	require.Len(t, dashboard.NewToken(), 43)
 	require.NotEqual(t, dashboard.NewToken(), dashboard.NewToken())
+}
+
+// The overview's charts count completions from the tasks' rows (a completion writes no event),
+// a completion whose channel call failed as a failed attempt, and retries from the events.
+func TestOverviewChartsCountCompletions(t *testing.T) {
+	t.Parallel()
+	srv, pool, _ := newDashboard(t, dashboard.Config{})
+	c := browserlessClient(t)
+	totals := func() (completed, failed int64) {
+		t.Helper()
+		_, body, _ := get(t, c, srv.URL+"/", bearer()...)
+		m := regexp.MustCompile(`(Completed|Failed attempts) <span class="muted">· ([0-9,]+) in the window`).FindAllStringSubmatch(body, -1)
+		require.Len(t, m, 2, body)
+		n := func(s string) int64 {
+			v, err := strconv.ParseInt(strings.ReplaceAll(s, ",", ""), 10, 64)
+			require.NoError(t, err)
+			return v
+		}
+		return n(m[0][2]), n(m[1][2])
+	}
+	completed0, failed0 := totals()
+
+	ctx := t.Context()
+	_, err := pool.Exec(ctx, `select queues.enqueue('chart.probe', jsonb_build_object('i', i)) from generate_series(1, 7) i`)
+	require.NoError(t, err)
+	rows, err := pool.Query(ctx, `select task_id, lease_id from queues.claim_tasks('chart-worker', 7, interval '5 minutes', array['chart.probe']) order by task_id`)
+	require.NoError(t, err)
+	type leased struct{ ID, Lease int64 }
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[leased])
+	require.NoError(t, err)
+	require.Len(t, got, 7)
+	for _, l := range got[:5] {
+		_, err = pool.Exec(ctx, `select queues.complete_tasks(array[$1::bigint], array[$2::bigint])`, l.ID, l.Lease)
+		require.NoError(t, err)
+	}
+	_, err = pool.Exec(ctx, `select queues.complete_failed_call($1, $2, 'provider_error', 'smtp: 550')`, got[5].ID, got[5].Lease)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `select queues.fail_task($1, 'boom', $2)`, got[6].ID, got[6].Lease) // retried later
+	require.NoError(t, err)
+
+	completed1, failed1 := totals()
+	require.Equal(t, completed0+5, completed1, "five completions")
+	require.Equal(t, failed0+2, failed1, "a failed call and a scheduled retry")
 }

@@ -27,14 +27,15 @@ var (
 	statusCountsSQL  = sqlText("status_counts")
 	eventBoundarySQL = sqlText("event_boundary")
 	eventBucketsSQL  = sqlText("event_buckets")
+	completionsSQL   = sqlText("completion_buckets")
 )
 
 // countCap bounds each count of the overview: beyond it, the page says "10,000+" (a count
 // reads every entry it counts).
 const countCap = 10_000
 
-// maxChartEvents bounds the events a chart reads: at a high rate the chart covers the most
-// recent ones only, and says so.
+// maxChartEvents bounds the events, and the completed tasks, a chart reads: at a high rate the
+// chart covers the most recent ones only, and says so.
 const maxChartEvents = 1_000_000
 
 // statusCounts are the overview's tiles.
@@ -83,7 +84,7 @@ type overviewData struct {
 	Failures    barChart
 	Window      chartWindow
 	Windows     []chartWindow
-	Partial     bool // the charts cover only the most recent maxChartEvents events
+	Partial     bool // the charts cover only the most recent maxChartEvents events or completions
 	OldestDue   float64
 	Workers     int
 	Leader      string
@@ -138,8 +139,9 @@ func readQueues(ctx context.Context, tx pgx.Tx) ([]queueRow, error) {
 	return admin.ListQueues(ctx, tx)
 }
 
-// readCharts draws completions and failed attempts per bucket over the window, from
-// queues.task_event.
+// readCharts draws completions and failed attempts per bucket over the window: completions
+// from the tasks' rows, failed attempts from queues.task_event and from tasks completed although
+// their call failed.
 func (h *Handler) readCharts(ctx context.Context, tx pgx.Tx, d *overviewData) error {
 	var now time.Time
 	if err := tx.QueryRow(ctx, `select now()`).Scan(&now); err != nil {
@@ -166,17 +168,40 @@ func (h *Handler) readCharts(ctx context.Context, tx pgx.Tx, d *overviewData) er
 	defer rows.Close()
 	for rows.Next() {
 		var bucket time.Time
-		var c, f int64
-		if err := rows.Scan(&bucket, &c, &f); err != nil {
+		var f int64
+		if err := rows.Scan(&bucket, &f); err != nil {
 			return err
 		}
-		i := int(bucket.Sub(start) / win.Bucket)
-		if i >= 0 && i < n {
-			completed[i], failures[i] = c, f
+		if i := int(bucket.Sub(start) / win.Bucket); i >= 0 && i < n {
+			failures[i] += f
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	rows.Close()
+	if rows, err = tx.Query(ctx, completionsSQL, start, win.Bucket, maxChartEvents); err != nil {
+		return err
+	}
+	defer rows.Close()
+	var read int64
+	for rows.Next() {
+		var bucket time.Time
+		var c, f, m int64
+		if err := rows.Scan(&bucket, &c, &f, &m); err != nil {
+			return err
+		}
+		read += m
+		if i := int(bucket.Sub(start) / win.Bucket); i >= 0 && i < n {
+			completed[i] += c
+			failures[i] += f
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if read >= maxChartEvents {
+		d.Partial = true
 	}
 	d.Throughput = newBarChart("Completed", "bars-ok", start, win.Bucket, completed)
 	d.Failures = newBarChart("Failed attempts", "bars-bad", start, win.Bucket, failures)

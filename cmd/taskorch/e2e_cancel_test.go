@@ -48,5 +48,5 @@ func TestE2ECancelRunningTask(t *testing.T) {
 
 	waitStatus(t, pool, enqueue(t, pool, "taskorch.noop", `{}`, 0), "completed")
 	require.Equal(t, "cancelled", q[string](t, pool, `select status::text from queues.task where task_id = $1`, id))
-	require.Equal(t, int64(0), q[int64](t, pool, `select count(*) from queues.task_event where task_id = $1 and event = 'completed'`, id))
+	require.Equal(t, int64(0), q[int64](t, pool, `select count(*) from queues.task_history where task_id = $1 and event = 'completed'`, id))
 }

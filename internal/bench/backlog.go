@@ -190,7 +190,7 @@ func medianCPU(runs []ThroughputRun) float64 {
 const historyChunk = 250_000
 
 // fillHistory inserts n completed tasks as the real path leaves them: the task row (completed,
-// attempt 1, under its lease), its task_lease row, and its claimed and completed events. Ids come
+// attempt 1, under its lease) and its task_lease row (a claim and a completion write no event). Ids come
 // from the tables' own sequences. Then it vacuums and analyzes the three tables, as autovacuum
 // would have on a system that made that history over time, and checkpoints.
 func (e *Env) fillHistory(ctx context.Context, n int) error {
@@ -205,11 +205,6 @@ with g as materialized (
     insert into queues.task_lease (task_lease_id, task_id, worker_id, attempt, leased_at, expires_at)
     overriding system value
     select lease_id, task_id, 'bench-history', 1, at, at + interval '5 minutes' from g
-), ev as (
-    insert into queues.task_event (task_id, occurred_at, event, from_status, to_status, lease_id, worker_id, attempt)
-    select g.task_id, g.at, v.event, v.from_status, v.to_status, g.lease_id, 'bench-history', 1
-    from g, (values ('claimed', 'pending'::queues.task_status, 'running'::queues.task_status),
-                    ('completed', 'running', 'completed')) v(event, from_status, to_status)
 )
 insert into queues.task (task_id, task_type, payload, status, attempt, lease_id, worker_id,
                          enqueued_at, scheduled_at, run_at, claimed_at, completed_at)

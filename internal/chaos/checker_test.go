@@ -116,8 +116,8 @@ func TestCheck(t *testing.T) {
 		require.NoError(t, err)
 	}
 	// A second completion under another lease, of a db_function task.
-	exec(`insert into queues.task_event (task_id, event, from_status, to_status, lease_id)
-	      select task_id, 'completed', 'running', 'completed', lease_id + 1000000
+	exec(`insert into chaos.completion (task_id, lease_id, completed_at)
+	      select task_id, lease_id + 1000000, now()
 	      from queues.task where task_type = 'db_function' and idempotency_key like 'chaos-d%' order by task_id limit 1`)
 	// A db_function effect applied twice.
 	exec(`insert into chaos.effect (key) select key from chaos.effect order by effect_id limit 1`)

@@ -9,29 +9,30 @@
 select task_id from queues.task where status in ('pending', 'running');
 
 -- check: completed_twice duplicate
--- Tasks with more than one 'completed' event: completed under two leases.
-select task_id from queues.task_event where event = 'completed' group by task_id having count(*) > 1;
+-- Tasks completed more than once (chaos.completion, the fixture's trigger): completed under two leases.
+select task_id from chaos.completion group by task_id having count(*) > 1;
 
 -- check: completed_under_stale_lease duplicate
--- A 'completed' event whose lease is not the task's current lease: an outcome applied under a lease that was taken over.
-select e.task_id
-from queues.task_event e
-join queues.task t on t.task_id = e.task_id
-where e.event = 'completed' and e.lease_id is distinct from t.lease_id;
+-- A completion under a lease that is not the task's current lease: an outcome applied under a lease that was taken over.
+select c.task_id
+from chaos.completion c
+join queues.task t on t.task_id = c.task_id
+where c.lease_id is distinct from t.lease_id;
 
 -- check: completion_overwritten duplicate
--- A task with a 'completed' event that is no longer completed: a later outcome overwrote it.
-select e.task_id
-from queues.task_event e
-join queues.task t on t.task_id = e.task_id
-where e.event = 'completed' and t.status <> 'completed';
+-- A task that was completed and is no longer: a later outcome overwrote it.
+select c.task_id
+from chaos.completion c
+join queues.task t on t.task_id = c.task_id
+where t.status <> 'completed';
 
--- check: completed_without_event lost
--- A completed task without its 'completed' event: history lost.
+-- check: completed_without_lease lost
+-- A completed task whose completing lease has no task_lease row, or no completion time: history lost.
 select t.task_id
 from queues.task t
 where t.status = 'completed'
-  and not exists (select from queues.task_event e where e.task_id = t.task_id and e.event = 'completed');
+  and (t.completed_at is null
+       or not exists (select from queues.task_lease l where l.task_id = t.task_id and l.task_lease_id = t.lease_id));
 
 -- check: effect_twice duplicate
 -- A db_function effect recorded more than once (its key).

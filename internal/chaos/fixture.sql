@@ -14,6 +14,33 @@ create table chaos.effect (
 );
 create index effect_key_idx on chaos.effect (key);
 
+-- One row per completion of a task, written by a trigger on queues.task: the checker's own
+-- witness of every outcome applied, since taskorch records a completion once, in the task's
+-- row (a second completion would overwrite the first there). The trigger fires when a task
+-- becomes completed or its completion changes, so a completion applied twice leaves two rows.
+create table chaos.completion (
+    completion_id bigint      generated always as identity primary key,
+    task_id       bigint      not null,
+    lease_id      bigint,                            -- the lease the completion was applied under
+    completed_at  timestamptz not null
+);
+create index completion_task_id_idx on chaos.completion (task_id);
+
+create function chaos.record_completion() returns trigger
+language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
+begin
+    insert into chaos.completion (task_id, lease_id, completed_at)
+    values (new.task_id, new.lease_id, new.completed_at);
+    return null;
+end $$;
+
+create trigger chaos_completion after update on queues.task
+for each row
+when (new.status = 'completed'
+      and (old.status is distinct from 'completed' or old.completed_at is distinct from new.completed_at
+           or old.lease_id is distinct from new.lease_id))
+execute function chaos.record_completion();
+
 -- The email processes the producer started, by workload key: a retried producer batch finds
 -- the key and does not start a second process.
 create table chaos.email_request (

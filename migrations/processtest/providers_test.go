@@ -199,10 +199,10 @@ func TestSendEmailRateLimitedOnce(t *testing.T) {
 	channel := scalar[int64](t, pool, `select task_id from comms.send_email_attempt where send_email_task_id = $1`, id)
 	require.Equal(t, "completed", scalar[string](t, pool, `select status::text from queues.task where task_id = $1`, channel))
 	require.Equal(t, []string{"claimed", "snoozed", "claimed", "completed"},
-		scalar[[]string](t, pool, `select array_agg(event order by task_event_id) from queues.task_event where task_id = $1`, channel))
+		scalar[[]string](t, pool, `select array_agg(event order by occurred_at, step, source_id) from queues.task_history where task_id = $1`, channel))
 	require.Equal(t, 1, scalar[int](t, pool, `select attempt from queues.task where task_id = $1`, channel), "no attempt spent")
 	require.True(t, scalar[bool](t, pool, `select max(occurred_at) filter (where event = 'claimed') - min(occurred_at) >= interval '1 second'
-		from queues.task_event where task_id = $1`, channel), "it waited as Retry-After said")
+		from queues.task_history where task_id = $1`, channel), "it waited as Retry-After said")
 }
 
 // A before handler that answers success: false fails each attempt with its message; the process
