@@ -261,9 +261,16 @@ func TestSlots(t *testing.T) {
 	// 400 tasks of 2 ms on 8 slots cannot take less than 100 ms.
 	require.GreaterOrEqual(t, r.Seconds, 0.1)
 	require.Equal(t, 400, scalar[int](t, e.Admin(), `select count(*)::int from queues.task where status = 'completed'`))
+	// The steady window (the 40th to the 360th task) cannot beat the slots either: 8 slots of
+	// 2 ms finish at most 4,000 tasks a second.
+	require.Greater(t, r.SteadyUtilisation, 0.0)
+	require.LessOrEqual(t, r.SteadyUtilisation, 1.0)
+	require.LessOrEqual(t, r.SteadyTasksPerSecond, 4000.0*1.01)
+	require.InDelta(t, r.SteadyTasksPerSecond*0.002/8, r.SteadyUtilisation, 0.002)
 	m := asJSON(t, r)
 	require.Equal(t, "slots", m["mode"])
 	require.InDelta(t, r.Utilisation, m["utilisation"], 0.0001)
+	require.InDelta(t, r.SteadyUtilisation, m["steady_utilisation"], 0.0001)
 
 	_, err = bench.Slots(t.Context(), e, bench.SlotsConfig{Work: -time.Millisecond})
 	require.ErrorContains(t, err, "--work must be between 0 and 1m")

@@ -67,7 +67,13 @@ type SlotsResult struct {
 	// IdleMSPerTask is the slot time not spent in a handler, per task: what a slot waits
 	// between two tasks on average (claims, completions, start-up and the tail).
 	IdleMSPerTask float64 `json:"idle_ms_per_task"`
-	CPU           CPUCost `json:"cpu_per_task"`
+	// The steady state: the same figures between the handlers' 10th and 90th percentile of
+	// tasks (by the order they finished), without the workers' start-up (registration, the first
+	// claim) and the tail (the last tasks, when fewer than W are left).
+	SteadyTasksPerSecond float64 `json:"steady_tasks_per_second"`
+	SteadyUtilisation    float64 `json:"steady_utilisation"`
+	SteadyIdleMSPerTask  float64 `json:"steady_idle_ms_per_task"`
+	CPU                  CPUCost `json:"cpu_per_task"`
 }
 
 // Table implements Result.
@@ -83,6 +89,8 @@ func (r *SlotsResult) Table() []Row {
 		Row{"throughput", humanize.Thousands(int64(r.TasksPerSecond)) + " tasks/s"},
 		Row{"utilisation", fmt.Sprintf("%.1f%% of slot time on the nominal work (%.1f%% in handlers)", 100*r.Utilisation, 100*r.HandlerUtilisation)},
 		Row{"idle per task", fmtMS(r.IdleMSPerTask) + " ms a slot waits between tasks"},
+		Row{"steady state", fmt.Sprintf("%s tasks/s, %.1f%% of slot time on the nominal work, %s ms idle per task (the 10th to the 90th percentile of tasks)",
+			humanize.Thousands(int64(r.SteadyTasksPerSecond)), 100*r.SteadyUtilisation, fmtMS(r.SteadyIdleMSPerTask))},
 		Row{"CPU per task", r.CPU.String()},
 	)
 }
@@ -116,11 +124,25 @@ func Slots(ctx context.Context, e *Env, cfg SlotsConfig) (*SlotsResult, error) {
 	defer pool.Close()
 	count := newCounter(r.Tasks)
 	var busy atomic.Int64 // nanoseconds spent in handlers
+	// The steady window: from the handler that finishes the lo-th task to the one that finishes
+	// the hi-th, with the handler time spent by then.
+	lo, hi := r.Tasks/10, r.Tasks*9/10
+	var finished atomic.Int64
+	var steady [2]struct {
+		at   time.Time
+		busy int64
+	}
 	hs := taskorch.NewHandlers()
 	taskorch.AddHandler(hs, func(context.Context, *taskorch.TaskFor[builtinhandlers.NoopArgs]) error {
 		t0 := time.Now()
 		time.Sleep(cfg.Work)
-		busy.Add(int64(time.Since(t0)))
+		b := busy.Add(int64(time.Since(t0)))
+		switch finished.Add(1) {
+		case lo:
+			steady[0].at, steady[0].busy = time.Now(), b
+		case hi:
+			steady[1].at, steady[1].busy = time.Now(), b
+		}
 		count.add()
 		return nil
 	})
@@ -146,6 +168,13 @@ func Slots(ctx context.Context, e *Env, cfg SlotsConfig) (*SlotsResult, error) {
 	r.Utilisation = round3(float64(r.Tasks) * cfg.Work.Seconds() / slotTime)
 	r.HandlerUtilisation = round3(time.Duration(busy.Load()).Seconds() / slotTime)
 	r.IdleMSPerTask = round3((slotTime - time.Duration(busy.Load()).Seconds()) * 1000 / float64(r.Tasks))
+	if window := steady[1].at.Sub(steady[0].at); hi > lo && window > 0 {
+		// Both were written before count reached its target, which waitCount saw.
+		n, slotTime := hi-lo, window.Seconds()*float64(cfg.Workers*cfg.Concurrency)
+		r.SteadyTasksPerSecond = rate(n, window)
+		r.SteadyUtilisation = round3(float64(n) * cfg.Work.Seconds() / slotTime)
+		r.SteadyIdleMSPerTask = round3((slotTime - time.Duration(steady[1].busy-steady[0].busy).Seconds()) * 1000 / float64(n))
+	}
 
 	var completed int64
 	if err := e.admin.QueryRow(ctx, `select count(*) from queues.task where task_id > $1 and status = 'completed'`, mark).Scan(&completed); err != nil {
