@@ -109,7 +109,11 @@ func TestE2ELimitMaxRunning(t *testing.T) {
 
 // Per key: 5 accounts, at most 2 running per account, 6 slots in all, and each account's tasks
 // enqueued after the previous account's. Never more than 2 per account, and every account
-// progresses from the start: among the first 10 tasks claimed (in lease order) each has one.
+// progresses from the start: among the first 20 tasks claimed (in lease order) each has one.
+// First come, first served would start the last two accounts only after the first three had
+// drained (about the 90th claim). Within one claim leases follow task age, not rank, and the
+// workers start at different times, so a key can have had three turns before a late one's
+// first (seen under the race detector: not among the first 10).
 // (Completion order would not do: the worker records completions in batches, which share a
 // timestamp.)
 func TestE2ELimitPerKeyFair(t *testing.T) {
@@ -133,10 +137,13 @@ func TestE2ELimitPerKeyFair(t *testing.T) {
 	for k, n := range maxima {
 		require.LessOrEqual(t, n, int64(2), "account %s", k)
 	}
+	order := q[[]string](t, pool, `select array_agg(t.payload->>'account' order by l.task_lease_id)
+		from queues.task_lease l join queues.task t using (task_id)`)
+	t.Logf("accounts in claim order: %v", order[:min(20, len(order))])
 	require.Equal(t, int64(5), q[int64](t, pool, `
 		select count(distinct t.payload->>'account') from (
-			select task_id from queues.task_lease order by task_lease_id limit 10) first
-		join queues.task t using (task_id)`), "every account among the first 10 claims")
+			select task_id from queues.task_lease order by task_lease_id limit 20) first
+		join queues.task t using (task_id)`), "every account among the first 20 claims: %v", order[:min(20, len(order))])
 }
 
 // A rate of 50 claims per second over 500 tasks: the claims spread at 50/s ± 10%, and no
