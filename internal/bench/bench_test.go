@@ -168,6 +168,9 @@ func TestBacklog(t *testing.T) {
 		join queues.task t using (task_id) where t.worker_id = 'bench-history' and e.lease_id = t.lease_id`))
 	// Later leases do not collide with the history's.
 	require.Equal(t, 5000, scalar[int](t, e.Admin(), `select count(distinct task_lease_id)::int from queues.task_lease`))
+	// The history sits in its day partitions, as a leader keeps them, not in the defaults.
+	require.Zero(t, scalar[int](t, e.Admin(), `select count(*)::int from queues.task_lease_default`))
+	require.Zero(t, scalar[int](t, e.Admin(), `select count(*)::int from queues.task_event_default`))
 }
 
 func TestProcesses(t *testing.T) {
