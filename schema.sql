@@ -2588,6 +2588,51 @@ end $$;
 
 
 --
+-- Name: history_partition(text, date); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.history_partition(_table text, _day date, OUT created boolean, OUT moved bigint) RETURNS record
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    SET "DateStyle" TO 'ISO, YMD'
+    AS $_$
+declare
+    _col  text;
+    _name text;
+    _lo   timestamptz;
+    _hi   timestamptz;
+begin
+    _col := case _table when 'task_lease' then 'leased_at' when 'task_event' then 'occurred_at' end;
+    if _col is null then
+        raise exception 'history_partition: table must be task_lease or task_event, got %', coalesce(quote_literal(_table), 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if _day is null or _day not between date '0001-01-01' and date '9999-12-30' then
+        raise exception 'history_partition: day must be between 0001-01-01 and 9999-12-30, got %', coalesce(_day::text, 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    created := false;
+    moved := 0;
+    _name := _table || '_p' || to_char(_day, 'YYYYMMDD');
+    if to_regclass(format('queues.%I', _name)) is not null then
+        return;
+    end if;
+    _lo := _day::timestamptz;
+    _hi := (_day + 1)::timestamptz;
+    execute format('lock table queues.%I in access exclusive mode', _table || '_default');
+    execute format('create table queues.%I (like queues.%I including defaults)', _name, _table);
+    execute format('with m as (delete from queues.%I where %I >= $1 and %I < $2 returning *) insert into queues.%I select * from m',
+        _table || '_default', _col, _col, _name) using _lo, _hi;
+    get diagnostics moved = row_count;
+    execute format('alter table queues.%I attach partition queues.%I for values from (%L) to (%L)', _table, _name, _lo, _hi);
+    execute format('create trigger %I before update on queues.%I for each statement execute function internal.refuse_update()',
+        _table || '_append_only', _name);
+    created := true;
+end $_$;
+
+
+--
 -- Name: holds_leader_term(bigint); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -4459,6 +4504,93 @@ end $$;
 
 
 --
+-- Name: maintain_history(bigint, interval, integer); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.maintain_history(_term bigint, _keep interval, _ahead_days integer DEFAULT 2) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    SET "DateStyle" TO 'ISO, YMD'
+    SET lock_timeout TO '5s'
+    AS $_$
+declare
+    _table   text;
+    _col     text;
+    _day     date;
+    _today   date := (now() at time zone 'UTC')::date;
+    _r       record;
+    _p       record;
+    _created text[] := '{}';
+    _dropped text[] := '{}';
+    _moved   bigint := 0;
+begin
+    if _ahead_days is null or _ahead_days not between 0 and 366 then
+        raise exception 'maintain_history: ahead_days must be between 0 and 366, got %', coalesce(_ahead_days::text, 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if not internal.holds_leader_term(_term) then
+        return null;
+    end if;
+
+    foreach _table in array array['task_lease', 'task_event'] loop
+        _col := case _table when 'task_lease' then 'leased_at' else 'occurred_at' end;
+        -- (b) The default partition is empty unless something went wrong: reading it is cheap.
+        -- A row dated beyond the years a partition name can hold stays where it is.
+        for _day in execute format('select distinct (%I at time zone ''UTC'')::date from queues.%I
+                                    where %I >= timestamptz ''0001-01-01 00:00+00'' and %I < timestamptz ''9999-12-31 00:00+00''
+                                    order by 1', _col, _table || '_default', _col, _col) loop
+            _r := internal.history_partition(_table, _day);
+            _moved := _moved + _r.moved;
+            if _r.created then
+                _created := _created || (_table || '_p' || to_char(_day, 'YYYYMMDD'));
+            end if;
+        end loop;
+        -- (a)
+        for _day in select _today + g from generate_series(0, _ahead_days) g loop
+            _r := internal.history_partition(_table, _day);
+            if _r.created then
+                _created := _created || (_table || '_p' || to_char(_day, 'YYYYMMDD'));
+            end if;
+        end loop;
+        -- (c)
+        if _keep is null or _keep < interval '0' then
+            continue;
+        end if;
+        for _p in
+            select c.relname::text as name, pg_get_expr(c.relpartbound, c.oid) as bound
+            from pg_inherits i
+            join pg_class c on c.oid = i.inhrelid
+            where i.inhparent = format('queues.%I', _table)::regclass
+              and c.relname ~ ('^' || _table || '_p[0-9]{8}$')
+            order by c.relname
+        loop
+            begin
+                _day := to_date(right(_p.name, 8), 'YYYYMMDD');
+            exception when others then
+                continue;  -- eight digits that are no date: not ours
+            end;
+            if to_char(_day, 'YYYYMMDD') <> right(_p.name, 8)
+               or _p.bound is distinct from format('FOR VALUES FROM (%L) TO (%L)', _day::timestamptz, (_day + 1)::timestamptz)
+               or (_day + 1)::timestamptz >= now() - _keep then
+                continue;
+            end if;
+            execute format('drop table queues.%I', _p.name);
+            _dropped := _dropped || _p.name;
+        end loop;
+    end loop;
+    return jsonb_build_object('created', to_jsonb(_created), 'moved', _moved, 'dropped', to_jsonb(_dropped));
+end $_$;
+
+
+--
+-- Name: FUNCTION maintain_history(_term bigint, _keep interval, _ahead_days integer); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.maintain_history(_term bigint, _keep interval, _ahead_days integer) IS 'Leader maintenance of the partitioned history: creates day partitions ahead, moves rows the default partitions caught, drops days older than _keep.';
+
+
+--
 -- Name: notify_coalesce_ms(); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -4634,10 +4766,7 @@ begin
     end if;
 
     -- One status at a time, oldest first: the order makes the planner walk task_finished_idx
-    -- from its oldest entry for that status and stop after _limit rows. (Without it, a guessed
-    -- selectivity for the finish time, the same for every table, can make it prefer a sequential
-    -- scan, which at steady state — a minute's worth of prunable tasks among days of retained
-    -- ones — would read most of the table to find a batch.)
+    -- from its oldest entry for that status and stop after _limit rows (core/0004).
     foreach _status in array _statuses loop
         with doomed as (
             select t.task_id
@@ -4660,9 +4789,8 @@ begin
     if coalesce(cardinality(_ids), 0) = 0 then
         return 0;
     end if;
-    -- History goes with its task, found through each table's task_id index.
-    delete from queues.task_lease where task_id = any (_ids);
-    delete from queues.task_event where task_id = any (_ids);
+    -- Errors go with their task, found through error_task_id_idx. Leases and events stay in
+    -- their day partitions until queues.maintain_history drops the day.
     delete from queues.error where task_id = any (_ids);
     return cardinality(_ids);
 end $$;
@@ -7229,7 +7357,8 @@ CREATE TABLE queues.task_event (
     worker_id text,
     attempt integer,
     detail text
-);
+)
+PARTITION BY RANGE (occurred_at);
 
 
 --
@@ -7237,6 +7366,24 @@ CREATE TABLE queues.task_event (
 --
 
 COMMENT ON TABLE queues.task_event IS 'Append-only: one row per state change of a task, with the worker that caused it.';
+
+
+--
+-- Name: task_event_default; Type: TABLE; Schema: queues; Owner: -
+--
+
+CREATE TABLE queues.task_event_default (
+    task_event_id bigint NOT NULL,
+    task_id bigint NOT NULL,
+    occurred_at timestamp with time zone DEFAULT now() NOT NULL,
+    event text NOT NULL,
+    from_status queues.task_status,
+    to_status queues.task_status,
+    lease_id bigint,
+    worker_id text,
+    attempt integer,
+    detail text
+);
 
 
 --
@@ -7264,7 +7411,8 @@ CREATE TABLE queues.task_lease (
     attempt integer NOT NULL,
     leased_at timestamp with time zone DEFAULT now() NOT NULL,
     expires_at timestamp with time zone NOT NULL
-);
+)
+PARTITION BY RANGE (leased_at);
 
 
 --
@@ -7350,6 +7498,20 @@ COMMENT ON VIEW queues.task_history IS 'Every task''s history in one place: clai
 
 
 --
+-- Name: task_lease_default; Type: TABLE; Schema: queues; Owner: -
+--
+
+CREATE TABLE queues.task_lease_default (
+    task_lease_id bigint NOT NULL,
+    task_id bigint NOT NULL,
+    worker_id text,
+    attempt integer NOT NULL,
+    leased_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL
+);
+
+
+--
 -- Name: task_lease_task_lease_id_seq; Type: SEQUENCE; Schema: queues; Owner: -
 --
 
@@ -7419,6 +7581,20 @@ WITH (fillfactor='50');
 --
 
 COMMENT ON TABLE queues.worker IS 'One row per live worker, kept alive by heartbeats; the leader deletes workers whose heartbeat is older than the worker timeout and recovers their tasks.';
+
+
+--
+-- Name: task_event_default; Type: TABLE ATTACH; Schema: queues; Owner: -
+--
+
+ALTER TABLE ONLY queues.task_event ATTACH PARTITION queues.task_event_default DEFAULT;
+
+
+--
+-- Name: task_lease_default; Type: TABLE ATTACH; Schema: queues; Owner: -
+--
+
+ALTER TABLE ONLY queues.task_lease ATTACH PARTITION queues.task_lease_default DEFAULT;
 
 
 --
@@ -7962,7 +8138,15 @@ ALTER TABLE ONLY queues.signal_wait
 --
 
 ALTER TABLE ONLY queues.task_event
-    ADD CONSTRAINT task_event_pkey PRIMARY KEY (task_event_id);
+    ADD CONSTRAINT task_event_pkey PRIMARY KEY (task_event_id, occurred_at);
+
+
+--
+-- Name: task_event_default task_event_default_pkey; Type: CONSTRAINT; Schema: queues; Owner: -
+--
+
+ALTER TABLE ONLY queues.task_event_default
+    ADD CONSTRAINT task_event_default_pkey PRIMARY KEY (task_event_id, occurred_at);
 
 
 --
@@ -7970,7 +8154,15 @@ ALTER TABLE ONLY queues.task_event
 --
 
 ALTER TABLE ONLY queues.task_lease
-    ADD CONSTRAINT task_lease_pkey PRIMARY KEY (task_lease_id);
+    ADD CONSTRAINT task_lease_pkey PRIMARY KEY (task_lease_id, leased_at);
+
+
+--
+-- Name: task_lease_default task_lease_default_pkey; Type: CONSTRAINT; Schema: queues; Owner: -
+--
+
+ALTER TABLE ONLY queues.task_lease_default
+    ADD CONSTRAINT task_lease_default_pkey PRIMARY KEY (task_lease_id, leased_at);
 
 
 --
@@ -8137,7 +8329,14 @@ CREATE INDEX task_dispatched_idx ON queues.task USING btree (dispatched_at) WHER
 -- Name: task_event_task_id_idx; Type: INDEX; Schema: queues; Owner: -
 --
 
-CREATE INDEX task_event_task_id_idx ON queues.task_event USING btree (task_id);
+CREATE INDEX task_event_task_id_idx ON ONLY queues.task_event USING btree (task_id);
+
+
+--
+-- Name: task_event_default_task_id_idx; Type: INDEX; Schema: queues; Owner: -
+--
+
+CREATE INDEX task_event_default_task_id_idx ON queues.task_event_default USING btree (task_id);
 
 
 --
@@ -8155,17 +8354,24 @@ CREATE UNIQUE INDEX task_idempotency_key_uidx ON queues.task USING btree (task_t
 
 
 --
+-- Name: task_lease_task_id_idx; Type: INDEX; Schema: queues; Owner: -
+--
+
+CREATE INDEX task_lease_task_id_idx ON ONLY queues.task_lease USING btree (task_id);
+
+
+--
+-- Name: task_lease_default_task_id_idx; Type: INDEX; Schema: queues; Owner: -
+--
+
+CREATE INDEX task_lease_default_task_id_idx ON queues.task_lease_default USING btree (task_id);
+
+
+--
 -- Name: task_lease_expiry_idx; Type: INDEX; Schema: queues; Owner: -
 --
 
 CREATE INDEX task_lease_expiry_idx ON queues.task USING btree (lease_expires_at) WHERE (status = 'running'::queues.task_status);
-
-
---
--- Name: task_lease_task_id_idx; Type: INDEX; Schema: queues; Owner: -
---
-
-CREATE INDEX task_lease_task_id_idx ON queues.task_lease USING btree (task_id);
 
 
 --
@@ -8194,6 +8400,34 @@ CREATE INDEX task_needs_attention_idx ON queues.task USING btree (task_id) WHERE
 --
 
 CREATE INDEX task_process_instance_idx ON queues.task USING btree (((payload ->> 'db_function'::text)), internal.process_instance_id(payload), run_at) WHERE ((task_type = 'db_function'::text) AND (status = ANY (ARRAY['pending'::queues.task_status, 'running'::queues.task_status])));
+
+
+--
+-- Name: task_event_default_pkey; Type: INDEX ATTACH; Schema: queues; Owner: -
+--
+
+ALTER INDEX queues.task_event_pkey ATTACH PARTITION queues.task_event_default_pkey;
+
+
+--
+-- Name: task_event_default_task_id_idx; Type: INDEX ATTACH; Schema: queues; Owner: -
+--
+
+ALTER INDEX queues.task_event_task_id_idx ATTACH PARTITION queues.task_event_default_task_id_idx;
+
+
+--
+-- Name: task_lease_default_pkey; Type: INDEX ATTACH; Schema: queues; Owner: -
+--
+
+ALTER INDEX queues.task_lease_pkey ATTACH PARTITION queues.task_lease_default_pkey;
+
+
+--
+-- Name: task_lease_default_task_id_idx; Type: INDEX ATTACH; Schema: queues; Owner: -
+--
+
+ALTER INDEX queues.task_lease_task_id_idx ATTACH PARTITION queues.task_lease_default_task_id_idx;
 
 
 --
@@ -8505,6 +8739,13 @@ CREATE TRIGGER task_event_append_only BEFORE UPDATE ON queues.task_event FOR EAC
 
 
 --
+-- Name: task_event_default task_event_append_only; Type: TRIGGER; Schema: queues; Owner: -
+--
+
+CREATE TRIGGER task_event_append_only BEFORE UPDATE ON queues.task_event_default FOR EACH STATEMENT EXECUTE FUNCTION internal.refuse_update();
+
+
+--
 -- Name: task task_inserted_limit_keys; Type: TRIGGER; Schema: queues; Owner: -
 --
 
@@ -8523,6 +8764,13 @@ CREATE TRIGGER task_inserted_notify AFTER INSERT ON queues.task FOR EACH STATEME
 --
 
 CREATE TRIGGER task_lease_append_only BEFORE UPDATE ON queues.task_lease FOR EACH STATEMENT EXECUTE FUNCTION internal.refuse_update();
+
+
+--
+-- Name: task_lease_default task_lease_append_only; Type: TRIGGER; Schema: queues; Owner: -
+--
+
+CREATE TRIGGER task_lease_append_only BEFORE UPDATE ON queues.task_lease_default FOR EACH STATEMENT EXECUTE FUNCTION internal.refuse_update();
 
 
 --
@@ -9477,6 +9725,13 @@ REVOKE ALL ON FUNCTION internal.guard_settings() FROM PUBLIC;
 
 
 --
+-- Name: FUNCTION history_partition(_table text, _day date, OUT created boolean, OUT moved bigint); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.history_partition(_table text, _day date, OUT created boolean, OUT moved bigint) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION holds_leader_term(_term bigint); Type: ACL; Schema: internal; Owner: -
 --
 
@@ -9913,6 +10168,14 @@ GRANT ALL ON FUNCTION queues.lock_lease(_task_id bigint, _lease_id bigint) TO wo
 
 REVOKE ALL ON FUNCTION queues.lost_leases(_task_ids bigint[], _lease_ids bigint[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION queues.lost_leases(_task_ids bigint[], _lease_ids bigint[]) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION maintain_history(_term bigint, _keep interval, _ahead_days integer); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.maintain_history(_term bigint, _keep interval, _ahead_days integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION queues.maintain_history(_term bigint, _keep interval, _ahead_days integer) TO worker_service_user;
 
 
 --

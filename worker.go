@@ -124,6 +124,7 @@ func NewWorker(pool *pgxpool.Pool, cfg *WorkerConfig) (*Worker, error) {
 		LeaderTTL:         c.LeaderTTL,
 		Retention:         keepForeverIfNegative(c.Retention),
 		FailedRetention:   keepForeverIfNegative(c.FailedRetention),
+		HistoryRetention:  keepForeverIfNegative(c.HistoryRetention),
 		Logger:            c.Logger, // it adds worker_id itself
 	})
 	if err != nil {

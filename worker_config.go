@@ -113,13 +113,20 @@ type WorkerConfig struct {
 	// renewed for this long, at once when the leader stops. Defaults to 15s.
 	LeaderTTL time.Duration
 
-	// Retention is how long completed and cancelled tasks are kept, with their history, before
-	// the leader deletes them. Defaults to 7 days; negative keeps them forever.
+	// Retention is how long completed and cancelled tasks are kept, with their error rows,
+	// before the leader deletes them. Defaults to 7 days; negative keeps them forever.
 	Retention time.Duration
 
 	// FailedRetention is the same for failed and dead tasks. Defaults to 30 days; negative keeps
 	// them forever.
 	FailedRetention time.Duration
+
+	// HistoryRetention is how long the lease and event history (queues.task_lease,
+	// queues.task_event) is kept: the leader drops a whole UTC day of it once the day ended more
+	// than this long ago (docs/operations.md, "Retention"). Defaults to the larger of Retention
+	// and FailedRetention, so a kept task keeps its history (forever when either is negative);
+	// negative keeps it forever.
+	HistoryRetention time.Duration
 
 	// Registerer receives the worker's Prometheus metrics (prefix taskorch_, listed in
 	// docs/operations.md, "Metrics and alerts"); serve its registry with promhttp. Registering

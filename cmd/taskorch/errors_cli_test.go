@@ -27,6 +27,8 @@ func TestErrorsPrintedOnceWithOnePrefix(t *testing.T) {
 		{[]string{"enqueue", "report", `{}`, "--priority", "abc"}, exitUsage, `invalid argument "abc" for --priority: not a whole number`},
 		{[]string{"enqueue", "report", `{}`, "--priority", "1.5"}, exitUsage, `invalid argument "1.5" for --priority: not a whole number`},
 		{[]string{"worker", "--lease-duration", "5"}, exitUsage, `invalid argument "5" for --lease-duration: not a duration such as 30s, 5m or 1h30m`},
+		{[]string{"worker", "--history-retention", "7"}, exitUsage, `invalid argument "7" for --history-retention: not a duration such as 30s, 5m or 1h30m`},
+		{[]string{"worker", "--history-retention", "a week"}, exitUsage, `invalid argument "a week" for --history-retention: not a duration such as 30s, 5m or 1h30m`},
 		{[]string{"worker", "--migrate=maybe"}, exitUsage, `invalid argument "maybe" for --migrate: not true or false`},
 		{[]string{"worker", "--poll-interval", "0s"}, exitUsage, "--poll-interval must be at least 1ms and --max-poll-interval at least --poll-interval, got 0s and 2s"},
 		{[]string{"worker", "--poll-interval", "30s", "--max-poll-interval", "1s"}, exitUsage, "--poll-interval must be at least 1ms and --max-poll-interval at least --poll-interval, got 30s and 1s"},
@@ -46,6 +48,16 @@ func TestErrorsPrintedOnceWithOnePrefix(t *testing.T) {
 			require.NotContains(t, r.err, pkg, tc.args)
 		}
 	}
+}
+
+// A malformed TASKORCH_HISTORY_RETENTION is refused as a usage error (exit 2), like the other
+// durations from the environment, before anything connects. (t.Setenv: not parallel.)
+func TestWorkerEnvHistoryRetentionRefused(t *testing.T) {
+	t.Setenv("TASKORCH_HISTORY_RETENTION", "7days")
+	r := run(t, "worker", "--database-url", "postgres://127.0.0.1:1/none")
+	require.Equal(t, exitUsage, r.code, r.err)
+	require.Equal(t, 2, r.code)
+	require.Equal(t, "taskorch: TASKORCH_HISTORY_RETENTION=\"7days\" is not a Go duration such as 30s or 5m\n", r.err)
 }
 
 func TestPrintError(t *testing.T) {

@@ -55,6 +55,7 @@ type workerFlags struct {
 	leaderTTL         time.Duration
 	retention         time.Duration
 	failedRetention   time.Duration
+	historyRetention  time.Duration
 
 	providers *providerFlags // channel providers: worker_providers.go
 
@@ -169,6 +170,7 @@ Every flag has an environment variable twin, listed in docs/configuration.md.`,
 	fl.DurationVar(&f.leaderTTL, "leader-ttl", envDuration("TASKORCH_LEADER_TTL", 15*time.Second), "the leader's lease (env TASKORCH_LEADER_TTL)")
 	fl.DurationVar(&f.retention, "retention", envDuration("TASKORCH_RETENTION", 7*24*time.Hour), "keep completed/cancelled tasks this long; negative keeps forever (env TASKORCH_RETENTION)")
 	fl.DurationVar(&f.failedRetention, "failed-retention", envDuration("TASKORCH_FAILED_RETENTION", 30*24*time.Hour), "keep failed/dead tasks this long; negative keeps forever (env TASKORCH_FAILED_RETENTION)")
+	fl.DurationVar(&f.historyRetention, "history-retention", envDuration("TASKORCH_HISTORY_RETENTION", 0), "keep the lease and event history this long, dropped a whole UTC day at a time; 0 is the larger of --retention and --failed-retention; negative keeps forever (env TASKORCH_HISTORY_RETENTION)")
 	f.providers = addProviderFlags(fl)
 	f.transports = addTransportFlags(fl)
 	return cmd
@@ -323,6 +325,7 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 		LeaderTTL:         f.leaderTTL,
 		Retention:         f.retention,
 		FailedRetention:   f.failedRetention,
+		HistoryRetention:  f.historyRetention,
 		Registerer:        reg,
 
 		Transport:       tr,

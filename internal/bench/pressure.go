@@ -369,7 +369,9 @@ func (e *Env) phaseEnd(ctx context.Context, p *PressurePhase, mark int64) error 
 	return err
 }
 
-// queueTableStats reads the live and dead tuple estimates of every table in schema queues.
+// queueTableStats reads the live and dead tuple estimates of every table in schema queues, one
+// row per logical table: a partitioned table's (task_lease, task_event) are the sums over its
+// partitions (pg_partition_root), named after it.
 func (e *Env) queueTableStats(ctx context.Context) ([]TableStat, error) {
 	var out []TableStat
 	err := pgx.BeginFunc(ctx, e.admin, func(tx pgx.Tx) error {
@@ -377,8 +379,12 @@ func (e *Env) queueTableStats(ctx context.Context) ([]TableStat, error) {
 		if _, err := tx.Exec(ctx, `select pg_stat_clear_snapshot()`); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `select relname, n_live_tup, n_dead_tup from pg_stat_user_tables
-			where schemaname = 'queues' order by relname`)
+		rows, err := tx.Query(ctx, `select r.relname, sum(s.n_live_tup)::bigint, sum(s.n_dead_tup)::bigint
+			from pg_stat_user_tables s
+			join pg_class r on r.oid = coalesce(pg_partition_root(s.relid), s.relid)
+			where s.schemaname = 'queues'
+			group by r.relname
+			order by r.relname`)
 		if err != nil {
 			return err
 		}

@@ -44,6 +44,9 @@ func TestPressure(t *testing.T) {
 		for _, want := range []string{"task", "task_lease", "task_event"} {
 			require.Contains(t, tables, want, p.Name)
 		}
+		for name := range tables { // one row per logical table: partitions are summed into theirs
+			require.NotRegexp(t, `_(p[0-9]{8}|default)$`, name, p.Name)
+		}
 	}
 	require.Equal(t, []string{"clean", "open_xid", "readers", "recovery"}, names)
 	require.Equal(t, 1.0, r.Phases[0].RatioToClean)

@@ -19,8 +19,8 @@ const (
 	DefaultScheduleInterval  = time.Second
 )
 
-// KeepForever turns pruning off when set as Config.Retention or Config.FailedRetention. (Zero
-// means the default, as for every field of Config.)
+// KeepForever turns pruning off when set as Config.Retention, Config.FailedRetention or
+// Config.HistoryRetention. (Zero means the default, as for every field of Config.)
 const KeepForever time.Duration = -1
 
 // Config configures a Maintainer. The zero value of every field means its default.
@@ -66,14 +66,20 @@ type Config struct {
 	// step). Defaults to 15 seconds.
 	LeaderTTL time.Duration
 
-	// Retention is how long completed and cancelled tasks are kept, with their lease, event
-	// and error rows, before the leader deletes them. Defaults to 7 days; KeepForever keeps
-	// them.
+	// Retention is how long completed and cancelled tasks are kept, with their error rows,
+	// before the leader deletes them. Defaults to 7 days; KeepForever keeps them.
 	Retention time.Duration
 
 	// FailedRetention is the same for failed and dead tasks, which a person may still want to
 	// inspect or retry. Defaults to 30 days; KeepForever keeps them.
 	FailedRetention time.Duration
+
+	// HistoryRetention is how long the lease and event history is kept: the leader drops a
+	// whole UTC day of it (a partition of queues.task_lease and of queues.task_event) once the
+	// day ended more than HistoryRetention ago. Defaults to the larger of Retention and
+	// FailedRetention, so no task loses its history while the task is kept (KeepForever when
+	// either is); KeepForever keeps it.
+	HistoryRetention time.Duration
 
 	// PruneInterval is how often the leader prunes. Each pass deletes in batches of 1,000 tasks
 	// until nothing is left to prune. Defaults to 1 minute.
@@ -117,6 +123,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	setDefault(&cfg.LeaderTTL, DefaultLeaderTTL)
 	setDefault(&cfg.Retention, DefaultRetention)
 	setDefault(&cfg.FailedRetention, DefaultFailedRetention)
+	if cfg.HistoryRetention == 0 {
+		cfg.HistoryRetention = defaultHistoryRetention(cfg.Retention, cfg.FailedRetention)
+	}
 	setDefault(&cfg.PruneInterval, DefaultPruneInterval)
 	setDefault(&cfg.ScheduleInterval, DefaultScheduleInterval)
 	if cfg.Logger == nil {
@@ -126,6 +135,14 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.Now = time.Now
 	}
 	return cfg, cfg.validate()
+}
+
+// defaultHistoryRetention is the larger of the tasks' retentions: KeepForever when either is.
+func defaultHistoryRetention(retention, failedRetention time.Duration) time.Duration {
+	if retention == KeepForever || failedRetention == KeepForever {
+		return KeepForever
+	}
+	return max(retention, failedRetention)
 }
 
 func setDefault(d *time.Duration, def time.Duration) {
@@ -167,7 +184,7 @@ func (cfg Config) validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"Retention", cfg.Retention}, {"FailedRetention", cfg.FailedRetention}} {
+	}{{"Retention", cfg.Retention}, {"FailedRetention", cfg.FailedRetention}, {"HistoryRetention", cfg.HistoryRetention}} {
 		if d.v < 0 && d.v != KeepForever {
 			errs = append(errs, fmt.Errorf("%s must be positive or KeepForever, got %s", d.name, d.v))
 		}

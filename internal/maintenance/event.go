@@ -27,6 +27,9 @@ const (
 	EventScheduled
 	// EventError: Op failed with Err; it is retried at its next interval.
 	EventError
+	// EventHistory: a retention pass as leader (Term) maintained the partitioned history
+	// (queues.maintain_history): History says what it created, moved and dropped.
+	EventHistory
 )
 
 var eventKindNames = map[EventKind]string{
@@ -38,6 +41,7 @@ var eventKindNames = map[EventKind]string{
 	EventPruned:     "pruned",
 	EventScheduled:  "scheduled",
 	EventError:      "error",
+	EventHistory:    "history",
 }
 
 func (k EventKind) String() string {
@@ -57,6 +61,7 @@ type Event struct {
 	Schedule     string         // EventScheduled
 	Tick         time.Time      // EventScheduled
 	TaskID       int64          // EventScheduled
-	Op           string         // EventError: register, heartbeat, leadership, reap, prune, schedule, resign, deregister
+	History      HistoryResult  // EventHistory
+	Op           string         // EventError: register, heartbeat, leadership, reap, prune, history, schedule, resign, deregister
 	Err          error          // EventError
 }

@@ -29,6 +29,8 @@ func TestWorkerRoleGrants(t *testing.T) {
 		`select * from queues.reap_dead_workers(interval '30 seconds', 1)`,
 		`select queues.prune_finished(interval '7 days', 1000, 1)`,
 		`select queues.prune_finished(interval '7 days', 1000, 1, '{failed,dead}')`,
+		`select queues.maintain_history(1, interval '7 days')`,
+		`select queues.maintain_history(1, null, 3)`,
 		`select * from queues.due_schedules(now())`,
 		`select queues.enqueue_schedule_tick('s', '* * * * *', date_trunc('minute', now()), now() + interval '1 minute', 1)`,
 		`select queues.resign_leadership('w')`,
@@ -47,6 +49,11 @@ func TestWorkerRoleGrants(t *testing.T) {
 		`select queues.remove_schedule('s')`,
 		`select internal.holds_leader_term(1)`,
 		`select internal.schedule_tick_key('s', now())`,
+		`select internal.history_partition('task_lease', current_date + 10)`,
+		`select * from queues.task_lease`,
+		`select * from queues.task_event_default`,
+		`delete from queues.task_event`,
+		`select nextval('queues.task_lease_task_lease_id_seq')`,
 		`select queues.enqueue('t', '{}')`,
 	} {
 		_, err := tx.Exec(ctx, "savepoint s")

@@ -18,7 +18,9 @@ var (
 )
 
 // runRetention, while this worker is the leader, deletes finished tasks past their retention
-// with their history, every PruneInterval: batches until none is left or leadership is lost.
+// with their error rows, every PruneInterval: batches until none is left or leadership is lost.
+// Then it maintains the partitioned lease and event history (history.go): partitions ahead,
+// the default partitions repaired, days past HistoryRetention dropped.
 func (m *Maintainer) runRetention(ctx context.Context) {
 	every(ctx, m.cfg.PruneInterval, func(ctx context.Context) {
 		term := m.Term()
@@ -44,6 +46,7 @@ func (m *Maintainer) runRetention(ctx context.Context) {
 			m.log.Info("maintenance: pruned finished tasks", slog.Int("tasks", total))
 		}
 		m.emit(Event{Kind: EventPruned, Term: term, Tasks: total})
+		m.maintainHistory(ctx, term)
 	})
 }
 
@@ -65,7 +68,8 @@ func (m *Maintainer) pruneAll(ctx context.Context, keep time.Duration, statuses 
 
 // PruneFinished calls queues.prune_finished: as the leader of term, it deletes up to limit
 // tasks in statuses (default: completed and cancelled) that finished more than olderThan ago,
-// with their lease, event and error rows, and returns how many. ok is false when term is stale
+// with their error rows, and returns how many. Their lease and event rows stay until their
+// day partition is dropped (MaintainHistory). ok is false when term is stale
 // (nothing was deleted).
 func PruneFinished(ctx context.Context, db DB, olderThan time.Duration, limit int, term int64, statuses ...string) (n int, ok bool, err error) {
 	if len(statuses) == 0 {

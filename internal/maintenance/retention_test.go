@@ -10,8 +10,8 @@ import (
 )
 
 // The leader prunes finished tasks past their retention (completed and cancelled after
-// Retention, failed and dead after FailedRetention) with their leases, events and errors, and
-// keeps everything else.
+// Retention, failed and dead after FailedRetention) with their errors, and keeps everything
+// else. Their leases and events stay: they go with their day partitions (history_test.go).
 func TestRetentionPrunesOldFinishedTasks(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.NewDB(t)
@@ -68,12 +68,14 @@ func TestRetentionPrunesOldFinishedTasks(t *testing.T) {
 	_, e := ev.wait(t, "pruned", func(_ string, e Event) bool { return e.Kind == EventPruned && e.Tasks > 0 })
 	require.Equal(t, len(pruned), e.Tasks)
 
-	for _, table := range []string{"queues.task", "queues.task_lease", "queues.task_event", "queues.error"} {
+	for _, table := range []string{"queues.task", "queues.error"} {
 		require.Zero(t, scalar[int](t, pool, `select count(*) from `+table+` where task_id = any($1)`, pruned), table)
 	}
+	require.Equal(t, len(pruned), scalar[int](t, pool, `select count(distinct task_id) from queues.task_lease where task_id = any($1)`, pruned),
+		"leases stay until their day partition is dropped")
 	require.Equal(t, len(kept), scalar[int](t, pool, `select count(*) from queues.task where task_id = any($1)`, kept))
-	require.Equal(t, len(kept)-1, scalar[int](t, pool, `select count(distinct task_id) from queues.task_event where task_id = any($1)`, kept),
-		"the history of all but the pending task (enqueue writes no event)")
+	require.Equal(t, len(kept)-1, scalar[int](t, pool, `select count(distinct task_id) from queues.task_history where task_id = any($1)`, kept),
+		"the history of all but the pending task (enqueue writes none)")
 	require.Positive(t, scalar[int](t, pool, `select count(*) from queues.error where task_id = any($1)`, kept))
 }
 
@@ -101,7 +103,7 @@ func TestPruneFinishedBatches(t *testing.T) {
 	}
 	require.Equal(t, []int{1000, 1000, 500}, got)
 	require.Equal(t, 10, scalar[int](t, pool, `select count(*) from queues.task`), "dead tasks are not in the default statuses")
-	require.Equal(t, 10, scalar[int](t, pool, `select count(*) from queues.task_event`))
+	require.Equal(t, 2510, scalar[int](t, pool, `select count(*) from queues.task_event`), "events go with their partitions, not their tasks")
 
 	n, ok, err := PruneFinished(ctx, pool, 3*24*time.Hour, 1000, term, "dead")
 	require.NoError(t, err)
@@ -110,7 +112,7 @@ func TestPruneFinishedBatches(t *testing.T) {
 	n, _, err = PruneFinished(ctx, pool, 24*time.Hour, 1000, term, "dead")
 	require.NoError(t, err)
 	require.Equal(t, 10, n)
-	require.Zero(t, scalar[int](t, pool, `select count(*) from queues.task_event`))
+	require.Zero(t, scalar[int](t, pool, `select count(*) from queues.task`))
 
 	_, _, err = PruneFinished(ctx, pool, time.Hour, 1000, term, "running")
 	require.ErrorContains(t, err, "statuses must be finished ones")

@@ -7,7 +7,10 @@
 // (GRANT/REVOKE) are kept, since who may call what is part of the schema. It is normalised to
 // be byte-for-byte reproducible: pg_dump's version lines and its per-run \restrict token are
 // removed, and a header names the PostgreSQL major versions it was made with (another major
-// version's pg_dump prints some things differently).
+// version's pg_dump prints some things differently). The history's day partitions
+// (queues.task_lease_pYYYYMMDD, queues.task_event_pYYYYMMDD; docs/design.md, "Partitioned
+// history") are left out: which days exist depends on the day the database was migrated, and
+// each is a copy of its parent's definition, which the dump keeps.
 package schemadump
 
 import (
@@ -57,13 +60,18 @@ func Dump(ctx context.Context, dbURL string) ([]byte, error) {
 		return nil, err
 	}
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, "--schema-only", "--no-owner", "--no-password", "--dbname", dbURL)
+	cmd := exec.CommandContext(ctx, bin, "--schema-only", "--no-owner", "--no-password",
+		"--exclude-table", dayPartitions, "--dbname", dbURL)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("schemadump: %s: %w: %s", bin, err, strings.TrimSpace(stderr.String()))
 	}
 	return Normalize(stdout.Bytes())
 }
+
+// dayPartitions is the pg_dump pattern (psql's rules: a regular expression, "." separating
+// schema and name) of the history's day partitions, which the dump leaves out.
+const dayPartitions = `queues.task_(lease|event)_p[0-9]{8}`
 
 var (
 	dumpedFrom = regexp.MustCompile(`^-- Dumped from database version (\d+)`)
