@@ -261,7 +261,7 @@ func TestWorkerChannelInvoker(t *testing.T) {
 			require.Equal(t, w.failure, *task.CallFailure)
 			require.Equal(t, w.lastError, *task.LastError)
 		}
-		detail := scalar[*string](t, pool, `select detail from queues.task_event where task_id = $1 and event = 'completed'`, lt.ID)
+		detail := scalar[*string](t, pool, `select detail from queues.task_history where task_id = $1 and event = 'completed'`, lt.ID)
 		if w.failure == "" {
 			require.Nil(t, detail)
 		} else {

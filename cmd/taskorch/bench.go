@@ -199,6 +199,7 @@ func newBenchPressureCmd(g *globals, f *benchFlags) *cobra.Command {
 	cmd.Flags().DurationVar(&c.Phase, "phase", time.Minute, "each phase's length (clean, open_xid, readers, recovery)")
 	cmd.Flags().DurationVar(&c.Warmup, "warmup", time.Second, "how long to run before the clean phase")
 	cmd.Flags().IntVar(&c.Readers, "readers", 4, "REPEATABLE READ transactions scanning the queue tables in the readers phase")
+	cmd.Flags().DurationVar(&c.ReaderPause, "reader-pause", 0, "how long each reader waits, its snapshot held, between scans (0: back to back)")
 	return cmd
 }
 

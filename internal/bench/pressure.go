@@ -29,6 +29,10 @@ type PressureConfig struct {
 	// Readers is how many REPEATABLE READ transactions scan the queue tables in the readers
 	// phase. Defaults to 4.
 	Readers int
+	// ReaderPause is how long each reader waits, its snapshot held, between two scans. Zero
+	// (the default) scans back to back: on a small machine the readers then take CPU the queue
+	// needs, and the phase measures that as much as the snapshots.
+	ReaderPause time.Duration
 }
 
 func (c PressureConfig) withDefaults() (PressureConfig, error) {
@@ -40,6 +44,8 @@ func (c PressureConfig) withDefaults() (PressureConfig, error) {
 		return c, fmt.Errorf("bench: --phase must be between 100ms and 24h, got %s", c.Phase)
 	case c.Readers < 0 || c.Readers > 64:
 		return c, fmt.Errorf("bench: --readers must be between 1 and 64, got %d", c.Readers)
+	case c.ReaderPause < 0 || c.ReaderPause > time.Hour:
+		return c, fmt.Errorf("bench: --reader-pause must be between 0 and 1h, got %s", c.ReaderPause)
 	}
 	if c.Rate == 0 {
 		c.Rate = 2000
@@ -76,6 +82,7 @@ type PressureResult struct {
 	Workers       int     `json:"workers"`
 	Concurrency   int     `json:"concurrency"`
 	Readers       int     `json:"readers"`
+	ReaderPauseMS float64 `json:"reader_pause_ms"`
 	// HolderXID is the transaction ID (txid_current()) the open-xid phase's transaction held.
 	HolderXID int64 `json:"holder_xid"`
 	// Phases are clean, open_xid, readers and recovery, in order.
@@ -128,7 +135,7 @@ func (r *PressureResult) Table() []Row {
 	rows := append(r.headerRows(),
 		Row{"producer", fmt.Sprintf("%s tasks/s (EnqueueMany every 5 ms), phases of %s s after %s s of warm-up", humanize.Thousands(int64(r.Rate)), fmtMS(r.PhaseSeconds), fmtMS(r.WarmupSeconds))},
 		Row{"workers", fmt.Sprintf("%d in-process, concurrency %d each", r.Workers, r.Concurrency)},
-		Row{"pressure", fmt.Sprintf("open_xid: one transaction holding xid %d; readers: %d REPEATABLE READ transactions scanning task, task_lease, task_event", r.HolderXID, r.Readers)},
+		Row{"pressure", fmt.Sprintf("open_xid: one transaction holding xid %d; readers: %d REPEATABLE READ transactions scanning task, task_lease, task_event, %s", r.HolderXID, r.Readers, readerPace(r.ReaderPauseMS))},
 	)
 	for _, p := range r.Phases {
 		rows = append(rows, Row{p.Name, fmt.Sprintf("%s completions/s (%.0f%% of clean), enqueued %s/s, depth %s at the end, claim %s",
@@ -245,7 +252,8 @@ func Pressure(ctx context.Context, e *Env, cfg PressureConfig) (*PressureResult,
 		return nil, err
 	}
 	r := &PressureResult{Header: e.header("pressure"), Rate: cfg.Rate, PhaseSeconds: cfg.Phase.Seconds(),
-		WarmupSeconds: cfg.Warmup.Seconds(), Workers: cfg.Workers, Concurrency: cfg.Concurrency, Readers: cfg.Readers}
+		WarmupSeconds: cfg.Warmup.Seconds(), Workers: cfg.Workers, Concurrency: cfg.Concurrency, Readers: cfg.Readers,
+		ReaderPauseMS: ms(cfg.ReaderPause)}
 	e.checkpoint(ctx)
 	mark, err := e.taskMark(ctx)
 	if err != nil {
@@ -310,7 +318,7 @@ func Pressure(ctx context.Context, e *Env, cfg PressureConfig) (*PressureResult,
 		case phaseOpenXID:
 			hold, err = e.holdXID(ctx)
 		case phaseReaders:
-			hold, err = e.holdReaders(ctx, cfg.Readers)
+			hold, err = e.holdReaders(ctx, cfg.Readers, cfg.ReaderPause)
 		}
 		if err != nil {
 			return nil, err
@@ -395,4 +403,12 @@ func (e *Env) queueTableStats(ctx context.Context) ([]TableStat, error) {
 		return err
 	})
 	return out, err
+}
+
+// readerPace says how the readers scan.
+func readerPace(pauseMS float64) string {
+	if pauseMS == 0 {
+		return "back to back"
+	}
+	return fmtMS(pauseMS) + " ms apart"
 }

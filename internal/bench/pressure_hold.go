@@ -64,8 +64,8 @@ var readerTables = []string{
 }
 
 // holdReaders opens n REPEATABLE READ transactions that scan the queue tables until release,
-// each keeping the snapshot of its first scan for the whole phase.
-func (e *Env) holdReaders(ctx context.Context, n int) (*held, error) {
+// pause apart, each keeping the snapshot of its first scan for the whole phase.
+func (e *Env) holdReaders(ctx context.Context, n int, pause time.Duration) (*held, error) {
 	h := &held{errs: make(chan error, n)}
 	for range n {
 		c, pid, err := e.connect(ctx)
@@ -96,6 +96,12 @@ func (e *Env) holdReaders(ctx context.Context, n int) (*held, error) {
 					return
 				}
 				h.scans.Add(1)
+				if pause > 0 {
+					select {
+					case <-rctx.Done():
+					case <-time.After(pause):
+					}
+				}
 			}
 		})
 	}

@@ -19,6 +19,7 @@ func TestPressure(t *testing.T) {
 		{bench.PressureConfig{Rate: -1}, "--rate must be between"},
 		{bench.PressureConfig{Phase: 10 * time.Millisecond}, "--phase must be between 100ms and 24h"},
 		{bench.PressureConfig{Readers: 65}, "--readers must be between 1 and 64"},
+		{bench.PressureConfig{ReaderPause: -time.Second}, "--reader-pause must be between 0 and 1h"},
 	} {
 		_, err := bench.Pressure(t.Context(), e, bad.cfg)
 		require.ErrorContains(t, err, bad.want)
@@ -69,6 +70,15 @@ func TestPressure(t *testing.T) {
 		}
 	}
 	require.Positive(t, live)
+
+	// Paced readers: with an hour's pause each scans once in its phase, and still holds its
+	// snapshot to the end.
+	paced, err := bench.Pressure(t.Context(), e, bench.PressureConfig{Rate: 200, Phase: 500 * time.Millisecond, Warmup: 100 * time.Millisecond,
+		WorkerOptions: bench.WorkerOptions{Concurrency: 20}, ReaderPause: time.Hour})
+	require.NoError(t, err)
+	require.Equal(t, 4, paced.Phases[2].ReaderSnapshots)
+	require.EqualValues(t, 4, paced.Phases[2].ReaderScans, "one scan per reader, then the pause")
+	require.InDelta(t, 3600000, paced.ReaderPauseMS, 0.001)
 
 	m := asJSON(t, r)
 	require.Equal(t, "pressure", m["mode"])

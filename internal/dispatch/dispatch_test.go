@@ -126,7 +126,7 @@ func TestClaimTasksByID(t *testing.T) {
 	require.Equal(t, []int64{a, b}, got)
 	require.Empty(t, ids(t, db, claimIDs, []int64{a, b}), "a duplicate is refused")
 	require.Equal(t, int64(2), scalar[int64](t, db, `select count(*) from queues.task_lease`))
-	require.Equal(t, int64(2), scalar[int64](t, db, `select count(*) from queues.task_event where event = 'claimed'`))
+	require.Equal(t, int64(2), scalar[int64](t, db, `select count(*) from queues.task_history where event = 'claimed'`))
 	require.Equal(t, "w1", scalar[string](t, db, `select worker_id from queues.task where task_id = $1`, a))
 	require.Empty(t, ids(t, db, `select task_id from queues.claim_tasks_by_id('w1', $1, _task_types => '{x}')`, []int64{later}))
 	require.Empty(t, ids(t, db, claimIDs, []int64{}))
