@@ -66,3 +66,45 @@ func TestListFiltersAndKeysetPaging(t *testing.T) {
 	_, err = c.History(ctx, 123456)
 	require.ErrorIs(t, err, taskorch.ErrNotFound)
 }
+
+// A task's history is one timeline from where each fact is written once: the claims from its
+// leases, the retry from its event, the completion from its row, the errors from queues.error.
+func TestHistoryMergesLeasesEventsAndCompletion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, pool := newClient(t)
+	res, err := c.Enqueue(ctx, raw("merged", `{}`), nil)
+	require.NoError(t, err)
+	id := res.TaskID
+
+	first := claim(t, pool, "w1", 1, "5 minutes")
+	require.Len(t, first, 1)
+	mustExec(t, pool, `select queues.fail_task($1, 'boom', $2)`, id, first[0].LeaseID)
+	mustExec(t, pool, `update queues.task set run_at = now() where task_id = $1`, id) // due again at once
+	second := claim(t, pool, "w2", 1, "5 minutes")
+	require.Len(t, second, 1)
+	mustExec(t, pool, `select queues.complete_task($1, $2)`, id, second[0].LeaseID)
+	// An error row whose context does not hold a lease id as the writers put it: shown, without one.
+	mustExec(t, pool, `insert into queues.error (task_id, error_message, context) values ($1, 'odd', '{"lease_id": "not a number"}')`, id)
+
+	h, err := c.History(ctx, id)
+	require.NoError(t, err)
+	var events, sources []string
+	for _, e := range h.Events {
+		events, sources = append(events, e.Event), append(sources, e.Source)
+		require.Equal(t, e.Source == "event", e.ID != nil, "only a stored event has an event id")
+	}
+	require.Equal(t, []string{"claimed", "retry_scheduled", "claimed", "completed"}, events)
+	require.Equal(t, []string{"lease", "event", "lease", "task"}, sources)
+	require.Equal(t, first[0].LeaseID, *h.Events[0].LeaseID)
+	require.Equal(t, "w2", *h.Events[3].WorkerID)
+	require.Equal(t, second[0].LeaseID, *h.Events[3].LeaseID, "completed under the second lease")
+	require.Zero(t, scalar[int64](t, pool, `select count(*) from queues.task_event where task_id = $1 and event in ('claimed', 'completed')`, id),
+		"claims and completions are not written as events")
+
+	// The errors are in the view too, the failure's with its lease.
+	require.Equal(t, []string{"boom", "odd"}, scalar[[]string](t, pool,
+		`select array_agg(detail order by occurred_at, step, source_id) from queues.task_history where task_id = $1 and source = 'error'`, id))
+	require.Equal(t, first[0].LeaseID, scalar[int64](t, pool,
+		`select lease_id from queues.task_history where task_id = $1 and source = 'error' and detail = 'boom'`, id))
+}

@@ -7464,7 +7464,10 @@ UNION ALL
     'error'::text AS event,
     NULL::queues.task_status AS from_status,
     NULL::queues.task_status AS to_status,
-    ((r.context ->> 'lease_id'::text))::bigint AS lease_id,
+        CASE
+            WHEN ((r.context ->> 'lease_id'::text) ~ '^[0-9]{1,18}$'::text) THEN ((r.context ->> 'lease_id'::text))::bigint
+            ELSE NULL::bigint
+        END AS lease_id,
     (r.context ->> 'worker_id'::text) AS worker_id,
     NULL::integer AS attempt,
     r.error_message AS detail

@@ -149,7 +149,9 @@ select l.task_id, l.leased_at, 1::smallint, 'lease', l.task_lease_id,
 from queues.task_lease l
 union all
 select r.task_id, r.occurred_at, 2::smallint, 'error', r.error_id,
-       'error', null, null, (r.context ->> 'lease_id')::bigint, r.context ->> 'worker_id', null, r.error_message
+       'error', null, null,
+       case when r.context ->> 'lease_id' ~ '^[0-9]{1,18}$' then (r.context ->> 'lease_id')::bigint end,  -- as the writers put it
+       r.context ->> 'worker_id', null, r.error_message
 from queues.error r
 where r.task_id is not null
 union all
