@@ -140,7 +140,7 @@ func newBenchBacklogCmd(g *globals, f *benchFlags) *cobra.Command {
 	}
 	addWorkerFlags(cmd, &c.Throughput.WorkerOptions, 200)
 	addThroughputFlags(cmd, &c.Throughput)
-	cmd.Flags().IntVar(&c.History, "backlog", 1_000_000, "finished tasks (with their leases and events) to put in the tables")
+	cmd.Flags().IntVar(&c.History, "backlog", 1_000_000, "finished tasks (with their leases) to put in the tables")
 	cmd.Flags().BoolVar(&baseline, "baseline", true, "measure empty tables too, in the same run, and print the ratio")
 	cmd.Flags().IntVar(&c.Rounds, "rounds", 3, "runs a side (baseline and history alternate); the medians are reported")
 	return cmd
