@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -144,6 +145,10 @@ func parsePayload(s string) (json.RawMessage, error) {
 	if hasNUL(v) {
 		return nil, usageErrorf(`PAYLOAD holds \u0000 (a NUL character), which PostgreSQL cannot store in jsonb`)
 	}
+	if n, ok := numberOutOfRange(v); ok {
+		return nil, usageErrorf("PAYLOAD holds the number %.40s, which PostgreSQL cannot store in jsonb "+
+			"(at most 131,072 digits before the decimal point and 16,383 after it)", n)
+	}
 	// Re-encoded, so what is sent is JSON PostgreSQL accepts (a lone UTF-16 surrogate escape
 	// such as \ud800 becomes U+FFFD) with the numbers exactly as given.
 	var buf bytes.Buffer
@@ -190,4 +195,63 @@ func jsonKind(v any) string {
 		return "a number"
 	}
 	return fmt.Sprintf("%T", v)
+}
+
+// PostgreSQL's numeric (which jsonb stores numbers as) holds at most this many digits before
+// the decimal point and this many after it, and refuses exponents from ±(2³¹−1)/2 on.
+const (
+	numericMaxWeight = 131072
+	numericMaxScale  = 16383
+	numericMaxExp    = 1<<30 - 1
+)
+
+// numberOutOfRange returns a number of a decoded JSON value (decoded with UseNumber) that
+// PostgreSQL's numeric cannot hold, judged the way its input function counts: the digits
+// before the decimal point (from the first significant one, moved by the exponent) and the
+// digits after it as written (less the exponent).
+func numberOutOfRange(v any) (string, bool) {
+	switch v := v.(type) {
+	case json.Number:
+		if !numericFits(string(v)) {
+			return string(v), true
+		}
+	case []any:
+		for _, e := range v {
+			if n, ok := numberOutOfRange(e); ok {
+				return n, true
+			}
+		}
+	case map[string]any:
+		for _, e := range v {
+			if n, ok := numberOutOfRange(e); ok {
+				return n, true
+			}
+		}
+	}
+	return "", false
+}
+
+// numericFits reports whether PostgreSQL's numeric input accepts the JSON number s.
+func numericFits(s string) bool {
+	mant, exp := s, int64(0)
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		mant = s[:i]
+		e, err := strconv.ParseInt(strings.TrimPrefix(s[i+1:], "+"), 10, 64)
+		if err != nil || e >= numericMaxExp || e <= -numericMaxExp {
+			return false
+		}
+		exp = e
+	}
+	mant = strings.TrimPrefix(mant, "-")
+	intPart, frac, _ := strings.Cut(mant, ".")
+	if int64(len(frac))-exp > numericMaxScale {
+		return false
+	}
+	if digits := strings.TrimLeft(intPart, "0"); digits != "" {
+		return int64(len(digits))+exp <= numericMaxWeight
+	}
+	if sig := strings.TrimLeft(frac, "0"); sig != "" {
+		return exp-int64(len(frac)-len(sig)) <= numericMaxWeight
+	}
+	return true // zero: only its scale and exponent count
 }

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch/internal/dbtest"
 )
@@ -48,5 +49,30 @@ func checkJSONB(t *testing.T, pool *pgxpool.Pool, p []byte) {
 	}
 	if kind != "object" {
 		t.Fatalf("accepted %q, which is a %s", p, kind)
+	}
+}
+
+// Numbers at the edges of PostgreSQL's numeric: parsePayload accepts exactly what jsonb
+// stores, and refuses the rest as a usage error naming the number.
+func TestParsePayloadNumberRange(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewDB(t)
+	for _, n := range []string{
+		"0E1234567890", "0E1073741822", "0E1073741823", "-0e-1073741823", "1e131071", "1e131072", "9.9e131071",
+		"0.1e131073", "0.1e131072", "0.001e131074", "1e-16383", "1e-16384", "0.0e-16383", "0e-16384", "1.5e-16382",
+		"12e-16384", "0.00001e5", "1E+5", "1e99999999999999999999", "-1e131071", "123.456",
+	} {
+		payload := `{"n": ` + n + `}`
+		var pgErr error
+		var ignored string
+		pgErr = pool.QueryRow(context.Background(), `select ($1::text::jsonb)::text`, payload).Scan(&ignored)
+		_, err := parsePayload(payload)
+		if pgErr == nil {
+			require.NoError(t, err, "%s: PostgreSQL stores it", n)
+			continue
+		}
+		var u *usageError
+		require.ErrorAs(t, err, &u, "%s: PostgreSQL refuses it (%v)", n, pgErr)
+		require.ErrorContains(t, err, "which PostgreSQL cannot store in jsonb")
 	}
 }
