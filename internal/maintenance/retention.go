@@ -27,27 +27,34 @@ func (m *Maintainer) runRetention(ctx context.Context) {
 		if term == 0 {
 			return
 		}
-		total := 0
-		for _, r := range []struct {
-			keep     time.Duration
-			statuses []string
-		}{{m.cfg.Retention, finishedStatuses}, {m.cfg.FailedRetention, failedStatuses}} {
-			if r.keep < 0 { // KeepForever
-				continue
-			}
-			n, err := m.pruneAll(ctx, r.keep, r.statuses, term)
-			total += n
-			if err != nil {
-				m.fail(ctx, "prune", err)
-				return
-			}
-		}
-		if total > 0 {
-			m.log.Info("maintenance: pruned finished tasks", slog.Int("tasks", total))
-		}
-		m.emit(Event{Kind: EventPruned, Term: term, Tasks: total})
+		m.pruneTasks(ctx, term)
+		// Independent of pruning: a prune that failed must not leave the days ahead uncreated.
 		m.maintainHistory(ctx, term)
 	})
+}
+
+// pruneTasks deletes the finished tasks past their retention, in batches, as the leader of
+// term, and reports it with an EventPruned (an error, with EventError, instead).
+func (m *Maintainer) pruneTasks(ctx context.Context, term int64) {
+	total := 0
+	for _, r := range []struct {
+		keep     time.Duration
+		statuses []string
+	}{{m.cfg.Retention, finishedStatuses}, {m.cfg.FailedRetention, failedStatuses}} {
+		if r.keep < 0 { // KeepForever
+			continue
+		}
+		n, err := m.pruneAll(ctx, r.keep, r.statuses, term)
+		total += n
+		if err != nil {
+			m.fail(ctx, "prune", err)
+			return
+		}
+	}
+	if total > 0 {
+		m.log.Info("maintenance: pruned finished tasks", slog.Int("tasks", total))
+	}
+	m.emit(Event{Kind: EventPruned, Term: term, Tasks: total})
 }
 
 // pruneAll deletes tasks in statuses finished more than keep ago, batch by batch, while this
