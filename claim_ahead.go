@@ -13,10 +13,10 @@ import (
 // Claiming ahead (docs/worker.md, "Claiming ahead"): the fetcher keeps a small buffer of tasks
 // it has claimed but not started, so that a slot that frees starts its next task at once
 // instead of waiting a claim's round trip. The buffer is bounded by what the slots finish in
-// about two claim round trips (aheadTarget), and never more than WorkerConfig.ClaimAhead. A
-// buffered task holds its lease from the claim on: the renewer renews it like a running task,
-// and gives it back to pending if it has waited a whole renewal period (the slots are busy
-// with long tasks); a stopping worker gives the buffer back at once.
+// aheadRoundTrips claim round trips (aheadEstimator), and never more than
+// WorkerConfig.ClaimAhead. A buffered task holds its lease from the claim on: the renewer
+// renews it like a running task, and gives it back to pending if it has waited a whole renewal
+// period (the slots are busy with long tasks); a stopping worker gives the buffer back at once.
 
 // bufferedTask is a claimed task waiting for a slot.
 type bufferedTask struct {
@@ -223,9 +223,16 @@ func (w *Worker) signalRoom() {
 	}
 }
 
-// aheadEstimator sizes the claim-ahead buffer: what the slots finish in two claim round trips
-// (slots × 2 × round trip ÷ task time, on the recent claims and tasks), never
-// above limit. Long tasks make it 0: the worker then claims for free slots only.
+// aheadRoundTrips is how many claim round trips of the slots' work the buffer aims at. Two
+// would be enough for a freed slot never to wait, but the fetcher claims again only once a
+// quarter of its room is free (runFetcher), so that each claim carries enough tasks to pay for
+// its fixed cost in the server (about half a millisecond for a small claim): with six, the
+// buffer stays above four round trips of work between claims.
+const aheadRoundTrips = 6
+
+// aheadEstimator sizes the claim-ahead buffer: what the slots finish in aheadRoundTrips claim
+// round trips (slots × aheadRoundTrips × round trip ÷ task time, on the recent claims and
+// tasks), never above limit.
 type aheadEstimator struct {
 	limit int
 	slots int
@@ -254,7 +261,7 @@ func (a *aheadEstimator) observe(rtt time.Duration, freed, busy int64) {
 	if a.taskTime <= 0 || a.limit == 0 {
 		return
 	}
-	a.target = int(min(math.Ceil(2*a.rtt*float64(a.slots)/a.taskTime), float64(a.limit)))
+	a.target = int(min(math.Ceil(aheadRoundTrips*a.rtt*float64(a.slots)/a.taskTime), float64(a.limit)))
 }
 
 // reset forgets the task time and claims for free slots only until a task finishes: buffered

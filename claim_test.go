@@ -268,3 +268,59 @@ func TestDequeueNextAndOneArgumentForms(t *testing.T) {
 	_, err = pool.Exec(ctx, `select queues.claim_tasks('w', 1, interval '-1 second')`)
 	require.ErrorContains(t, err, "_lease_duration must be positive")
 }
+
+// The claim and completion path keeps its plans (core/0033: planning was a quarter of a small
+// claim's server time): the functions carry force_generic_plan, and on one connection the
+// cached plans serve claims and completions of one task and of hundreds alike, with expired
+// leases rescued by the same cached plan.
+func TestClaimPathKeepsItsPlans(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.NewDBWith(t, dbtest.DBOptions{MaxConns: 1})
+	for _, fn := range []string{
+		`internal.lease_tasks(text, bigint[], interval)`,
+		`queues.rescue_expired_leases(integer)`,
+		`queues.complete_tasks_with_results(bigint[], bigint[], jsonb[])`,
+	} {
+		require.Contains(t, scalar[[]string](t, pool, `select proconfig from pg_proc where oid = $1::regprocedure`, fn),
+			"plan_cache_mode=force_generic_plan", fn)
+	}
+
+	mustExec(t, pool, `select queues.enqueue_many(array_fill('noop'::text, array[$1::int]), array_fill('{}'::jsonb, array[$1::int]))`, 1000)
+	claim := func(n int, lease string) (ids, leases []int64) {
+		rows, err := pool.Query(ctx, `select task_id, lease_id from queues.claim_tasks('w', $1, $2::interval)`, n, lease)
+		require.NoError(t, err)
+		for rows.Next() {
+			var id, l int64
+			require.NoError(t, rows.Scan(&id, &l))
+			ids, leases = append(ids, id), append(leases, l)
+		}
+		require.NoError(t, rows.Err())
+		return ids, leases
+	}
+	complete := func(ids, leases []int64) {
+		require.Equal(t, int64(len(ids)), scalar[int64](t, pool,
+			`select count(*) from queues.complete_tasks_with_results($1, $2, null) where status = 'completed'`, ids, leases))
+	}
+	// Past the five calls after which PostgreSQL would otherwise weigh a generic plan.
+	for range 8 {
+		ids, leases := claim(1, "5 minutes")
+		require.Len(t, ids, 1)
+		complete(ids, leases)
+	}
+	ids, leases := claim(400, "5 minutes")
+	require.Len(t, ids, 400)
+	complete(ids, leases)
+
+	// Leases that expire are rescued by the next claim, through the same cached plans.
+	expiring, _ := claim(300, "1 millisecond")
+	require.Len(t, expiring, 300)
+	require.Eventually(t, func() bool {
+		return scalar[bool](t, pool, `select bool_and(lease_expires_at < now()) from queues.task where task_id = any($1)`, expiring)
+	}, 5*time.Second, 5*time.Millisecond)
+	ids, leases = claim(592, "5 minutes")
+	require.Len(t, ids, 592, "the 292 never claimed and the 300 rescued")
+	complete(ids, leases)
+	require.Equal(t, int64(1000), scalar[int64](t, pool, `select count(*) from queues.task where status = 'completed'`))
+	require.Equal(t, int64(300), scalar[int64](t, pool, `select count(*) from queues.task_event where event = 'lease_expired'`))
+}

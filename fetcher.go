@@ -116,12 +116,8 @@ func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}) {
 			ahead.reset(w.freed.Load(), w.busy.Load())
 		}
 		for inFlight < maxClaimsInFlight && !idle && !short {
-			// Room for the free slots and the target ahead, less what is buffered or asked for.
-			// With a claim in flight, a second one goes out only for a quarter of that room or
-			// more: small claims cost a round trip each.
-			room := w.cfg.Concurrency - len(w.slots) + ahead.target
-			want := room - w.ready.len() - asked
-			if want <= 0 || (inFlight > 0 && 4*want < room) {
+			want := claimSize(w.cfg.Concurrency-len(w.slots), ahead.target, w.ready.len(), asked, inFlight)
+			if want == 0 {
 				break
 			}
 			seq++
@@ -191,6 +187,26 @@ func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}) {
 			}
 		}
 	}
+}
+
+// claimSize is how many tasks the fetcher claims now (0: none yet), given the free slots, the
+// claim-ahead target, the tasks buffered and those asked for by the inFlight claims in flight.
+// The room is the free slots plus the target; a claim asks for what is missing of it, and goes
+// out only once a quarter of the room or more is missing: a claim costs a round trip and a
+// fixed cost in the server, which small claims pay for few tasks. The exception is a free slot
+// that nothing buffered or asked for would fill, with no claim in flight: it claims at once,
+// whatever the size (the first claim after an idle spell).
+func claimSize(free, target, buffered, asked, inFlight int) int {
+	room := free + target
+	want := room - buffered - asked
+	if want <= 0 {
+		return 0
+	}
+	starving := inFlight == 0 && buffered+asked < free
+	if !starving && 4*want < room {
+		return 0
+	}
+	return want
 }
 
 // maxClaimsInFlight is how many claims the fetcher overlaps while a backlog lasts: a second

@@ -2787,6 +2787,7 @@ COMMENT ON COLUMN queues.task.result IS 'What the task returned (a Go handler''s
 CREATE FUNCTION internal.lease_tasks(_worker_id text, _task_ids bigint[], _lease_duration interval) RETURNS SETOF queues.task
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 begin
     return query
@@ -3882,6 +3883,7 @@ end $$;
 CREATE FUNCTION queues.complete_tasks_with_results(_task_ids bigint[], _lease_ids bigint[], _results jsonb[]) RETURNS TABLE(task_id bigint, status text)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 #variable_conflict use_column
 declare
@@ -5254,6 +5256,7 @@ $$;
 CREATE FUNCTION queues.rescue_expired_leases(_limit integer DEFAULT 1000) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 declare
     _n integer;

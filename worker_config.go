@@ -33,7 +33,7 @@ type WorkerConfig struct {
 
 	// ClaimAhead caps how many tasks the worker claims ahead of its free slots, into a local
 	// buffer from which a slot that frees takes its next task at once (docs/worker.md,
-	// "Claiming ahead"). The buffer holds about what the slots finish in two claim round trips,
+	// "Claiming ahead"). The buffer holds about what the slots finish in six claim round trips,
 	// never more than this; its tasks' leases are renewed like running tasks', and a task that
 	// waits there a whole renewal period (LeaseDuration/3) is given back to pending. Negative
 	// turns claiming ahead off: claims take only free slots. Defaults to 4 × Concurrency, at
