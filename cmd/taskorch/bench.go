@@ -66,7 +66,7 @@ func addWorkerFlags(cmd *cobra.Command, o *bench.WorkerOptions, concurrency int)
 	fl := cmd.Flags()
 	fl.IntVar(&o.Workers, "workers", 1, "in-process workers (each with its own claim loop and completer)")
 	fl.IntVar(&o.Concurrency, "concurrency", concurrency, "task slots per worker")
-	fl.IntVar(&o.FetchBatch, "fetch-batch", 0, "most tasks one claim takes (default min(concurrency, 500))")
+	fl.IntVar(&o.FetchBatch, "fetch-batch", 0, "most tasks one claim takes (default: the worker's own, concurrency + claim-ahead, at most 1,000)")
 	fl.BoolVar(&o.Metrics, "metrics", false, "give each worker a Prometheus registry, as taskorch worker has")
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -26,9 +25,7 @@ type SlotsConfig struct {
 }
 
 func (c SlotsConfig) withDefaults() (SlotsConfig, error) {
-	batch := c.FetchBatch
 	c.WorkerOptions = c.WorkerOptions.withDefaults(16)
-	c.FetchBatch = batch // 0: the worker's own default, which this mode measures
 	if c.Work == 0 {
 		c.Work = time.Millisecond
 	}
@@ -78,13 +75,9 @@ type SlotsResult struct {
 
 // Table implements Result.
 func (r *SlotsResult) Table() []Row {
-	batch := "the worker's default"
-	if r.FetchBatch > 0 {
-		batch = strconv.Itoa(r.FetchBatch)
-	}
 	return append(r.headerRows(),
 		Row{"tasks", fmt.Sprintf("%s backlog, enqueued before the start; handlers sleep %s ms", humanize.Thousands(r.Tasks), fmtMS(r.WorkMS))},
-		Row{"workers", fmt.Sprintf("%d in-process, %d slots each, fetch batch %s", r.Workers, r.Concurrency, batch)},
+		Row{"workers", fmt.Sprintf("%d in-process, %d slots each, fetch batch %s", r.Workers, r.Concurrency, fetchBatchText(r.FetchBatch))},
 		Row{"worked in", fmt.Sprintf("%.3f s", r.Seconds)},
 		Row{"throughput", humanize.Thousands(int64(r.TasksPerSecond)) + " tasks/s"},
 		Row{"utilisation", fmt.Sprintf("%.1f%% of slot time on the nominal work (%.1f%% in handlers)", 100*r.Utilisation, 100*r.HandlerUtilisation)},

@@ -105,7 +105,7 @@ func (r *ThroughputRun) runRows() []Row {
 	}
 	rows := []Row{
 		{"tasks", fmt.Sprintf("%s no-op (%s)", humanize.Thousands(r.Tasks), how)},
-		{"workers", fmt.Sprintf("%d in-process, concurrency %d each, fetch batch %d, metrics %v", r.Workers, r.Concurrency, r.FetchBatch, r.Metrics)},
+		{"workers", fmt.Sprintf("%d in-process, concurrency %d each, fetch batch %s, metrics %v", r.Workers, r.Concurrency, fetchBatchText(r.FetchBatch), r.Metrics)},
 	}
 	if r.Steady {
 		rows = append(rows, Row{"enqueued", fmt.Sprintf("%s tasks/s (%s)", humanize.Thousands(int64(r.EnqueueTasksPerSecond)), r.Enqueue)})
@@ -330,7 +330,11 @@ func (e *Env) runSteady(ctx context.Context, cfg ThroughputConfig) (ThroughputRu
 	for i := range params {
 		params[i] = taskorch.EnqueueParams{Args: builtinhandlers.NoopArgs{}}
 	}
-	target := int64(max(4*batch, 2*cfg.Workers*cfg.FetchBatch))
+	perClaim := cfg.FetchBatch
+	if perClaim == 0 {
+		perClaim = maxDefaultFetchBatch
+	}
+	target := int64(max(4*batch, 2*cfg.Workers*perClaim))
 	var enqueued atomic.Int64
 	ectx, stopEnqueue := context.WithCancel(ctx)
 	defer stopEnqueue()

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -19,7 +20,8 @@ type WorkerOptions struct {
 	Workers int
 	// Concurrency is each worker's number of task slots. Defaults depend on the mode.
 	Concurrency int
-	// FetchBatch caps one claim. Defaults to min(Concurrency, 500).
+	// FetchBatch caps one claim. 0 (the default) leaves the worker's own default, as the stock
+	// worker has it (WorkerConfig.FetchBatch: Concurrency + ClaimAhead, at most 1,000).
 	FetchBatch int
 	// Metrics gives each worker a Prometheus registry, as the stock `taskorch worker` has, so the
 	// metrics' cost is in the figure. Defaults to false.
@@ -33,10 +35,21 @@ func (o WorkerOptions) withDefaults(concurrency int) WorkerOptions {
 	if o.Concurrency <= 0 {
 		o.Concurrency = concurrency
 	}
-	if o.FetchBatch <= 0 {
-		o.FetchBatch = min(o.Concurrency, 500)
+	if o.FetchBatch < 0 {
+		o.FetchBatch = 0
 	}
 	return o
+}
+
+// maxDefaultFetchBatch is the most tasks one claim takes with the worker's default FetchBatch.
+const maxDefaultFetchBatch = 1000
+
+// fetchBatchText describes a run's FetchBatch in its table.
+func fetchBatchText(n int) string {
+	if n > 0 {
+		return strconv.Itoa(n)
+	}
+	return "the worker's default"
 }
 
 // connsPerWorker are the connections a worker holds besides its tasks' (fetcher, completer,

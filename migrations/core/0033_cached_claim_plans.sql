@@ -1,14 +1,14 @@
--- Cached plans on the claim and completion path (docs/benchmarks.md, "Cached plans on the claim
--- and completion path"). PL/pgSQL caches a statement's plan, but for a statement with parameters
--- PostgreSQL plans it afresh at every call as long as the plan made without the parameters'
--- values looks more expensive than the ones made with them. For these statements it always did
--- (`task_id = any ($1)`, a LIMIT from a parameter), so every claim planned three statements and
--- every completion one: a quarter of a one-task claim's server time was the planner.
+-- Cached plans on the claim and completion path (docs/benchmarks.md, "Cached plans and bigger
+-- claims"). PL/pgSQL caches a statement's plan, but PostgreSQL plans a statement with parameters
+-- afresh at every call as long as the plan made without the parameters' values looks more
+-- expensive than the ones made with them. For these statements it always did
+-- (`task_id = any ($1)`, a LIMIT from a parameter), so every claim and every completion planned its
+-- statements afresh; the planner took a quarter of a one-task claim's server time.
 --
 -- The plans made without the values are the right ones here whatever the values are: an index
 -- scan of queues.task's primary key for the tasks asked for (lease_tasks,
 -- complete_tasks_with_results) and of task_lease_expiry_idx for the expired leases
--- (rescue_expired_leases). The functions now use them from the second call of a session on.
+-- (rescue_expired_leases). Each connection now plans them once.
 --
 -- queues.claim_tasks keeps planning its candidate query at each call: the filters it drops when
 -- no type is asked for, none paused and none limited are what make its plan an ordered scan of
