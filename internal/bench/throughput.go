@@ -332,7 +332,7 @@ func (e *Env) runSteady(ctx context.Context, cfg ThroughputConfig) (ThroughputRu
 	}
 	perClaim := cfg.FetchBatch
 	if perClaim == 0 {
-		perClaim = maxDefaultFetchBatch
+		perClaim = defaultFetchBatchMax(cfg.Concurrency)
 	}
 	target := int64(max(4*batch, 2*cfg.Workers*perClaim))
 	var enqueued atomic.Int64

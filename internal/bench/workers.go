@@ -41,8 +41,9 @@ func (o WorkerOptions) withDefaults(concurrency int) WorkerOptions {
 	return o
 }
 
-// maxDefaultFetchBatch is the most tasks one claim takes with the worker's default FetchBatch.
-const maxDefaultFetchBatch = 1000
+// defaultFetchBatchMax is the most tasks one claim takes with the worker's default FetchBatch
+// (WorkerConfig: Concurrency + ClaimAhead, at most 1,000, or Concurrency if that is more).
+func defaultFetchBatchMax(concurrency int) int { return max(1000, concurrency) }
 
 // fetchBatchText describes a run's FetchBatch in its table.
 func fetchBatchText(n int) string {
