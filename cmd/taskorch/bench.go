@@ -197,7 +197,7 @@ func newBenchPressureCmd(g *globals, f *benchFlags) *cobra.Command {
 	addWorkerFlags(cmd, &c.WorkerOptions, 100)
 	cmd.Flags().IntVar(&c.Rate, "rate", 2000, "tasks enqueued per second (open loop, EnqueueMany every 5 ms)")
 	cmd.Flags().DurationVar(&c.Phase, "phase", time.Minute, "each phase's length (clean, open_xid, readers, recovery)")
-	cmd.Flags().DurationVar(&c.Warmup, "warmup", time.Second, "how long to run before the clean phase")
+	cmd.Flags().DurationVar(&c.Warmup, "warmup", time.Second, "how long to run before the clean phase, from the first task handled")
 	cmd.Flags().IntVar(&c.Readers, "readers", 4, "REPEATABLE READ transactions scanning the queue tables in the readers phase")
 	cmd.Flags().DurationVar(&c.ReaderPause, "reader-pause", 0, "how long each reader waits, its snapshot held, between scans (0: back to back)")
 	return cmd
