@@ -68,6 +68,17 @@ func addWorkerFlags(cmd *cobra.Command, o *bench.WorkerOptions, concurrency int)
 	fl.IntVar(&o.Concurrency, "concurrency", concurrency, "task slots per worker")
 	fl.IntVar(&o.FetchBatch, "fetch-batch", 0, "most tasks one claim takes (default: the worker's own, concurrency + claim-ahead, at most 1,000)")
 	fl.BoolVar(&o.Metrics, "metrics", false, "give each worker a Prometheus registry, as taskorch worker has")
+	cmd.PreRunE = func(*cobra.Command, []string) error {
+		switch {
+		case o.Workers < 1:
+			return usageErrorf("--workers must be at least 1, got %d", o.Workers)
+		case o.Concurrency < 1:
+			return usageErrorf("--concurrency must be at least 1, got %d", o.Concurrency)
+		case o.FetchBatch < 0:
+			return usageErrorf("--fetch-batch must be at least 1 (or unset for the worker's default), got %d", o.FetchBatch)
+		}
+		return nil
+	}
 }
 
 func newBenchThroughputCmd(g *globals, f *benchFlags) *cobra.Command {

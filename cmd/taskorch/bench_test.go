@@ -42,6 +42,21 @@ func TestBenchCommand(t *testing.T) {
 	r = run(t, "bench", "throughput")
 	require.Equal(t, exitUsage, r.code)
 	require.Contains(t, r.err, "no database")
+
+	// Worker options out of range are usage errors, before any connection.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"slots", "--concurrency", "-3"}, "--concurrency must be at least 1, got -3"},
+		{[]string{"throughput", "--concurrency", "0"}, "--concurrency must be at least 1, got 0"},
+		{[]string{"pressure", "--fetch-batch", "-2"}, "--fetch-batch must be at least 1 (or unset for the worker's default), got -2"},
+		{[]string{"latency", "--workers", "0"}, "--workers must be at least 1, got 0"},
+	} {
+		r = run(t, append(append([]string{"bench"}, c.args...), "--database-url", "postgres://nobody@127.0.0.1:1/none")...)
+		require.Equal(t, exitUsage, r.code, c.args)
+		require.Contains(t, r.err, c.want, c.args)
+	}
 }
 
 // The memory mode measures a separate `taskorch worker` process.
