@@ -308,8 +308,6 @@ func Pressure(ctx context.Context, e *Env, cfg PressureConfig) (*PressureResult,
 		}
 		return nil
 	}
-	// The warm-up starts with the first task handled: on a loaded machine the workers' start-up
-	// (registration, LISTEN, the first claims) can take longer than a short warm-up.
 	if err := e.waitFirstHandled(ctx, count, prod.err); err != nil {
 		return nil, err
 	}
@@ -417,28 +415,4 @@ func readerPace(pauseMS float64) string {
 		return "back to back"
 	}
 	return fmtMS(pauseMS) + " ms apart"
-}
-
-// firstHandledTimeout bounds the wait for a pressure run's first task handled.
-const firstHandledTimeout = time.Minute
-
-// waitFirstHandled waits until the workers have handled a task, the producer failed (errs), or
-// firstHandledTimeout passed.
-func (e *Env) waitFirstHandled(ctx context.Context, count *counter, errs <-chan error) error {
-	deadline := time.NewTimer(firstHandledTimeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for count.n.Load() == 0 {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case err := <-errs:
-			return fmt.Errorf("bench: enqueue: %w", err)
-		case <-deadline.C:
-			return fmt.Errorf("bench: no task handled within %s of the workers' start", firstHandledTimeout)
-		case <-tick.C:
-		}
-	}
-	return nil
 }

@@ -376,17 +376,8 @@ func (e *Env) runSteady(ctx context.Context, cfg ThroughputConfig) (ThroughputRu
 		}
 		return nil
 	}
-	// The warm-up starts with the first task handled: the workers' start-up (registration, the
-	// first claim) is not part of a steady state, and on a loaded machine it can outlast a short
-	// warm-up.
-	for count.n.Load() == 0 {
-		select {
-		case <-ctx.Done():
-			return run, ctx.Err()
-		case err := <-enqErr:
-			return run, fmt.Errorf("bench: enqueue: %w", err)
-		case <-time.After(time.Millisecond):
-		}
+	if err := e.waitFirstHandled(ctx, count, enqErr); err != nil {
+		return run, err
 	}
 	if err := wait(cfg.Warmup, "warming up"); err != nil {
 		return run, err

@@ -109,3 +109,29 @@ func (e *Env) workerPool(ctx context.Context, o WorkerOptions, perTask int) (*pg
 	n := o.Workers * (connsPerWorker + perTask*o.Concurrency)
 	return e.NewPool(ctx, int32(min(n, 1000)), nil) //nolint:gosec // bounded above
 }
+
+// firstHandledTimeout bounds the wait for a run's first task handled.
+const firstHandledTimeout = time.Minute
+
+// waitFirstHandled waits until the workers have handled a task, the producer failed (errs), or
+// firstHandledTimeout passed. A warm-up starts there: the workers' start-up (registration,
+// LISTEN, the first claim) is not part of a steady state, and on a loaded machine it can
+// outlast a short warm-up.
+func (e *Env) waitFirstHandled(ctx context.Context, count *counter, errs <-chan error) error {
+	deadline := time.NewTimer(firstHandledTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for count.n.Load() == 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-errs:
+			return fmt.Errorf("bench: enqueue: %w", err)
+		case <-deadline.C:
+			return fmt.Errorf("bench: no task handled within %s of the workers' start", firstHandledTimeout)
+		case <-tick.C:
+		}
+	}
+	return nil
+}
