@@ -224,10 +224,10 @@ func (w *Worker) signalRoom() {
 }
 
 // aheadRoundTrips is how many claim round trips of the slots' work the buffer aims at. Two
-// would be enough for a freed slot never to wait, but the fetcher claims again only once a
-// quarter of its room is free (runFetcher), so that each claim carries enough tasks to pay for
-// its fixed cost in the server (about half a millisecond for a small claim): with six, the
-// buffer stays above four round trips of work between claims.
+// would be enough for a freed slot never to wait, but the fetcher claims again only once half
+// its room is free (claimSize), so that each claim carries enough tasks to pay for its fixed
+// cost in the server (about half a millisecond for a small claim, more under a backlog): with
+// six, the buffer stays above three round trips of work between claims.
 const aheadRoundTrips = 6
 
 // aheadEstimator sizes the claim-ahead buffer: what the slots finish in aheadRoundTrips claim

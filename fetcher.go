@@ -192,8 +192,8 @@ func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}) {
 // claimSize is how many tasks the fetcher claims now (0: none yet), given the free slots, the
 // claim-ahead target, the tasks buffered and those asked for by the inFlight claims in flight.
 // The room is the free slots plus the target; a claim asks for what is missing of it, and goes
-// out only once a quarter of the room or more is missing: a claim costs a round trip and a
-// fixed cost in the server, which small claims pay for few tasks. The exception is a free slot
+// out only once half the room or more is missing: a claim costs a round trip and a fixed cost
+// in the server, which small claims pay for few tasks. The exception is a free slot
 // that nothing buffered or asked for would fill, with no claim in flight: it claims at once,
 // whatever the size (the first claim after an idle spell).
 func claimSize(free, target, buffered, asked, inFlight int) int {
@@ -203,7 +203,7 @@ func claimSize(free, target, buffered, asked, inFlight int) int {
 		return 0
 	}
 	starving := inFlight == 0 && buffered+asked < free
-	if !starving && 4*want < room {
+	if !starving && 2*want < room {
 		return 0
 	}
 	return want

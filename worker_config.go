@@ -37,7 +37,7 @@ type WorkerConfig struct {
 	// never more than this; its tasks' leases are renewed like running tasks', and a task that
 	// waits there a whole renewal period (LeaseDuration/3) is given back to pending. Negative
 	// turns claiming ahead off: claims take only free slots. Defaults to 4 × Concurrency, at
-	// least 500.
+	// least 2,000 (the cap matters only for tasks that take less than a claim's round trip).
 	ClaimAhead int
 
 	// LeaseDuration is how long a claim holds a task. The worker renews the leases of running
@@ -193,7 +193,7 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 		c.Concurrency = 10
 	}
 	if c.ClaimAhead == 0 {
-		c.ClaimAhead = max(4*c.Concurrency, 500)
+		c.ClaimAhead = max(4*c.Concurrency, 2000)
 	}
 	if c.FetchBatch == 0 {
 		c.FetchBatch = max(min(c.Concurrency+max(c.ClaimAhead, 0), 1000), c.Concurrency)
