@@ -16,7 +16,7 @@ func (m *Maintainer) runHeartbeats(ctx context.Context) {
 			m.registerOnce(ctx, m.reaped.Load())
 			return
 		}
-		cctx, cancel := context.WithTimeout(ctx, m.cfg.HeartbeatInterval)
+		cctx, cancel := context.WithTimeout(ctx, callTimeout(m.cfg.HeartbeatInterval))
 		defer cancel()
 		var alive bool
 		if err := m.pool.QueryRow(cctx, `select queues.heartbeat_worker($1)`, m.cfg.WorkerID).Scan(&alive); err != nil {
@@ -37,7 +37,7 @@ func (m *Maintainer) runHeartbeats(ctx context.Context) {
 
 // registerOnce registers the worker; on failure the next heartbeat tick tries again.
 func (m *Maintainer) registerOnce(ctx context.Context, again bool) {
-	cctx, cancel := context.WithTimeout(ctx, m.cfg.HeartbeatInterval)
+	cctx, cancel := context.WithTimeout(ctx, callTimeout(m.cfg.HeartbeatInterval))
 	defer cancel()
 	if err := m.register(cctx); err != nil {
 		m.fail(ctx, "register", fmt.Errorf("register worker: %w", err))

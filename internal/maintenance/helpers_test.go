@@ -2,6 +2,7 @@ package maintenance
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -57,9 +58,28 @@ func (e *events) waitFrom(t testing.TB, from *int, what string, match func(strin
 		select {
 		case <-ch:
 		case <-deadline:
-			t.Fatalf("no %s event within %s", what, waitTimeout)
+			t.Fatalf("no %s event within %s; seen: %s", what, waitTimeout, e.summary())
 		}
 	}
+}
+
+// summary describes the events seen so far, for a failure message: how many of each kind per
+// worker, and the last few errors.
+func (e *events) summary() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	counts := map[string]int{}
+	var errs []string
+	for i, ev := range e.list {
+		counts[e.who[i]+" "+ev.Kind.String()]++
+		if ev.Kind == EventError {
+			errs = append(errs, fmt.Sprintf("%s %s: %v", e.who[i], ev.Op, ev.Err))
+		}
+	}
+	if len(errs) > 5 {
+		errs = errs[len(errs)-5:]
+	}
+	return fmt.Sprintf("%v; last errors: %q", counts, errs)
 }
 
 // wait is waitFrom from the first event.

@@ -27,7 +27,7 @@ type HistoryResult struct {
 // maintainHistory runs queues.maintain_history as the leader of term and reports it with an
 // EventHistory.
 func (m *Maintainer) maintainHistory(ctx context.Context, term int64) {
-	cctx, cancel := context.WithTimeout(ctx, m.cfg.LeaderTTL)
+	cctx, cancel := context.WithTimeout(ctx, callTimeout(m.cfg.LeaderTTL))
 	defer cancel()
 	res, ok, err := MaintainHistory(cctx, m.pool, term, m.cfg.HistoryRetention, DefaultHistoryAheadDays)
 	if err != nil {

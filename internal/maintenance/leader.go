@@ -45,7 +45,7 @@ func (m *Maintainer) runLeadership(ctx context.Context) {
 			return
 		}
 		start := time.Now()
-		cctx, cancel := context.WithTimeout(ctx, interval)
+		cctx, cancel := context.WithTimeout(ctx, callTimeout(interval))
 		defer cancel()
 		var term *int64
 		err := m.pool.QueryRow(cctx, `select queues.acquire_leadership($1, $2)`, m.cfg.WorkerID, m.cfg.LeaderTTL).Scan(&term)

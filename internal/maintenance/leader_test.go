@@ -190,3 +190,25 @@ func TestAcquireLeadershipConcurrent(t *testing.T) {
 	require.False(t, scalar[bool](t, pool, `select queues.resign_leadership($1)`, leader))
 	require.Equal(t, lastTerm+1, scalar[int64](t, pool, `select queues.acquire_leadership('someone-else', interval '1 hour')`))
 }
+
+// Intervals shorter than a call on a new connection still work: a call is not abandoned before
+// it has had time to finish, so the worker registers, heartbeats and is elected. (With each call
+// cut off at a 10 ms interval, every call was abandoned, each on a new connection whose first
+// call is the slowest, and the worker never registered.)
+func TestIntervalsShorterThanACall(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewDB(t)
+	ev := newEvents()
+	cfg := testConfig("w", ev)
+	cfg.HeartbeatInterval = 2 * time.Millisecond
+	cfg.LeaderTTL = 300 * time.Millisecond
+	cfg.PruneInterval = 2 * time.Millisecond
+	cfg.ScheduleInterval = 2 * time.Millisecond
+	start(t, pool, cfg)
+	from := 0
+	ev.waitFrom(t, &from, "registered", kind(EventRegistered))
+	ev.waitFrom(t, &from, "elected", kind(EventElected))
+	for range 3 {
+		ev.waitFrom(t, &from, "heartbeat", kind(EventHeartbeat))
+	}
+}

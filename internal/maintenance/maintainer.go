@@ -95,6 +95,17 @@ func (m *Maintainer) fail(ctx context.Context, op string, err error) {
 	m.emit(Event{Kind: EventError, Op: op, Err: err})
 }
 
+// minCallTimeout is the least time one maintenance call gets before it is abandoned, however
+// short the interval it runs at. An abandoned call closes its connection, so the next call runs
+// on a new one, whose first statements are the slowest (the new backend loads its catalog caches
+// and compiles the functions it calls): with a budget below their cost, every call would be
+// abandoned and the worker would never register. A call that takes longer than its interval
+// delays the next one instead.
+const minCallTimeout = 5 * time.Second
+
+// callTimeout is the time one call made every interval gets: interval, at least minCallTimeout.
+func callTimeout(interval time.Duration) time.Duration { return max(interval, minCallTimeout) }
+
 // every calls fn at once and then every interval until ctx is done. A call that takes longer
 // than interval delays the next one; calls never overlap.
 func every(ctx context.Context, interval time.Duration, fn func(context.Context)) {

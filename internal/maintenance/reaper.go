@@ -25,7 +25,7 @@ func (m *Maintainer) runReaper(ctx context.Context) {
 		if term == 0 {
 			return
 		}
-		cctx, cancel := context.WithTimeout(ctx, m.cfg.LeaderTTL)
+		cctx, cancel := context.WithTimeout(ctx, callTimeout(m.cfg.LeaderTTL))
 		defer cancel()
 		reaped, err := ReapDeadWorkers(cctx, m.pool, m.cfg.WorkerTimeout, term)
 		if err != nil {

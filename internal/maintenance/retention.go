@@ -62,7 +62,7 @@ func (m *Maintainer) pruneTasks(ctx context.Context, term int64) {
 func (m *Maintainer) pruneAll(ctx context.Context, keep time.Duration, statuses []string, term int64) (int, error) {
 	total := 0
 	for ctx.Err() == nil && m.Term() == term {
-		cctx, cancel := context.WithTimeout(ctx, m.cfg.LeaderTTL)
+		cctx, cancel := context.WithTimeout(ctx, callTimeout(m.cfg.LeaderTTL))
 		n, ok, err := PruneFinished(cctx, m.pool, keep, pruneBatch, term, statuses...)
 		cancel()
 		total += n

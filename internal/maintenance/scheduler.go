@@ -41,7 +41,7 @@ type dueSchedule struct {
 // without a next_run_at gets the first tick after now, enqueuing nothing.
 func (m *Maintainer) enqueueDueTicks(ctx context.Context, term int64) error {
 	now := m.cfg.Now().UTC()
-	cctx, cancel := context.WithTimeout(ctx, m.cfg.LeaderTTL)
+	cctx, cancel := context.WithTimeout(ctx, callTimeout(m.cfg.LeaderTTL))
 	defer cancel()
 	rows, err := m.pool.Query(cctx, `select name, cron, next_run_at from queues.due_schedules($1)`, now)
 	if err != nil {
