@@ -2714,7 +2714,7 @@ CREATE TABLE queues.task (
     CONSTRAINT task_running_lease_id CHECK (((status <> 'running'::queues.task_status) OR (lease_id IS NOT NULL))),
     CONSTRAINT task_type_valid CHECK (((task_type ~ '^[A-Za-z][A-Za-z0-9_.:-]*$'::text) AND (length(task_type) <= 128)))
 )
-WITH (fillfactor='85');
+WITH (fillfactor='85', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='50000', vacuum_index_cleanup='on');
 
 
 --
