@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/taskorch/taskorch/internal/dispatch"
 	"github.com/taskorch/taskorch/transport"
 )
@@ -214,7 +212,7 @@ func (w *Worker) receiveAndClaim(ctx, inner context.Context, n int, lease string
 	rows, err := w.pool.Query(cctx, claimByIDSQL, w.cfg.ID, ids, lease, types)
 	var tasks []*Task
 	if err == nil {
-		tasks, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Task, error) { return scanTask(r) })
+		tasks, err = w.collectClaimed(cctx, rows)
 	}
 	if err != nil {
 		return 0, err

@@ -3,6 +3,7 @@ package taskorch
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -20,6 +21,11 @@ var (
 	// ErrWrongState: the task's status does not allow the operation (retrying a running task,
 	// cancelling a completed one).
 	ErrWrongState = errors.New("taskorch: operation not allowed in the task's status")
+
+	// ErrPermissionDenied: the database refused the operation to the client's role, for example
+	// a task naming a function the role may not execute itself (docs/security.md, "Who may name
+	// a function"). The error's message says what and why.
+	ErrPermissionDenied = errors.New("taskorch: permission denied")
 
 	// ErrListenProbe: a worker's direct LISTEN connection (WorkerConfig.ListenConfig) did not
 	// receive a NOTIFY sent through its pool, so it would never wake the worker.
@@ -52,6 +58,12 @@ type notFoundError struct{ msg string }
 func (e *notFoundError) Error() string        { return "taskorch: " + e.msg }
 func (e *notFoundError) Is(target error) bool { return target == ErrNotFound }
 
+// permissionError carries the server's message and matches ErrPermissionDenied.
+type permissionError struct{ msg string }
+
+func (e *permissionError) Error() string        { return "taskorch: " + e.msg }
+func (e *permissionError) Is(target error) bool { return target == ErrPermissionDenied }
+
 // payloadHint is the hint of the database's payload check (internal.check_task_input).
 const payloadHint = "Store large data elsewhere (a table, object storage) and put its key in the payload."
 
@@ -79,6 +91,16 @@ func mapError(err error) error {
 			}
 		case "22P05", "22021": // untranslatable_character (\u0000 in jsonb), character_not_in_repertoire
 			return &InputError{Msg: pgErr.Message + " (PostgreSQL stores neither NUL characters nor invalid UTF-8 in text and jsonb)"}
+		case "42883": // undefined_function: a task naming a function that does not exist
+			if strings.HasPrefix(pgErr.Message, "enqueue: ") {
+				return &InputError{Msg: pgErr.Message}
+			}
+		case "42501": // insufficient_privilege
+			msg := pgErr.Message
+			if pgErr.Hint != "" {
+				msg += ". " + pgErr.Hint
+			}
+			return &permissionError{msg: msg}
 		case "P0002": // no_data_found
 			return &notFoundError{msg: pgErr.Message}
 		case "55000": // object_not_in_prerequisite_state

@@ -26,7 +26,7 @@ func (w *Worker) start(inner context.Context, t *Task) {
 	r := &runningTask{task: t, cancel: cancel, started: time.Now()}
 	w.metrics.taskStarted(t)
 	w.mu.Lock()
-	w.running[t.ID] = r
+	w.running[*t.LeaseID] = r
 	// Cancelled after the claim committed and before now: its notification found no task.
 	cancelled := w.cancelHints.has(leaseRef{task: t.ID, lease: *t.LeaseID})
 	w.mu.Unlock()

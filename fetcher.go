@@ -309,7 +309,7 @@ func (w *Worker) claim(ctx context.Context, claimSQL string, n int, lease string
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Task, error) { return scanTask(r) })
+	return w.collectClaimed(ctx, rows)
 }
 
 // runListener holds a LISTEN connection (taskorch_task and taskorch_cancel) and turns

@@ -20,7 +20,7 @@ const leaseCheckTimeout = 10 * time.Second
 
 // lostLeasesSQL returns, of the given (task, lease) pairs, those no longer held, with the task's
 // status now.
-const lostLeasesSQL = `select task_id, status::text from queues.lost_leases($1, $2)`
+const lostLeasesSQL = `select task_id, lease_id, status::text from queues.lost_leases($1, $2)`
 
 // leaseRef is a running task's id under the lease this worker holds it by.
 type leaseRef struct{ task, lease int64 }
@@ -64,8 +64,8 @@ func (w *Worker) cancelNotified(payload string) {
 		return
 	}
 	w.mu.Lock()
-	r, mine := w.running[ref.task]
-	mine = mine && *r.task.LeaseID == ref.lease
+	r, mine := w.running[ref.lease]
+	mine = mine && r.task.ID == ref.task
 	if !mine {
 		// Perhaps claimed by this worker and not started yet: start looks here.
 		w.cancelHints.add(ref)
@@ -141,8 +141,8 @@ func (w *Worker) runningLeases() []leaseRef {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	refs := make([]leaseRef, 0, len(w.running))
-	for id, r := range w.running {
-		refs = append(refs, leaseRef{task: id, lease: *r.task.LeaseID})
+	for lease, r := range w.running {
+		refs = append(refs, leaseRef{task: r.task.ID, lease: lease})
 	}
 	return refs
 }
@@ -162,11 +162,8 @@ func (w *Worker) checkLeases(ctx context.Context, refs []leaseRef) {
 	for i, ref := range refs {
 		ids[i], leases[i] = ref.task, ref.lease
 	}
-	type lost struct {
-		task   int64
-		status *string
-	}
-	var gone []lost
+	var gone []leaseRef
+	statuses := map[leaseRef]*string{}
 	cctx, cancel := context.WithTimeout(ctx, leaseCheckTimeout)
 	defer cancel()
 	err := w.retryDB(cctx, "check leases", func(ctx context.Context) error {
@@ -175,13 +172,16 @@ func (w *Worker) checkLeases(ctx context.Context, refs []leaseRef) {
 			return err
 		}
 		gone = gone[:0]
+		clear(statuses)
 		for rows.Next() {
-			var l lost
-			if err := rows.Scan(&l.task, &l.status); err != nil {
+			var ref leaseRef
+			var status *string
+			if err := rows.Scan(&ref.task, &ref.lease, &status); err != nil {
 				rows.Close()
 				return err
 			}
-			gone = append(gone, l)
+			gone = append(gone, ref)
+			statuses[ref] = status
 		}
 		return rows.Err()
 	})
@@ -191,21 +191,21 @@ func (w *Worker) checkLeases(ctx context.Context, refs []leaseRef) {
 		}
 		return
 	}
-	held := make(map[int64]int64, len(refs))
-	for _, ref := range refs {
-		held[ref.task] = ref.lease
+	cancelled := func(ref leaseRef) bool {
+		s := statuses[ref]
+		return s != nil && Status(*s) == StatusCancelled
 	}
-	var notRunning []lost
+	var notRunning []leaseRef
 	defer func() {
 		// Not running under that lease: perhaps waiting in the claim-ahead buffer, which it
 		// leaves without starting (after w.mu is released: the buffer has its own lock).
-		for _, l := range notRunning {
-			t := w.ready.removeLease(leaseRef{task: l.task, lease: held[l.task]})
+		for _, ref := range notRunning {
+			t := w.ready.removeLease(ref)
 			if t == nil {
 				continue
 			}
 			w.metrics.leaseLost()
-			if l.status != nil && Status(*l.status) == StatusCancelled {
+			if cancelled(ref) {
 				w.taskLogger(t).Info("task cancelled while it waited in the claim-ahead buffer; not starting it")
 			} else {
 				w.taskLogger(t).Warn("lease lost while the task waited in the claim-ahead buffer; not starting it")
@@ -214,10 +214,10 @@ func (w *Worker) checkLeases(ctx context.Context, refs []leaseRef) {
 	}()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, l := range gone {
-		r, ok := w.running[l.task]
-		if !ok || *r.task.LeaseID != held[l.task] {
-			notRunning = append(notRunning, l)
+	for _, ref := range gone {
+		r, ok := w.running[ref.lease]
+		if !ok || r.task.ID != ref.task {
+			notRunning = append(notRunning, ref)
 			continue
 		}
 		// A task whose outcome is being recorded lost its lease to that outcome, not to anyone
@@ -225,15 +225,20 @@ func (w *Worker) checkLeases(ctx context.Context, refs []leaseRef) {
 		if r.recording.Load() {
 			continue
 		}
+		// Counted and logged once per run: later checks find the lease gone until the task
+		// returns.
+		if !r.leaseGone.CompareAndSwap(false, true) {
+			continue
+		}
 		w.metrics.leaseLost()
-		if l.status != nil && Status(*l.status) == StatusCancelled {
+		if cancelled(ref) {
 			w.taskLogger(r.task).Info("task cancelled; stopping its handler")
 			r.cancel(ErrTaskCancelled)
 			continue
 		}
 		status := "(gone)"
-		if l.status != nil {
-			status = *l.status
+		if s := statuses[ref]; s != nil {
+			status = *s
 		}
 		w.taskLogger(r.task).Warn("lease lost; cancelling the task", "status", status)
 		r.cancel(ErrLeaseLost)

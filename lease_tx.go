@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // txWork is the SQL work of a db_function or channel-handler task, run inside inLeaseTx. It
@@ -22,7 +25,16 @@ type txWork func(ctx context.Context, tx pgx.Tx) (o *outcome, commit bool)
 // onErr turns an error of the transaction itself (a lost connection, a timeout) into the
 // outcome to record after the rollback.
 func (w *Worker) inLeaseTx(ctx context.Context, t *Task, work txWork, onErr func(error) *outcome) *outcome {
-	tx, err := w.pool.Begin(ctx)
+	conn, err := w.pool.Acquire(ctx)
+	if err != nil {
+		return onErr(err)
+	}
+	// A task stopped while its transaction runs (cancelled by an operator, its lease lost, a
+	// timeout, a hard stop) has its statement cancelled in the database at once: the function's
+	// work is rolled back and its locks released now, not when it would have finished.
+	sc := w.cancelStatementOnDone(ctx, conn)
+	defer sc.release()
+	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return onErr(err)
 	}
@@ -98,4 +110,46 @@ func (w *Worker) inLeaseTx(ctx context.Context, t *Task, work txWork, onErr func
 func (o *outcome) withNote(level slog.Level, note string, attrs ...any) *outcome {
 	o.note, o.noteLevel, o.noteAttrs = note, level, attrs
 	return o
+}
+
+// statementCanceller cancels, in the database, the statement running on a task's connection
+// when the task's context ends (cancelStatementOnDone).
+type statementCanceller struct {
+	ctx  context.Context
+	conn *pgxpool.Conn
+	stop func() bool
+	done chan struct{} // closed once the cancel request, if one was started, is sent
+	sent atomic.Bool
+}
+
+// cancelStatementOnDone sends PostgreSQL a cancel request for conn's backend when ctx ends. pgx
+// only closes its side of the connection when a context ends mid-query; the server would run the
+// statement on until it tried to answer, holding its locks. release must be called once the
+// connection's work is done: it waits for a cancel request in flight and then returns the
+// connection to the pool, or, when a cancel request was sent, closes it (a late cancel request
+// must never reach a statement of whoever uses the connection next).
+func (w *Worker) cancelStatementOnDone(ctx context.Context, conn *pgxpool.Conn) *statementCanceller {
+	sc := &statementCanceller{ctx: ctx, conn: conn, done: make(chan struct{})}
+	sc.stop = context.AfterFunc(ctx, func() {
+		defer close(sc.done)
+		sc.sent.Store(true)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := conn.Conn().PgConn().CancelRequest(cctx); err != nil {
+			w.log.Debug("could not send a cancel request for a stopped task's statement", "error", err)
+		}
+	})
+	return sc
+}
+
+func (sc *statementCanceller) release() {
+	if !sc.stop() {
+		<-sc.done // the cancel request was started: let it finish with the connection
+	}
+	if sc.sent.Load() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(sc.ctx), 5*time.Second)
+		_ = sc.conn.Conn().Close(cctx)
+		cancel()
+	}
+	sc.conn.Release()
 }

@@ -288,6 +288,11 @@ func TestLimitOneDBFunction(t *testing.T) {
 	ctx := context.Background()
 	c, pool := newClient(t)
 	require.NoError(t, c.SetLimit(ctx, &taskorch.LimitParams{TaskType: "db_function:billing.close_month", MaxRunning: 1}))
+	// A task may name only a function that exists (docs/security.md).
+	mustExec(t, pool, `create schema billing; create schema reports;
+		create function billing.close_month(jsonb) returns jsonb language sql as $$ select '{}'::jsonb $$;
+		create function billing.other(jsonb) returns jsonb language sql as $$ select '{}'::jsonb $$;
+		create function reports.daily(jsonb) returns jsonb language sql as $$ select '{}'::jsonb $$;`)
 	for _, fn := range []string{"billing.close_month", "billing.close_month", "billing.close_month", "billing.other", "reports.daily", "reports.daily"} {
 		mustExec(t, pool, `select queues.enqueue('db_function', jsonb_build_object('db_function', $1::text))`, fn)
 	}

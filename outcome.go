@@ -249,7 +249,7 @@ func (w *Worker) finish(r *runningTask, o *outcome) {
 	}
 	r.endSpan()
 	w.mu.Lock()
-	delete(w.running, t.ID)
+	delete(w.running, *t.LeaseID) // by lease: a stale run of the task never removes a newer one
 	w.mu.Unlock()
 }
 

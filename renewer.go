@@ -3,6 +3,8 @@ package taskorch
 import (
 	"context"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // runRenewer extends the leases of running and buffered tasks every LeaseDuration/3, in one
@@ -40,29 +42,32 @@ func (w *Worker) renew(ctx context.Context) {
 		ids, leases = append(ids, ref.task), append(leases, ref.lease)
 	}
 	ids, leases = append(ids, bids...), append(leases, bleases...)
-	rows, err := w.pool.Query(ctx, `select task_id from queues.renew_leases($1, $2, $3::interval)`,
+	// Bounded: a renewal that cannot be answered is tried again at the next tick.
+	ctx, cancel := context.WithTimeout(ctx, max(w.cfg.LeaseDuration/3, 5*time.Second))
+	defer cancel()
+	rows, err := w.pool.Query(ctx, `select task_id, lease_id from queues.renew_leases($1, $2, $3::interval)`,
 		ids, leases, w.cfg.LeaseDuration.String())
-	var kept []int64
+	alive := make(map[leaseRef]bool, len(ids))
 	if err == nil {
-		kept, err = collectInt64s(rows)
+		var ref leaseRef
+		_, err = pgx.ForEachRow(rows, []any{&ref.task, &ref.lease}, func() error {
+			alive[ref] = true
+			return nil
+		})
 	}
 	if err != nil {
 		w.log.Warn("could not renew leases; retrying at the next tick", "tasks", len(ids), "error", err)
 		return
 	}
-	alive := make(map[int64]bool, len(kept))
-	for _, id := range kept {
-		alive[id] = true
-	}
 	var missing []leaseRef
 	for _, ref := range refs {
-		if !alive[ref.task] {
+		if !alive[ref] {
 			missing = append(missing, ref)
 		}
 	}
 	var lostAhead []int64
-	for _, id := range bids {
-		if !alive[id] {
+	for i, id := range bids {
+		if !alive[leaseRef{task: id, lease: bleases[i]}] {
 			lostAhead = append(lostAhead, id)
 		}
 	}

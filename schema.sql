@@ -2432,6 +2432,77 @@ end $$;
 
 
 --
+-- Name: check_enqueue_permit(); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.check_enqueue_permit() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _name text;
+    _parts text[];
+    _nsp oid;
+    _fn oid;
+begin
+    new.permit_xid := pg_current_xact_id();
+    new.granted_to := current_user;
+    new.created_at := clock_timestamp();
+    if new.names is null or cardinality(new.names) = 0 or array_position(new.names, null) is not null then
+        raise exception 'enqueue: a permit names one or more functions, got %', coalesce(new.names::text, 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    foreach _name in array new.names loop
+        _parts := null;
+        if length(_name) <= 127 then
+            _parts := regexp_match(_name, '^([a-z_][a-z0-9_$]*)[.]([a-z_][a-z0-9_$]*)$');
+        end if;
+        if _parts is null or length(_parts[1]) > 63 or length(_parts[2]) > 63 then
+            raise exception 'enqueue: function name % is malformed: expected schema.name, two lowercase SQL identifiers ([a-z_][a-z0-9_$]*, at most 63 characters each) without quotes, spaces or arguments',
+                to_jsonb(left(_name, 100))::text
+                using errcode = 'invalid_parameter_value';
+        end if;
+        select n.oid into _nsp from pg_catalog.pg_namespace n where n.nspname = _parts[1];
+        _fn := null;
+        if _nsp is not null then
+            select p.oid into _fn from pg_catalog.pg_proc p
+            where p.pronamespace = _nsp and p.proname = _parts[2]
+              and p.proargtypes = '3802'::pg_catalog.oidvector;  -- exactly one jsonb argument
+        end if;
+        if _fn is null then
+            raise exception 'enqueue: function %(jsonb) does not exist: a task can name only an existing function taking one jsonb argument',
+                format('%I.%I', _parts[1], _parts[2])
+                using errcode = 'undefined_function';
+        end if;
+        if not has_schema_privilege(current_user, _nsp, 'usage') or not has_function_privilege(current_user, _fn, 'execute') then
+            raise exception 'enqueue: role % may not enqueue a task naming %: it may not execute that function itself',
+                current_user, _fn::regprocedure
+                using errcode = 'insufficient_privilege',
+                      detail = 'A db_function task''s function and a channel task''s handlers run with the worker''s rights; a task may name only a function the role enqueueing it may execute (docs/security.md, "Who may name a function").',
+                      hint = 'Enqueue it from a function that runs as a role allowed to (a SECURITY DEFINER kickoff), or grant execute on the function to this role.';
+        end if;
+    end loop;
+    return new;
+end $_$;
+
+
+--
+-- Name: check_finite(text, text, timestamp with time zone); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.check_finite(_label text, _arg text, _value timestamp with time zone) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if not isfinite(_value) then
+        raise exception '%: % must be a finite time, got %', _label, _arg, _value
+            using errcode = 'invalid_parameter_value';
+    end if;
+end $$;
+
+
+--
 -- Name: check_signal_key(text, text, text); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -2454,6 +2525,37 @@ begin
         raise exception '%: key is % characters, over the limit of 512', _label, length(_key)
             using errcode = 'invalid_parameter_value';
     end if;
+end $$;
+
+
+--
+-- Name: check_task_functions(); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.check_task_functions() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _names text[];
+    _missing text;
+begin
+    _names := internal.task_function_names('enqueue', new.task_type, new.payload);
+    if cardinality(_names) = 0 then
+        return new;
+    end if;
+    select n into _missing
+    from unnest(_names) n
+    where not exists (select from queues.enqueue_permit p
+                      where p.permit_xid = pg_current_xact_id() and n = any (p.names))
+    limit 1;
+    if found then
+        raise exception 'enqueue: the % task names function %, which no role allowed to execute it asked to enqueue in this transaction',
+            new.task_type, to_jsonb(left(_missing, 130))::text
+            using errcode = 'insufficient_privilege',
+                  hint = 'Enqueue through queues.enqueue and its siblings, whose caller must be allowed to execute every function its tasks name (docs/security.md, "Who may name a function").';
+    end if;
+    return new;
 end $$;
 
 
@@ -2495,6 +2597,18 @@ end $_$;
 
 
 --
+-- Name: drop_enqueue_permits(); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.drop_enqueue_permits() RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    delete from queues.enqueue_permit where permit_xid = pg_current_xact_id()
+$$;
+
+
+--
 -- Name: fail_attempt(text, bigint, text, bigint, boolean, interval, integer, jsonb); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -2508,9 +2622,10 @@ declare
     _to queues.task_status;
     _ctx jsonb := case when jsonb_typeof(_context) = 'object' then _context else '{}'::jsonb end;
     _policy jsonb := '{}'::jsonb;
+    _now timestamptz := clock_timestamp();
 begin
-    if _retry_delay < interval '0' then
-        raise exception '%: _retry_delay must not be negative, got %', _caller, _retry_delay
+    if _retry_delay < interval '0' or _retry_delay > interval '100 years' then
+        raise exception '%: _retry_delay must be between 0 and 100 years, got %', _caller, _retry_delay
             using errcode = 'invalid_parameter_value';
     end if;
     if _max_attempts < 1 then
@@ -2518,7 +2633,7 @@ begin
             using errcode = 'invalid_parameter_value';
     end if;
 
-    select * into _t from queues.task where task_id = _task_id for update;
+    select * into _t from queues.task where task_id = _task_id for no key update;
     if not found then
         raise exception 'task % does not exist', _task_id using errcode = 'no_data_found';
     end if;
@@ -2552,9 +2667,9 @@ begin
     set status = _to,
         last_error = _msg,
         lease_expires_at = null,
-        run_at = case when _to = 'pending' then now() + coalesce(_retry_delay, queues.retry_delay(_t.attempt)) else run_at end,
-        failed_at = case when _to = 'failed' then now() else failed_at end,
-        dead_at = case when _to = 'dead' then now() else dead_at end
+        run_at = case when _to = 'pending' then _now + coalesce(_retry_delay, queues.retry_delay(_t.attempt)) else run_at end,
+        failed_at = case when _to = 'failed' then _now else failed_at end,
+        dead_at = case when _to = 'dead' then _now else dead_at end
     where task_id = _task_id;
 
     insert into queues.error (task_id, error_message, context)
@@ -2712,6 +2827,7 @@ CREATE TABLE queues.task (
     CONSTRAINT task_payload_is_object CHECK ((jsonb_typeof(payload) = 'object'::text)),
     CONSTRAINT task_running_has_lease CHECK (((status = 'running'::queues.task_status) = (lease_expires_at IS NOT NULL))),
     CONSTRAINT task_running_lease_id CHECK (((status <> 'running'::queues.task_status) OR (lease_id IS NOT NULL))),
+    CONSTRAINT task_times_finite CHECK ((isfinite(enqueued_at) AND isfinite(scheduled_at) AND isfinite(run_at) AND isfinite(lease_expires_at) AND isfinite(claimed_at) AND isfinite(completed_at) AND isfinite(failed_at) AND isfinite(dead_at) AND isfinite(cancelled_at) AND isfinite(dispatched_at))),
     CONSTRAINT task_type_valid CHECK (((task_type ~ '^[A-Za-z][A-Za-z0-9_.:-]*$'::text) AND (length(task_type) <= 128)))
 )
 WITH (fillfactor='85', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='50000', vacuum_index_cleanup='on');
@@ -3394,12 +3510,14 @@ begin
                where task_type = 'db_function' and debounce_key = _key and status = 'pending' and run_at <= _at) then
         return;
     end if;
+    perform queues.permit_task_functions(array['db_function'], array[jsonb_build_object('db_function', _supervisor)]);
     insert into queues.task as t (task_type, payload, scheduled_at, run_at, max_attempts, debounce_key)
     values ('db_function', jsonb_build_object('db_function', _supervisor, 'tick', true), _at, _at,
             queues.default_max_attempts(), _key)
     on conflict (task_type, debounce_key) where status = 'pending' and debounce_key is not null
     do update set run_at = excluded.run_at, scheduled_at = excluded.scheduled_at
         where t.run_at > excluded.run_at;
+    perform internal.drop_enqueue_permits();
     -- A moved tick is not an insert: wake the workers as the insert trigger would.
     perform pg_notify('taskorch_task', '');
 end $$;
@@ -3493,6 +3611,45 @@ $$;
 
 
 --
+-- Name: task_function_names(text, text, jsonb); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.task_function_names(_label text, _task_type text, _payload jsonb) RETURNS text[]
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _names text[] := '{}';
+    _key text;
+    _v jsonb;
+begin
+    if _task_type = 'db_function' then
+        _v := _payload -> 'db_function';
+        if _v is null or jsonb_typeof(_v) <> 'string' or (_v #>> '{}') = '' then
+            raise exception '%: a db_function task''s payload must name its function as a string, {"db_function": "schema.name", ...}; got %',
+                _label, coalesce(left(_v::text, 100), 'no "db_function" field')
+                using errcode = 'invalid_parameter_value';
+        end if;
+        return array[_v #>> '{}'];
+    end if;
+    if _task_type not in ('email', 'sms', 'file_delete') then
+        return _names;
+    end if;
+    foreach _key in array array['before_handler', 'success_handler', 'error_handler'] loop
+        _v := _payload -> _key;
+        continue when _v is null or jsonb_typeof(_v) = 'null';
+        if jsonb_typeof(_v) <> 'string' or (_v #>> '{}') = '' then
+            raise exception '%: a % task''s "%" must name a function as a string, "schema.name"; got %',
+                _label, _task_type, _key, left(_v::text, 100)
+                using errcode = 'invalid_parameter_value';
+        end if;
+        _names := _names || (_v #>> '{}');
+    end loop;
+    return _names;
+end $$;
+
+
+--
 -- Name: wake_signal_waiters(bigint[], text, text); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -3557,40 +3714,15 @@ end $$;
 --
 
 CREATE FUNCTION queues.add_schedule(_name text, _cron text, _task_type text, _payload jsonb DEFAULT '{}'::jsonb, _priority integer DEFAULT 0, _max_attempts integer DEFAULT NULL::integer, _enabled boolean DEFAULT true, _next_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS boolean
-    LANGUAGE plpgsql SECURITY DEFINER
+    LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $_$
-declare
-    _fields text[];
-    _created boolean;
+    AS $$
 begin
-    if _name is null or _name !~ '^[A-Za-z0-9][A-Za-z0-9_.:-]*$' or length(_name) > 128 then
-        raise exception 'add_schedule: name % is malformed: use 1 to 128 letters, digits, "_", ".", ":" or "-", starting with a letter or digit',
-            coalesce(quote_literal(left(_name, 140)), 'NULL') using errcode = 'invalid_parameter_value';
+    if _task_type in ('db_function', 'email', 'sms', 'file_delete') then
+        perform queues.permit_task_functions(array[_task_type], array[coalesce(_payload, '{}'::jsonb)]);
     end if;
-    perform internal.check_task_input(_task_type, coalesce(_payload, '{}'::jsonb), _max_attempts, null, 'add_schedule');
-    _fields := regexp_split_to_array(
-        regexp_replace(btrim(coalesce(_cron, '')), '^(CRON_TZ|TZ)=\S+\s+', ''), '\s+');
-    if length(_cron) > 256
-       or not (_fields[1] ~ '^@[a-z]' and cardinality(_fields) <= 2
-               or cardinality(_fields) = 5 and not exists (
-                   select from unnest(_fields) f where f !~ '^[0-9A-Za-z*?,/-]+$')) then
-        raise exception 'add_schedule: cron % is malformed: want 5 fields (minute hour day-of-month month day-of-week) or a descriptor such as @hourly',
-            coalesce(quote_literal(left(_cron, 260)), 'NULL') using errcode = 'invalid_parameter_value';
-    end if;
-
-    insert into queues.schedule as s (name, cron, task_type, payload, priority, max_attempts, enabled, next_run_at)
-    values (_name, btrim(_cron), _task_type, coalesce(_payload, '{}'::jsonb), coalesce(_priority, 0), _max_attempts,
-            coalesce(_enabled, true), _next_run_at)
-    on conflict (name) do update
-    set next_run_at = case when s.cron <> excluded.cron or (excluded.enabled and not s.enabled)
-                           then excluded.next_run_at else s.next_run_at end,
-        cron = excluded.cron, task_type = excluded.task_type, payload = excluded.payload,
-        priority = excluded.priority, max_attempts = excluded.max_attempts, enabled = excluded.enabled,
-        updated_at = now()
-    returning (xmax = 0) into _created;
-    return _created;
-end $_$;
+    return queues.put_schedule(_name, _cron, _task_type, _payload, _priority, _max_attempts, _enabled, _next_run_at);
+end $$;
 
 
 --
@@ -3616,7 +3748,7 @@ CREATE FUNCTION queues.cancel_task(_task_id bigint, _reason text DEFAULT NULL::t
 declare
     _t queues.task;
 begin
-    select * into _t from queues.task where task_id = _task_id for update;
+    select * into _t from queues.task where task_id = _task_id for no key update;
     if not found then
         raise exception 'task % does not exist', _task_id using errcode = 'no_data_found';
     end if;
@@ -3627,7 +3759,7 @@ begin
         raise exception 'task % is already completed and cannot be cancelled', _task_id
             using errcode = 'object_not_in_prerequisite_state';
     end if;
-    update queues.task set status = 'cancelled', cancelled_at = now(), lease_expires_at = null
+    update queues.task set status = 'cancelled', cancelled_at = clock_timestamp(), lease_expires_at = null
     where task_id = _task_id;
     insert into queues.task_event (task_id, event, from_status, to_status, lease_id, worker_id, attempt, detail)
     values (_task_id, 'cancelled', _t.status, 'cancelled', _t.lease_id, session_user, _t.attempt,
@@ -3813,7 +3945,7 @@ declare
     _msg text := left(coalesce(nullif(_error_message, ''), 'unknown error'), 8192);
 begin
     update queues.task t
-    set status = 'completed', completed_at = now(), lease_expires_at = null,
+    set status = 'completed', completed_at = clock_timestamp(), lease_expires_at = null,
         last_error = _msg, call_failure = coalesce(nullif(_reason, ''), 'call_failed')
     where t.task_id = _task_id and t.lease_id = _lease_id and t.lease_expires_at is not null;  -- i.e. running
     if found then
@@ -3905,6 +4037,7 @@ begin
             select c.task_id, c.lease_id, pg_column_size(c.result) as bytes
             from unnest(_task_ids, _lease_ids, _results) as c(task_id, lease_id, result)
             where pg_column_size(c.result) > internal.max_payload_bytes()
+            order by c.task_id
         loop
             _skip := _skip || _big.task_id;
             _s := queues.fail_task(_big.task_id,
@@ -3918,13 +4051,25 @@ begin
         end loop;
     end if;
 
-    with done as (
-        update queues.task t
-        set status = 'completed', completed_at = now(), lease_expires_at = null, result = c.result
+    -- Lock first, in task_id order (so a renewal of the same tasks cannot deadlock with it), then
+    -- complete what is still running under the given lease.
+    with c as (
+        select u.task_id, u.lease_id, u.result
         from unnest(_task_ids, _lease_ids, coalesce(_results, array_fill(null::jsonb, array[_n])))
-             as c(task_id, lease_id, result)
-        where t.task_id = c.task_id and t.lease_id = c.lease_id and t.lease_expires_at is not null  -- i.e. running
-          and c.task_id <> all (_skip)
+             as u(task_id, lease_id, result)
+        where u.task_id <> all (_skip)
+    ), held as (
+        select t.task_id, c.result
+        from queues.task t
+        join c on t.task_id = c.task_id and t.lease_id = c.lease_id
+        where t.lease_expires_at is not null  -- i.e. running
+        order by t.task_id
+        for no key update of t
+    ), done as (
+        update queues.task t
+        set status = 'completed', completed_at = clock_timestamp(), lease_expires_at = null, result = h.result
+        from held h
+        where t.task_id = h.task_id
         returning t.task_id
     )
     select coalesce(array_agg(d.task_id), '{}') into _done from done d;
@@ -4094,12 +4239,19 @@ $$;
 --
 
 CREATE FUNCTION queues.enqueue(_task_type text, _payload jsonb, _scheduled_at timestamp with time zone DEFAULT now(), _priority integer DEFAULT 0, _idempotency_key text DEFAULT NULL::text, _max_attempts integer DEFAULT NULL::integer) RETURNS bigint
-    LANGUAGE sql SECURITY DEFINER
+    LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select r.task_id
-    from queues.enqueue_with_result(_task_type, _payload, _scheduled_at, _priority, _idempotency_key, _max_attempts) r
-$$;
+declare
+    _id bigint;
+begin
+    if _task_type in ('db_function', 'email', 'sms', 'file_delete') then
+        perform queues.permit_task_functions(array[_task_type], array[_payload]);
+    end if;
+    select r.task_id into _id
+    from queues.insert_task(_task_type, _payload, _scheduled_at, _priority, _idempotency_key, _max_attempts) r;
+    return _id;
+end $$;
 
 
 --
@@ -4107,6 +4259,198 @@ $$;
 --
 
 CREATE FUNCTION queues.enqueue_debounced(_task_type text, _payload jsonb, _debounce_key text, _delay interval, _priority integer DEFAULT 0, _max_attempts integer DEFAULT NULL::integer) RETURNS TABLE(task_id bigint, debounced boolean)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if _task_type in ('db_function', 'email', 'sms', 'file_delete') then
+        perform queues.permit_task_functions(array[_task_type], array[_payload]);
+    end if;
+    return query select * from queues.insert_debounced_task(_task_type, _payload, _debounce_key, _delay, _priority, _max_attempts);
+end $$;
+
+
+--
+-- Name: enqueue_many(text[], jsonb[], timestamp with time zone[], integer[], text[], integer[]); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.enqueue_many(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], _priorities integer[] DEFAULT NULL::integer[], _idempotency_keys text[] DEFAULT NULL::text[], _max_attempts integer[] DEFAULT NULL::integer[]) RETURNS bigint[]
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if _task_types && array['db_function', 'email', 'sms', 'file_delete'] then
+        perform queues.permit_task_functions(_task_types, _payloads);
+    end if;
+    return (select coalesce(array_agg(r.task_id order by r.ord), '{}')
+            from queues.insert_tasks(_task_types, _payloads, _scheduled_ats, _priorities,
+                                     _idempotency_keys, _max_attempts) with ordinality as r(task_id, duplicate, ord));
+end $$;
+
+
+--
+-- Name: enqueue_many_with_result(text[], jsonb[], timestamp with time zone[], integer[], text[], integer[]); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.enqueue_many_with_result(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], _priorities integer[] DEFAULT NULL::integer[], _idempotency_keys text[] DEFAULT NULL::text[], _max_attempts integer[] DEFAULT NULL::integer[]) RETURNS TABLE(task_id bigint, duplicate boolean)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if _task_types && array['db_function', 'email', 'sms', 'file_delete'] then
+        perform queues.permit_task_functions(_task_types, _payloads);
+    end if;
+    return query select * from queues.insert_tasks(_task_types, _payloads, _scheduled_ats, _priorities,
+                                                   _idempotency_keys, _max_attempts);
+end $$;
+
+
+--
+-- Name: enqueue_schedule_tick(text, text, timestamp with time zone, timestamp with time zone, bigint); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.enqueue_schedule_tick(_name text, _cron text, _tick timestamp with time zone, _next_run_at timestamp with time zone, _term bigint) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _s queues.schedule;
+    _id bigint;
+begin
+    if not internal.holds_leader_term(_term) then
+        return null;
+    end if;
+    select * into _s from queues.schedule where name = _name for update;
+    if not found or not _s.enabled or _s.cron is distinct from _cron then
+        return null;
+    end if;
+    if _tick is not null then
+        _id := queues.enqueue(_s.task_type, _s.payload, _tick, _s.priority,
+                              internal.schedule_tick_key(_s.name, _tick), _s.max_attempts);
+    end if;
+    update queues.schedule
+    set next_run_at = greatest(next_run_at, _next_run_at),
+        last_tick_at = case when _id is null then last_tick_at else _tick end,
+        last_enqueued_at = case when _id is null then last_enqueued_at else now() end,
+        last_task_id = coalesce(_id, last_task_id)
+    where name = _name;
+    return _id;
+end $$;
+
+
+--
+-- Name: enqueue_with_result(text, jsonb, timestamp with time zone, integer, text, integer); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.enqueue_with_result(_task_type text, _payload jsonb, _scheduled_at timestamp with time zone DEFAULT now(), _priority integer DEFAULT 0, _idempotency_key text DEFAULT NULL::text, _max_attempts integer DEFAULT NULL::integer) RETURNS TABLE(task_id bigint, duplicate boolean)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if _task_type in ('db_function', 'email', 'sms', 'file_delete') then
+        perform queues.permit_task_functions(array[_task_type], array[_payload]);
+    end if;
+    return query select * from queues.insert_task(_task_type, _payload, _scheduled_at, _priority, _idempotency_key, _max_attempts);
+end $$;
+
+
+--
+-- Name: fail_task(bigint, text); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.fail_task(_task_id bigint, _error_message text) RETURNS queues.task_status
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _lease bigint;
+begin
+    select lease_id into _lease from queues.task where task_id = _task_id;
+    if not found then
+        raise exception 'task % does not exist', _task_id using errcode = 'no_data_found';
+    end if;
+    return queues.fail_task(_task_id, _error_message, _lease);
+end $$;
+
+
+--
+-- Name: fail_task(bigint, text, bigint, boolean, jsonb); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.fail_task(_task_id bigint, _error_message text, _lease_id bigint, _retriable boolean DEFAULT true, _context jsonb DEFAULT NULL::jsonb) RETURNS queues.task_status
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select internal.fail_attempt('fail_task', _task_id, _error_message, _lease_id, _retriable, null, null, _context)
+$$;
+
+
+--
+-- Name: fail_task_with_policy(bigint, text, bigint, interval, integer, jsonb); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.fail_task_with_policy(_task_id bigint, _error_message text, _lease_id bigint, _retry_delay interval DEFAULT NULL::interval, _max_attempts integer DEFAULT NULL::integer, _context jsonb DEFAULT NULL::jsonb) RETURNS queues.task_status
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select internal.fail_attempt('fail_task_with_policy', _task_id, _error_message, _lease_id, true,
+                                 _retry_delay, _max_attempts, _context)
+$$;
+
+
+--
+-- Name: grant_enqueue(regrole); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.grant_enqueue(_role regrole) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if _role is null then
+        raise exception 'grant_enqueue: role must not be null' using errcode = 'invalid_parameter_value';
+    end if;
+    execute format('grant usage on schema queues to %s', _role);
+    execute format('grant execute on function
+        queues.enqueue(text, jsonb, timestamptz, integer, text, integer),
+        queues.enqueue_with_result(text, jsonb, timestamptz, integer, text, integer),
+        queues.enqueue_many(text[], jsonb[], timestamptz[], integer[], text[], integer[]),
+        queues.enqueue_many_with_result(text[], jsonb[], timestamptz[], integer[], text[], integer[]),
+        queues.enqueue_debounced(text, jsonb, text, interval, integer, integer),
+        queues.insert_task(text, jsonb, timestamptz, integer, text, integer),
+        queues.insert_tasks(text[], jsonb[], timestamptz[], integer[], text[], integer[]),
+        queues.insert_debounced_task(text, jsonb, text, interval, integer, integer),
+        queues.permit_task_functions(text[], jsonb[]) to %s', _role);
+    execute format('grant insert on table queues.enqueue_permit to %s', _role);
+end $$;
+
+
+--
+-- Name: FUNCTION grant_enqueue(_role regrole); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.grant_enqueue(_role regrole) IS 'Grants a role what enqueueing takes: the enqueue functions, the insert functions they call, and the permit they ask for. Run as the schema owner.';
+
+
+--
+-- Name: heartbeat_worker(text); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.heartbeat_worker(_worker_id text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    update queues.worker set last_heartbeat = now() where worker_id = _worker_id;
+    return found;
+end $$;
+
+
+--
+-- Name: insert_debounced_task(text, jsonb, text, interval, integer, integer); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.insert_debounced_task(_task_type text, _payload jsonb, _debounce_key text, _delay interval, _priority integer DEFAULT 0, _max_attempts integer DEFAULT NULL::integer) RETURNS TABLE(task_id bigint, debounced boolean)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -4145,29 +4489,70 @@ begin
         insert into queues.task_event (task_id, event, from_status, to_status, detail)
         values (_id, 'debounced', 'pending', 'pending', 'enqueued again; runs at ' || _run_at::text);
     end if;
+    if _task_type in ('db_function', 'email', 'sms', 'file_delete') then
+        perform internal.drop_enqueue_permits();
+    end if;
     return query select _id, _id <> _new;
 end $$;
 
 
 --
--- Name: enqueue_many(text[], jsonb[], timestamp with time zone[], integer[], text[], integer[]); Type: FUNCTION; Schema: queues; Owner: -
+-- Name: insert_task(text, jsonb, timestamp with time zone, integer, text, integer); Type: FUNCTION; Schema: queues; Owner: -
 --
 
-CREATE FUNCTION queues.enqueue_many(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], _priorities integer[] DEFAULT NULL::integer[], _idempotency_keys text[] DEFAULT NULL::text[], _max_attempts integer[] DEFAULT NULL::integer[]) RETURNS bigint[]
-    LANGUAGE sql SECURITY DEFINER
+CREATE FUNCTION queues.insert_task(_task_type text, _payload jsonb, _scheduled_at timestamp with time zone DEFAULT now(), _priority integer DEFAULT 0, _idempotency_key text DEFAULT NULL::text, _max_attempts integer DEFAULT NULL::integer) RETURNS TABLE(task_id bigint, duplicate boolean)
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select coalesce(array_agg(r.task_id order by r.ord), '{}')
-    from queues.enqueue_many_with_result(_task_types, _payloads, _scheduled_ats, _priorities,
-                                         _idempotency_keys, _max_attempts) with ordinality as r(task_id, duplicate, ord)
-$$;
+declare
+    _id bigint;
+    _dup boolean := false;
+begin
+    perform internal.check_task_input(_task_type, _payload, _max_attempts, _idempotency_key);
+    perform internal.check_finite('enqueue', '_scheduled_at', _scheduled_at);
+    _scheduled_at := coalesce(_scheduled_at, now());
+
+    if _idempotency_key is null then
+        insert into queues.task (task_type, payload, priority, scheduled_at, run_at, max_attempts)
+        values (_task_type, _payload, coalesce(_priority, 0), _scheduled_at, _scheduled_at,
+                coalesce(_max_attempts, queues.default_max_attempts()))
+        returning queues.task.task_id into _id;
+    else
+        -- With a key: insert, or find the task that holds it. The loop covers the rare case where
+        -- the holder disappears (rolled back or pruned) between the two statements.
+        for _i in 1..3 loop
+            insert into queues.task (task_type, payload, priority, idempotency_key, scheduled_at, run_at, max_attempts)
+            values (_task_type, _payload, coalesce(_priority, 0), _idempotency_key, _scheduled_at, _scheduled_at,
+                    coalesce(_max_attempts, queues.default_max_attempts()))
+            on conflict (task_type, idempotency_key) where idempotency_key is not null do nothing
+            returning queues.task.task_id into _id;
+            exit when _id is not null;
+
+            select t.task_id into _id
+            from queues.task t
+            where t.task_type = _task_type and t.idempotency_key = _idempotency_key;
+            if _id is not null then
+                _dup := true;
+                exit;
+            end if;
+        end loop;
+        if _id is null then
+            raise exception 'enqueue: could not insert or find the task with idempotency key %', quote_literal(_idempotency_key)
+                using errcode = 'serialization_failure';
+        end if;
+    end if;
+    if _task_type in ('db_function', 'email', 'sms', 'file_delete') then
+        perform internal.drop_enqueue_permits();
+    end if;
+    return query select _id, _dup;
+end $$;
 
 
 --
--- Name: enqueue_many_with_result(text[], jsonb[], timestamp with time zone[], integer[], text[], integer[]); Type: FUNCTION; Schema: queues; Owner: -
+-- Name: insert_tasks(text[], jsonb[], timestamp with time zone[], integer[], text[], integer[]); Type: FUNCTION; Schema: queues; Owner: -
 --
 
-CREATE FUNCTION queues.enqueue_many_with_result(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], _priorities integer[] DEFAULT NULL::integer[], _idempotency_keys text[] DEFAULT NULL::text[], _max_attempts integer[] DEFAULT NULL::integer[]) RETURNS TABLE(task_id bigint, duplicate boolean)
+CREATE FUNCTION queues.insert_tasks(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], _priorities integer[] DEFAULT NULL::integer[], _idempotency_keys text[] DEFAULT NULL::text[], _max_attempts integer[] DEFAULT NULL::integer[]) RETURNS TABLE(task_id bigint, duplicate boolean)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
@@ -4191,22 +4576,25 @@ begin
     end if;
 
     -- Validate the whole batch in one pass; report the first bad task by its position.
-    select u.ord, u.task_type, u.payload, u.max_attempts, u.idempotency_key into _bad
+    select u.ord, u.task_type, u.payload, u.max_attempts, u.idempotency_key, u.scheduled_at into _bad
     from unnest(_task_types, _payloads,
                 coalesce(_max_attempts, array_fill(null::integer, array[_n])),
-                coalesce(_idempotency_keys, array_fill(null::text, array[_n])))
-         with ordinality as u(task_type, payload, max_attempts, idempotency_key, ord)
+                coalesce(_idempotency_keys, array_fill(null::text, array[_n])),
+                coalesce(_scheduled_ats, array_fill(null::timestamptz, array[_n])))
+         with ordinality as u(task_type, payload, max_attempts, idempotency_key, scheduled_at, ord)
     where u.task_type is null
        or u.task_type !~ '^[A-Za-z][A-Za-z0-9_.:-]*$' or length(u.task_type) > 128
        or u.payload is null or jsonb_typeof(u.payload) <> 'object'
        or u.max_attempts < 1
        or length(u.idempotency_key) not between 1 and 512
        or pg_column_size(u.payload) > internal.max_payload_bytes()
+       or not isfinite(u.scheduled_at)
     order by u.ord
     limit 1;
     if found then
         perform internal.check_task_input(_bad.task_type, _bad.payload, _bad.max_attempts, _bad.idempotency_key,
                                           format('task %s of %s', _bad.ord, _n));
+        perform internal.check_finite(format('enqueue_many: task %s of %s', _bad.ord, _n), '_scheduled_ats', _bad.scheduled_at);
     end if;
 
     if _idempotency_keys is null
@@ -4230,6 +4618,9 @@ begin
             from input i
         )
         select array_agg(i.new_id order by i.ord) into _ids from input i;
+        if _task_types && array['db_function', 'email', 'sms', 'file_delete'] then
+            perform internal.drop_enqueue_permits();
+        end if;
         return query select r.id, false from unnest(_ids) with ordinality as r(id, ord) order by r.ord;
         return;
     end if;
@@ -4281,148 +4672,11 @@ begin
                 using errcode = 'serialization_failure';
         end if;
     end if;
+    if _task_types && array['db_function', 'email', 'sms', 'file_delete'] then
+        perform internal.drop_enqueue_permits();
+    end if;
     return query select r.id, r.dup from unnest(_ids, _dups) with ordinality as r(id, dup, ord) order by r.ord;
 end $_$;
-
-
---
--- Name: enqueue_schedule_tick(text, text, timestamp with time zone, timestamp with time zone, bigint); Type: FUNCTION; Schema: queues; Owner: -
---
-
-CREATE FUNCTION queues.enqueue_schedule_tick(_name text, _cron text, _tick timestamp with time zone, _next_run_at timestamp with time zone, _term bigint) RETURNS bigint
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-declare
-    _s queues.schedule;
-    _id bigint;
-begin
-    if not internal.holds_leader_term(_term) then
-        return null;
-    end if;
-    select * into _s from queues.schedule where name = _name for update;
-    if not found or not _s.enabled or _s.cron is distinct from _cron then
-        return null;
-    end if;
-    if _tick is not null then
-        _id := queues.enqueue(_s.task_type, _s.payload, _tick, _s.priority,
-                              internal.schedule_tick_key(_s.name, _tick), _s.max_attempts);
-    end if;
-    update queues.schedule
-    set next_run_at = greatest(next_run_at, _next_run_at),
-        last_tick_at = case when _id is null then last_tick_at else _tick end,
-        last_enqueued_at = case when _id is null then last_enqueued_at else now() end,
-        last_task_id = coalesce(_id, last_task_id)
-    where name = _name;
-    return _id;
-end $$;
-
-
---
--- Name: enqueue_with_result(text, jsonb, timestamp with time zone, integer, text, integer); Type: FUNCTION; Schema: queues; Owner: -
---
-
-CREATE FUNCTION queues.enqueue_with_result(_task_type text, _payload jsonb, _scheduled_at timestamp with time zone DEFAULT now(), _priority integer DEFAULT 0, _idempotency_key text DEFAULT NULL::text, _max_attempts integer DEFAULT NULL::integer) RETURNS TABLE(task_id bigint, duplicate boolean)
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-declare
-    _id bigint;
-begin
-    perform internal.check_task_input(_task_type, _payload, _max_attempts, _idempotency_key);
-    _scheduled_at := coalesce(_scheduled_at, now());
-
-    if _idempotency_key is null then
-        insert into queues.task (task_type, payload, priority, scheduled_at, run_at, max_attempts)
-        values (_task_type, _payload, coalesce(_priority, 0), _scheduled_at, _scheduled_at,
-                coalesce(_max_attempts, queues.default_max_attempts()))
-        returning queues.task.task_id into _id;
-        return query select _id, false;
-        return;
-    end if;
-
-    -- With a key: insert, or find the task that holds it. The loop covers the rare case where
-    -- the holder disappears (rolled back or pruned) between the two statements.
-    for _i in 1..3 loop
-        insert into queues.task (task_type, payload, priority, idempotency_key, scheduled_at, run_at, max_attempts)
-        values (_task_type, _payload, coalesce(_priority, 0), _idempotency_key, _scheduled_at, _scheduled_at,
-                coalesce(_max_attempts, queues.default_max_attempts()))
-        on conflict (task_type, idempotency_key) where idempotency_key is not null do nothing
-        returning queues.task.task_id into _id;
-        if _id is not null then
-            return query select _id, false;
-            return;
-        end if;
-
-        select t.task_id into _id
-        from queues.task t
-        where t.task_type = _task_type and t.idempotency_key = _idempotency_key;
-        if _id is not null then
-            return query select _id, true;
-            return;
-        end if;
-    end loop;
-    raise exception 'enqueue: could not insert or find the task with idempotency key %', quote_literal(_idempotency_key)
-        using errcode = 'serialization_failure';
-end $$;
-
-
---
--- Name: fail_task(bigint, text); Type: FUNCTION; Schema: queues; Owner: -
---
-
-CREATE FUNCTION queues.fail_task(_task_id bigint, _error_message text) RETURNS queues.task_status
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-declare
-    _lease bigint;
-begin
-    select lease_id into _lease from queues.task where task_id = _task_id;
-    if not found then
-        raise exception 'task % does not exist', _task_id using errcode = 'no_data_found';
-    end if;
-    return queues.fail_task(_task_id, _error_message, _lease);
-end $$;
-
-
---
--- Name: fail_task(bigint, text, bigint, boolean, jsonb); Type: FUNCTION; Schema: queues; Owner: -
---
-
-CREATE FUNCTION queues.fail_task(_task_id bigint, _error_message text, _lease_id bigint, _retriable boolean DEFAULT true, _context jsonb DEFAULT NULL::jsonb) RETURNS queues.task_status
-    LANGUAGE sql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-    select internal.fail_attempt('fail_task', _task_id, _error_message, _lease_id, _retriable, null, null, _context)
-$$;
-
-
---
--- Name: fail_task_with_policy(bigint, text, bigint, interval, integer, jsonb); Type: FUNCTION; Schema: queues; Owner: -
---
-
-CREATE FUNCTION queues.fail_task_with_policy(_task_id bigint, _error_message text, _lease_id bigint, _retry_delay interval DEFAULT NULL::interval, _max_attempts integer DEFAULT NULL::integer, _context jsonb DEFAULT NULL::jsonb) RETURNS queues.task_status
-    LANGUAGE sql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-    select internal.fail_attempt('fail_task_with_policy', _task_id, _error_message, _lease_id, true,
-                                 _retry_delay, _max_attempts, _context)
-$$;
-
-
---
--- Name: heartbeat_worker(text); Type: FUNCTION; Schema: queues; Owner: -
---
-
-CREATE FUNCTION queues.heartbeat_worker(_worker_id text) RETURNS boolean
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-begin
-    update queues.worker set last_heartbeat = now() where worker_id = _worker_id;
-    return found;
-end $$;
 
 
 --
@@ -4475,7 +4729,7 @@ CREATE FUNCTION queues.lock_lease(_task_id bigint, _lease_id bigint) RETURNS boo
 begin
     perform 1 from queues.task
     where task_id = _task_id and lease_id = _lease_id and lease_expires_at is not null  -- i.e. running
-    for update;
+    for key share;
     return found;
 end $$;
 
@@ -4484,7 +4738,7 @@ end $$;
 -- Name: lost_leases(bigint[], bigint[]); Type: FUNCTION; Schema: queues; Owner: -
 --
 
-CREATE FUNCTION queues.lost_leases(_task_ids bigint[], _lease_ids bigint[]) RETURNS TABLE(task_id bigint, status queues.task_status)
+CREATE FUNCTION queues.lost_leases(_task_ids bigint[], _lease_ids bigint[]) RETURNS TABLE(task_id bigint, lease_id bigint, status queues.task_status)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -4495,7 +4749,7 @@ begin
             using errcode = 'invalid_parameter_value';
     end if;
     return query
-    select c.task_id, t.status
+    select c.task_id, c.lease_id, t.status
     from unnest(_task_ids, _lease_ids) as c(task_id, lease_id)
     left join queues.task t on t.task_id = c.task_id
     where t.task_id is null
@@ -4624,6 +4878,41 @@ begin
     get diagnostics _n = row_count;
     return _n = 1;
 end $$;
+
+
+--
+-- Name: permit_task_functions(text[], jsonb[]); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.permit_task_functions(_task_types text[], _payloads jsonb[]) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _names text[];
+begin
+    select array_agg(distinct v.name order by v.name) into _names
+    from unnest(_task_types, _payloads) as u(task_type, payload)
+    cross join lateral (
+        select u.payload ->> 'db_function' as name
+        where u.task_type = 'db_function' and jsonb_typeof(u.payload -> 'db_function') = 'string'
+        union all
+        select u.payload ->> k
+        from unnest(array['before_handler', 'success_handler', 'error_handler']) k
+        where u.task_type in ('email', 'sms', 'file_delete') and jsonb_typeof(u.payload -> k) = 'string'
+    ) v
+    where v.name <> '';
+    if _names is not null then
+        insert into queues.enqueue_permit (permit_xid, names, granted_to) values (pg_current_xact_id(), _names, current_user);
+    end if;
+end $$;
+
+
+--
+-- Name: FUNCTION permit_task_functions(_task_types text[], _payloads jsonb[]); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.permit_task_functions(_task_types text[], _payloads jsonb[]) IS 'Asks, as the caller, for a permit for the functions these tasks name; refused (42501) for a function the caller may not execute. The enqueue functions call it.';
 
 
 --
@@ -4796,6 +5085,51 @@ begin
     delete from queues.error where task_id = any (_ids);
     return cardinality(_ids);
 end $$;
+
+
+--
+-- Name: put_schedule(text, text, text, jsonb, integer, integer, boolean, timestamp with time zone); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.put_schedule(_name text, _cron text, _task_type text, _payload jsonb DEFAULT '{}'::jsonb, _priority integer DEFAULT 0, _max_attempts integer DEFAULT NULL::integer, _enabled boolean DEFAULT true, _next_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _fields text[];
+    _created boolean;
+begin
+    if _name is null or _name !~ '^[A-Za-z0-9][A-Za-z0-9_.:-]*$' or length(_name) > 128 then
+        raise exception 'add_schedule: name % is malformed: use 1 to 128 letters, digits, "_", ".", ":" or "-", starting with a letter or digit',
+            coalesce(quote_literal(left(_name, 140)), 'NULL') using errcode = 'invalid_parameter_value';
+    end if;
+    perform internal.check_task_input(_task_type, coalesce(_payload, '{}'::jsonb), _max_attempts, null, 'add_schedule');
+    perform internal.check_finite('add_schedule', '_next_run_at', _next_run_at);
+    _fields := regexp_split_to_array(
+        regexp_replace(btrim(coalesce(_cron, '')), '^(CRON_TZ|TZ)=\S+\s+', ''), '\s+');
+    if length(_cron) > 256
+       or not (_fields[1] ~ '^@[a-z]' and cardinality(_fields) <= 2
+               or cardinality(_fields) = 5 and not exists (
+                   select from unnest(_fields) f where f !~ '^[0-9A-Za-z*?,/-]+$')) then
+        raise exception 'add_schedule: cron % is malformed: want 5 fields (minute hour day-of-month month day-of-week) or a descriptor such as @hourly',
+            coalesce(quote_literal(left(_cron, 260)), 'NULL') using errcode = 'invalid_parameter_value';
+    end if;
+
+    insert into queues.schedule as s (name, cron, task_type, payload, priority, max_attempts, enabled, next_run_at)
+    values (_name, btrim(_cron), _task_type, coalesce(_payload, '{}'::jsonb), coalesce(_priority, 0), _max_attempts,
+            coalesce(_enabled, true), _next_run_at)
+    on conflict (name) do update
+    set next_run_at = case when s.cron <> excluded.cron or (excluded.enabled and not s.enabled)
+                           then excluded.next_run_at else s.next_run_at end,
+        cron = excluded.cron, task_type = excluded.task_type, payload = excluded.payload,
+        priority = excluded.priority, max_attempts = excluded.max_attempts, enabled = excluded.enabled,
+        updated_at = now()
+    returning (xmax = 0) into _created;
+    if _task_type in ('db_function', 'email', 'sms', 'file_delete') then
+        perform internal.drop_enqueue_permits();
+    end if;
+    return _created;
+end $_$;
 
 
 --
@@ -5162,11 +5496,18 @@ CREATE FUNCTION queues.release_tasks(_task_ids bigint[], _lease_ids bigint[], _r
     AS $$
 begin
     return query
-    with rel as (
+    with held as (
+        select t.task_id
+        from queues.task t
+        join unnest(_task_ids, _lease_ids) as c(task_id, lease_id) on t.task_id = c.task_id and t.lease_id = c.lease_id
+        where t.lease_expires_at is not null  -- i.e. running
+        order by t.task_id
+        for no key update of t
+    ), rel as (
         update queues.task t
-        set status = 'pending', run_at = now(), lease_expires_at = null, attempt = greatest(t.attempt - 1, 0)
-        from unnest(_task_ids, _lease_ids) as c(task_id, lease_id)
-        where t.task_id = c.task_id and t.lease_id = c.lease_id and t.lease_expires_at is not null  -- i.e. running
+        set status = 'pending', run_at = clock_timestamp(), lease_expires_at = null, attempt = greatest(t.attempt - 1, 0)
+        from held h
+        where t.task_id = h.task_id
         returning t.task_id, t.lease_id, t.worker_id, t.attempt
     ), ev as (
         insert into queues.task_event (task_id, event, from_status, to_status, lease_id, worker_id, attempt, detail)
@@ -5237,15 +5578,27 @@ end $$;
 -- Name: renew_leases(bigint[], bigint[], interval); Type: FUNCTION; Schema: queues; Owner: -
 --
 
-CREATE FUNCTION queues.renew_leases(_task_ids bigint[], _lease_ids bigint[], _lease_duration interval DEFAULT '00:05:00'::interval) RETURNS TABLE(task_id bigint, lease_expires_at timestamp with time zone)
+CREATE FUNCTION queues.renew_leases(_task_ids bigint[], _lease_ids bigint[], _lease_duration interval DEFAULT '00:05:00'::interval) RETURNS TABLE(task_id bigint, lease_expires_at timestamp with time zone, lease_id bigint)
     LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+    -- SKIP LOCKED: a renewal never waits. A row locked now is being completed, cancelled or
+    -- released (and then needs no renewal), or is locked by some long transaction: it is renewed
+    -- at the next tick, and is not taken over meanwhile (the rescue of expired leases skips
+    -- locked rows too).
+    with held as (
+        select t.task_id
+        from queues.task t
+        join unnest(_task_ids, _lease_ids) as c(task_id, lease_id) on t.task_id = c.task_id and t.lease_id = c.lease_id
+        where t.lease_expires_at is not null  -- i.e. running
+        order by t.task_id
+        for no key update of t skip locked
+    )
     update queues.task t
-    set lease_expires_at = now() + _lease_duration
-    from unnest(_task_ids, _lease_ids) as c(task_id, lease_id)
-    where t.task_id = c.task_id and t.lease_id = c.lease_id and t.lease_expires_at is not null  -- i.e. running
-    returning t.task_id, t.lease_expires_at
+    set lease_expires_at = clock_timestamp() + _lease_duration
+    from held h
+    where t.task_id = h.task_id
+    returning t.task_id, t.lease_expires_at, t.lease_id
 $$;
 
 
@@ -5260,18 +5613,20 @@ CREATE FUNCTION queues.rescue_expired_leases(_limit integer DEFAULT 1000) RETURN
     AS $$
 declare
     _n integer;
+    _now timestamptz := clock_timestamp();
 begin
     with expired as (
         select t.task_id
         from queues.task t
-        where t.status = 'running' and t.lease_expires_at < now()
+        where t.status = 'running' and t.lease_expires_at < _now
         order by t.lease_expires_at
         limit _limit
         for update skip locked
     ), upd as (
         update queues.task t
         set status = case when t.attempt >= t.max_attempts then 'dead'::queues.task_status else 'pending' end,
-            dead_at = case when t.attempt >= t.max_attempts then now() else t.dead_at end,
+            dead_at = case when t.attempt >= t.max_attempts then _now else t.dead_at end,
+            -- now(), the claim's own time: the claim that rescues the task may take it.
             run_at = case when t.attempt >= t.max_attempts then t.run_at else now() end,
             lease_expires_at = null,
             last_error = format('lease %s expired: worker %s did not finish attempt %s of %s',
@@ -5280,12 +5635,14 @@ begin
         where t.task_id = e.task_id
         returning t.task_id, t.status, t.lease_id, t.worker_id, t.attempt, t.last_error
     ), ev as (
-        insert into queues.task_event (task_id, event, from_status, to_status, lease_id, worker_id, attempt, detail)
-        select u.task_id, 'lease_expired', 'running', u.status, u.lease_id, u.worker_id, u.attempt, u.last_error
+        -- Stamped with the claim's time, as the lease the same claim may then write: the expiry
+        -- comes first in the task's history.
+        insert into queues.task_event (task_id, occurred_at, event, from_status, to_status, lease_id, worker_id, attempt, detail)
+        select u.task_id, now(), 'lease_expired', 'running', u.status, u.lease_id, u.worker_id, u.attempt, u.last_error
         from upd u
     ), err as (
-        insert into queues.error (task_id, error_message, context)
-        select u.task_id, u.last_error,
+        insert into queues.error (task_id, occurred_at, error_message, context)
+        select u.task_id, now(), u.last_error,
                jsonb_build_object('operation', 'lease_expired', 'lease_id', u.lease_id,
                                   'worker_id', u.worker_id, 'attempt', u.attempt)
         from upd u
@@ -5388,7 +5745,7 @@ CREATE FUNCTION queues.retry_task(_task_id bigint) RETURNS queues.task_status
 declare
     _t queues.task;
 begin
-    select * into _t from queues.task where task_id = _task_id for update;
+    select * into _t from queues.task where task_id = _task_id for no key update;
     if not found then
         raise exception 'task % does not exist', _task_id using errcode = 'no_data_found';
     end if;
@@ -5401,7 +5758,7 @@ begin
             using errcode = 'object_not_in_prerequisite_state';
     end if;
     update queues.task
-    set status = 'pending', run_at = now(),
+    set status = 'pending', run_at = clock_timestamp(),
         attempt = case when _t.status = 'pending' then attempt else 0 end,
         limit_name = (select l.task_type from internal.limit_of(_t.task_type, _t.payload) l),
         limit_key = (select internal.limit_key(l.key_field, _t.payload) from internal.limit_of(_t.task_type, _t.payload) l
@@ -5590,8 +5947,9 @@ CREATE FUNCTION queues.snooze_task(_task_id bigint, _lease_id bigint, _run_at ti
 declare
     _t queues.task;
 begin
+    perform internal.check_finite('snooze_task', '_run_at', _run_at);
     update queues.task
-    set status = 'pending', run_at = coalesce(_run_at, now()), lease_expires_at = null,
+    set status = 'pending', run_at = coalesce(_run_at, clock_timestamp()), lease_expires_at = null,
         attempt = greatest(attempt - 1, 0)
     where task_id = _task_id and lease_id = _lease_id and lease_expires_at is not null  -- i.e. running
     returning * into _t;
@@ -5600,7 +5958,7 @@ begin
     end if;
     insert into queues.task_event (task_id, event, from_status, to_status, lease_id, worker_id, attempt, detail)
     values (_task_id, 'snoozed', 'running', 'pending', _lease_id, _t.worker_id, _t.attempt + 1,
-            'until ' || coalesce(_run_at, now())::text);
+            'until ' || _t.run_at::text);
     return true;
 end $$;
 
@@ -6973,13 +7331,32 @@ CREATE SEQUENCE internal.task_notify_clock
 
 
 --
+-- Name: enqueue_permit; Type: TABLE; Schema: queues; Owner: -
+--
+
+CREATE UNLOGGED TABLE queues.enqueue_permit (
+    permit_xid xid8 NOT NULL,
+    names text[] NOT NULL,
+    granted_to name NOT NULL,
+    created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL
+);
+
+
+--
+-- Name: TABLE enqueue_permit; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON TABLE queues.enqueue_permit IS 'Functions a task may name in the current transaction, each checked against the rights of the role that asked (docs/security.md, "Who may name a function"). Written by queues.permit_task_functions, read and emptied by the task inserts.';
+
+
+--
 -- Name: error; Type: TABLE; Schema: queues; Owner: -
 --
 
 CREATE TABLE queues.error (
     error_id bigint NOT NULL,
     task_id bigint,
-    occurred_at timestamp with time zone DEFAULT now() NOT NULL,
+    occurred_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
     error_message text NOT NULL,
     context jsonb DEFAULT '{}'::jsonb NOT NULL
 );
@@ -7219,7 +7596,8 @@ CREATE TABLE queues.schedule (
     CONSTRAINT schedule_max_attempts_positive CHECK (((max_attempts IS NULL) OR (max_attempts > 0))),
     CONSTRAINT schedule_name_valid CHECK (((name ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]*$'::text) AND (length(name) <= 128))),
     CONSTRAINT schedule_payload_is_object CHECK ((jsonb_typeof(payload) = 'object'::text)),
-    CONSTRAINT schedule_task_type_valid CHECK (((task_type ~ '^[A-Za-z][A-Za-z0-9_.:-]*$'::text) AND (length(task_type) <= 128)))
+    CONSTRAINT schedule_task_type_valid CHECK (((task_type ~ '^[A-Za-z][A-Za-z0-9_.:-]*$'::text) AND (length(task_type) <= 128))),
+    CONSTRAINT schedule_times_finite CHECK ((isfinite(created_at) AND isfinite(updated_at) AND isfinite(next_run_at) AND isfinite(last_tick_at) AND isfinite(last_enqueued_at)))
 );
 
 
@@ -7352,7 +7730,7 @@ COMMENT ON TABLE queues.signal_wait IS 'Tasks registered by queues.wait_for_sign
 CREATE TABLE queues.task_event (
     task_event_id bigint NOT NULL,
     task_id bigint NOT NULL,
-    occurred_at timestamp with time zone DEFAULT now() NOT NULL,
+    occurred_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
     event text NOT NULL,
     from_status queues.task_status,
     to_status queues.task_status,
@@ -7378,7 +7756,7 @@ COMMENT ON TABLE queues.task_event IS 'Append-only: one row per state change of 
 CREATE TABLE queues.task_event_default (
     task_event_id bigint NOT NULL,
     task_id bigint NOT NULL,
-    occurred_at timestamp with time zone DEFAULT now() NOT NULL,
+    occurred_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
     event text NOT NULL,
     from_status queues.task_status,
     to_status queues.task_status,
@@ -8290,6 +8668,13 @@ CREATE INDEX file_owner_idx ON files.file USING btree (owner_account_id) WHERE (
 
 
 --
+-- Name: enqueue_permit_xid_idx; Type: INDEX; Schema: queues; Owner: -
+--
+
+CREATE INDEX enqueue_permit_xid_idx ON queues.enqueue_permit USING btree (permit_xid);
+
+
+--
 -- Name: error_task_id_idx; Type: INDEX; Schema: queues; Owner: -
 --
 
@@ -8696,6 +9081,13 @@ CREATE TRIGGER file_deletion_task_succeeded_append_only BEFORE UPDATE ON files.f
 
 
 --
+-- Name: enqueue_permit enqueue_permit_check; Type: TRIGGER; Schema: queues; Owner: -
+--
+
+CREATE TRIGGER enqueue_permit_check BEFORE INSERT ON queues.enqueue_permit FOR EACH ROW EXECUTE FUNCTION internal.check_enqueue_permit();
+
+
+--
 -- Name: error error_append_only; Type: TRIGGER; Schema: queues; Owner: -
 --
 
@@ -8707,6 +9099,13 @@ CREATE TRIGGER error_append_only BEFORE UPDATE ON queues.error FOR EACH STATEMEN
 --
 
 CREATE TRIGGER outbox_message_append_only BEFORE UPDATE ON queues.outbox_message FOR EACH ROW EXECUTE FUNCTION internal.refuse_update();
+
+
+--
+-- Name: schedule schedule_functions_permitted; Type: TRIGGER; Schema: queues; Owner: -
+--
+
+CREATE TRIGGER schedule_functions_permitted BEFORE INSERT OR UPDATE OF task_type, payload ON queues.schedule FOR EACH ROW WHEN ((new.task_type = ANY (ARRAY['db_function'::text, 'email'::text, 'sms'::text, 'file_delete'::text]))) EXECUTE FUNCTION internal.check_task_functions();
 
 
 --
@@ -8749,6 +9148,13 @@ CREATE TRIGGER task_event_append_only BEFORE UPDATE ON queues.task_event FOR EAC
 --
 
 CREATE TRIGGER task_event_append_only BEFORE UPDATE ON queues.task_event_default FOR EACH STATEMENT EXECUTE FUNCTION internal.refuse_update();
+
+
+--
+-- Name: task task_functions_permitted; Type: TRIGGER; Schema: queues; Owner: -
+--
+
+CREATE TRIGGER task_functions_permitted BEFORE INSERT OR UPDATE OF task_type, payload ON queues.task FOR EACH ROW WHEN ((new.task_type = ANY (ARRAY['db_function'::text, 'email'::text, 'sms'::text, 'file_delete'::text]))) EXECUTE FUNCTION internal.check_task_functions();
 
 
 --
@@ -9703,6 +10109,20 @@ REVOKE ALL ON FUNCTION internal.check_delivery_input(_label text, _provider_mess
 
 
 --
+-- Name: FUNCTION check_enqueue_permit(); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.check_enqueue_permit() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION check_finite(_label text, _arg text, _value timestamp with time zone); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.check_finite(_label text, _arg text, _value timestamp with time zone) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION check_signal_key(_label text, _name text, _key text); Type: ACL; Schema: internal; Owner: -
 --
 
@@ -9710,10 +10130,24 @@ REVOKE ALL ON FUNCTION internal.check_signal_key(_label text, _name text, _key t
 
 
 --
+-- Name: FUNCTION check_task_functions(); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.check_task_functions() FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION check_task_input(_task_type text, _payload jsonb, _max_attempts integer, _idempotency_key text, _label text); Type: ACL; Schema: internal; Owner: -
 --
 
 REVOKE ALL ON FUNCTION internal.check_task_input(_task_type text, _payload jsonb, _max_attempts integer, _idempotency_key text, _label text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION drop_enqueue_permits(); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.drop_enqueue_permits() FROM PUBLIC;
 
 
 --
@@ -9937,6 +10371,13 @@ REVOKE ALL ON FUNCTION internal.take_limit_tokens(_task_ids bigint[], _clock tim
 
 
 --
+-- Name: FUNCTION task_function_names(_label text, _task_type text, _payload jsonb); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.task_function_names(_label text, _task_type text, _payload jsonb) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION wake_signal_waiters(_task_ids bigint[], _name text, _key text); Type: ACL; Schema: internal; Owner: -
 --
 
@@ -10145,11 +10586,39 @@ GRANT ALL ON FUNCTION queues.fail_task_with_policy(_task_id bigint, _error_messa
 
 
 --
+-- Name: FUNCTION grant_enqueue(_role regrole); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.grant_enqueue(_role regrole) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION heartbeat_worker(_worker_id text); Type: ACL; Schema: queues; Owner: -
 --
 
 REVOKE ALL ON FUNCTION queues.heartbeat_worker(_worker_id text) FROM PUBLIC;
 GRANT ALL ON FUNCTION queues.heartbeat_worker(_worker_id text) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION insert_debounced_task(_task_type text, _payload jsonb, _debounce_key text, _delay interval, _priority integer, _max_attempts integer); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.insert_debounced_task(_task_type text, _payload jsonb, _debounce_key text, _delay interval, _priority integer, _max_attempts integer) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION insert_task(_task_type text, _payload jsonb, _scheduled_at timestamp with time zone, _priority integer, _idempotency_key text, _max_attempts integer); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.insert_task(_task_type text, _payload jsonb, _scheduled_at timestamp with time zone, _priority integer, _idempotency_key text, _max_attempts integer) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION insert_tasks(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[], _priorities integer[], _idempotency_keys text[], _max_attempts integer[]); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.insert_tasks(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[], _priorities integer[], _idempotency_keys text[], _max_attempts integer[]) FROM PUBLIC;
 
 
 --
@@ -10199,6 +10668,13 @@ REVOKE ALL ON FUNCTION queues.pause_queue(_task_type text, _paused_by text) FROM
 
 
 --
+-- Name: FUNCTION permit_task_functions(_task_types text[], _payloads jsonb[]); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.permit_task_functions(_task_types text[], _payloads jsonb[]) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION process_backoff(_failures integer, _base interval, _max interval); Type: ACL; Schema: queues; Owner: -
 --
 
@@ -10232,6 +10708,13 @@ REVOKE ALL ON FUNCTION queues.process_next_run(_db_function text, _instance_id b
 
 REVOKE ALL ON FUNCTION queues.prune_finished(_older_than interval, _limit integer, _term bigint, _statuses queues.task_status[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION queues.prune_finished(_older_than interval, _limit integer, _term bigint, _statuses queues.task_status[]) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION put_schedule(_name text, _cron text, _task_type text, _payload jsonb, _priority integer, _max_attempts integer, _enabled boolean, _next_run_at timestamp with time zone); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.put_schedule(_name text, _cron text, _task_type text, _payload jsonb, _priority integer, _max_attempts integer, _enabled boolean, _next_run_at timestamp with time zone) FROM PUBLIC;
 
 
 --

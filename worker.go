@@ -43,8 +43,11 @@ type Worker struct {
 	hardStop    chan struct{}
 	stopOnce    sync.Once
 
-	mu      sync.Mutex
-	running map[int64]*runningTask // by task id, from start until finish
+	mu sync.Mutex
+	// running holds the running tasks by lease id, from start until finish. A task can run
+	// twice on one worker for a moment (a run whose lease was lost is still returning when a new
+	// claim of the task starts): each run is its own entry, and ends only its own.
+	running map[int64]*runningTask
 	// cancelHints: cancel notifications that named no running task (lease_check.go).
 	cancelHints cancelHints
 	wg          sync.WaitGroup // task goroutines
@@ -74,6 +77,9 @@ type runningTask struct {
 	// end by the task's own outcome (a completion waiting for the completer's batch), which the
 	// renewer must not take for a lost lease.
 	recording atomic.Bool
+	// leaseGone is set once the worker has found the task's lease lost and stopped it: the loss
+	// is counted and logged once.
+	leaseGone atomic.Bool
 	// result is the completion's result, handed to the completer with the task (outcome.result).
 	result json.RawMessage
 	// handler and handlerBody: the success handler the completer runs with the completion

@@ -91,10 +91,44 @@ func TestWorkerDBFunctionOutcomes(t *testing.T) {
 	named := enq(`{"db_function": "wbiz.named_status"}`, 5)
 	raises := enq(`{"db_function": "wbiz.raises", "n": 7}`, 2)
 	garbage := enq(`{"db_function": "wbiz.garbage"}`, 5)
-	missing := enq(`{"db_function": "wbiz.nope"}`, 5)
-	noName := enq(`{"note": "no function"}`, 5)
-	injected := enq(`{"db_function": "public.f(jsonb); drop table queues.task; --"}`, 5)
 	slow := enq(`{"db_function": "wbiz.slow"}`, 1)
+
+	// A missing function, a missing name and a malformed one are refused when enqueued
+	// (docs/security.md, "Who may name a function")...
+	for _, payload := range []string{
+		`{"db_function": "wbiz.nope"}`,
+		`{"note": "no function"}`,
+		`{"db_function": "public.f(jsonb); drop table queues.task; --"}`,
+	} {
+		_, err := c.Enqueue(ctx, raw("db_function", payload), nil)
+		require.ErrorIs(t, err, taskorch.ErrInvalidInput, payload)
+	}
+	// ...and the worker refuses them too when they are in the table anyway: a function dropped
+	// after its task was enqueued, rows written past the check (by an older version).
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `create function wbiz.nope(jsonb) returns jsonb language sql as $$ select '{}'::jsonb $$`)
+	require.NoError(t, err)
+	var missing int64
+	require.NoError(t, tx.QueryRow(ctx, `select queues.enqueue('db_function', '{"db_function": "wbiz.nope"}', _max_attempts => 5)`).Scan(&missing))
+	_, err = tx.Exec(ctx, `drop function wbiz.nope(jsonb)`)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	unchecked := func(payload string) int64 {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		_, err = tx.Exec(ctx, `alter table queues.task disable trigger task_functions_permitted`)
+		require.NoError(t, err)
+		var id int64
+		require.NoError(t, tx.QueryRow(ctx, `insert into queues.task (task_type, payload, max_attempts) values ('db_function', $1, 5) returning task_id`, payload).Scan(&id))
+		_, err = tx.Exec(ctx, `alter table queues.task enable trigger task_functions_permitted`)
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(ctx))
+		return id
+	}
+	noName := unchecked(`{"note": "no function"}`)
+	injected := unchecked(`{"db_function": "public.f(jsonb); drop table queues.task; --"}`)
 
 	// A validation failure is recorded and not retried; the function's writes stand.
 	waitStatus(t, pool, invalid, taskorch.StatusFailed)
