@@ -43,6 +43,10 @@ test: deps ## Run every test against one private PostgreSQL
 schema: deps-demo ## Regenerate schema.sql (every definition after all migrations; make test checks it)
 	$(WITHPG) -- $(GO) run ./internal/cmd/schemadump -o schema.sql
 
+.PHONY: test-hostile
+test-hostile: deps ## The hostile-input suite: every probe of docs/security.md's audit, as the application, operator and worker roles
+	$(WITHPG) -- $(GO) test -count=1 -run 'Hostile|Unforgeable|UnreadableClaimed|NeverDeadlock|LeastPrivilege|Injection|RunFunction|SearchPath' ./ ./migrations/processtest ./internal/scaffold
+
 .PHONY: test-race
 test-race: deps ## Run every test with the race detector
 	$(WITHPG) -- $(GO) test -count=1 -race $(PKGS)

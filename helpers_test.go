@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -98,12 +97,4 @@ func waitProgress(t testing.TB, stall time.Duration, want int64, msg string, cou
 		}
 		time.Sleep(100 * time.Millisecond) //nolint:forbidigo // polling the database's count
 	}
-}
-
-// requirePgCode requires err to be a PostgreSQL error with SQLSTATE code.
-func requirePgCode(t testing.TB, err error, code string, msgAndArgs ...any) {
-	t.Helper()
-	var pgErr *pgconn.PgError
-	require.ErrorAs(t, err, &pgErr, msgAndArgs...)
-	require.Equal(t, code, pgErr.Code, pgErr.Message)
 }

@@ -3506,6 +3506,8 @@ declare
     _key text := internal.supervisor_tick_key(_supervisor);
 begin
     _at := coalesce(_at, now());
+    -- A process started "at -infinity" would otherwise stop at the table's constraint.
+    perform internal.check_finite('schedule_supervisor_tick', 'the time a process is due (_at, a kickoff''s _scheduled_at)', _at);
     if exists (select 1 from queues.task
                where task_type = 'db_function' and debounce_key = _key and status = 'pending' and run_at <= _at) then
         return;
