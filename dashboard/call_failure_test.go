@@ -48,6 +48,9 @@ func TestChannelCallFailureShown(t *testing.T) {
 	sent, err := c.Enqueue(ctx, taskorch.RawArgs{Type: "email", Payload: json.RawMessage(`{"to": "ada@example.com"}`)}, nil)
 	require.NoError(t, err)
 	// A success handler makes the task a supervisor's: its failure is recorded, the task completed.
+	// (It must exist to be named, docs/security.md; the failed call never reaches it.)
+	_, err = pool.Exec(ctx, `create schema biz; create function biz.never_called(jsonb) returns jsonb language sql as $$ select '{}'::jsonb $$`)
+	require.NoError(t, err)
 	down, err := c.Enqueue(ctx, taskorch.RawArgs{Type: "email",
 		Payload: json.RawMessage(`{"to": "down@example.com", "success_handler": "biz.never_called"}`)}, nil)
 	require.NoError(t, err)

@@ -109,7 +109,8 @@ func seed(t *testing.T, pool *pgxpool.Pool) seeded {
 			created_at timestamptz not null default now());
 		create table demo."weird""name_task" ("weird""name_task_id" bigint primary key);
 		create table demo."weird""name_task_failed" ("weird""name_task_id" bigint primary key, error_message text);
-		create table demo.just_a_task (id bigint primary key)`)
+		create table demo.just_a_task (id bigint primary key);
+		create function demo.ship_order_supervisor(jsonb) returns jsonb language sql as $$ select '{"status": "succeeded"}'::jsonb $$`)
 	s.processRoot = q(`insert into demo.ship_order_task (order_ref) values ('ORD-<i>7</i>') returning ship_order_task_id`)
 	a1 := q(`insert into demo.ship_order_attempt (ship_order_task_id) values ($1) returning ship_order_attempt_id`, s.processRoot)
 	exec(`insert into demo.ship_order_attempt_failed values ($1, 'carrier timeout')`, a1)

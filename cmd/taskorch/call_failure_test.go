@@ -36,6 +36,9 @@ func TestTasksShowCallFailure(t *testing.T) {
 		stop()
 		require.NoError(t, <-stopped)
 	})
+	// A task may name only a function that exists (docs/security.md); the call fails before it runs.
+	_, err = pool.Exec(ctx, `create schema biz; create function biz.never_called(jsonb) returns jsonb language sql as $$ select '{}'::jsonb $$`)
+	require.NoError(t, err)
 	id := enqueue(t, pool, "email", `{"to": "ada@example.com", "success_handler": "biz.never_called"}`, 3)
 	waitStatus(t, pool, id, "completed")
 

@@ -57,7 +57,10 @@ func TestGoldenTables(t *testing.T) {
 	require.NoError(t, err)
 	_, err = conn.Exec(context.Background(), `select queues.fail_task(3, 'provider said no', lease_id, false) from queues.task where task_id = 3`)
 	require.NoError(t, err)
-	// A db_function task shows the function it runs.
+	// A db_function task shows the function it runs (which must exist to be named).
+	_, err = conn.Exec(context.Background(), `create schema comms;
+		create function comms.send_email_supervisor(jsonb) returns jsonb language sql as $$ select '{}'::jsonb $$`)
+	require.NoError(t, err)
 	cmd("enqueue", "db_function", `{"db_function": "comms.send_email_supervisor", "send_email_task_id": 1}`, "--at", "2030-01-01T00:00:00Z")
 	cmd("schedules", "add", "nightly", "0 3 * * *", "report.build", `{"all": true}`)
 	cmd("queues", "pause", "mail.digest")
