@@ -75,7 +75,9 @@ func TestGeneratedProcessFactsUnforgeable(t *testing.T) {
 	require.Zero(t, scalar[int64](t, pool, `select count(*) from crm.send_reminder_attempt_succeeded`))
 
 	run(t, pool, map[string]taskorch.ChannelProvider{taskorch.TypeEmail: taskorch.ChannelProviderFunc(
-		func(context.Context, taskorch.ChannelCall) (json.RawMessage, error) { return json.RawMessage(`{"id":"m-1"}`), nil })})
+		func(context.Context, taskorch.ChannelCall) (json.RawMessage, error) {
+			return json.RawMessage(`{"id":"m-1"}`), nil
+		})})
 	waitTrue(t, pool, "the kickoff's process succeeds",
 		`select exists (select 1 from crm.send_reminder_task_succeeded where send_reminder_task_id = $1)`, id)
 	require.Equal(t, int64(1), scalar[int64](t, pool, `select count(*) from crm.send_reminder_attempt_succeeded`),
