@@ -5,13 +5,13 @@ import (
 	"html/template"
 	"math"
 	"net/url"
-	"regexp"
 	"strconv"
 	"time"
 	"unicode/utf8"
 
 	"github.com/taskorch/taskorch"
 	"github.com/taskorch/taskorch/internal/humanize"
+	"github.com/taskorch/taskorch/internal/redact"
 )
 
 // templateFuncs are the helpers the templates use. None returns template.HTML: everything they
@@ -176,14 +176,7 @@ func statusClass(s any) string {
 	return "st st-" + fmt.Sprint(s)
 }
 
-var (
-	urlPassword = regexp.MustCompile(`(?i)([a-z][a-z0-9+.-]*://[^:/@\s]*:)[^@\s]*@`)
-	kvPassword  = regexp.MustCompile(`(?i)\b(password|passwd|pwd|secret|token|api_key|apikey)(["']?\s*[=:]\s*)("[^"]*"|'[^']*'|[^\s,;&)}]+)`)
-)
-
-// redactText masks the passwords of URLs (postgres://user:xxxxx@host) and key=value secrets
-// (password=xxxxx) in a text shown on a page, such as an error message.
-func redactText(s string) string {
-	s = urlPassword.ReplaceAllString(s, "${1}xxxxx@")
-	return kvPassword.ReplaceAllString(s, "${1}${2}xxxxx")
-}
+// redactText masks the secrets in a text shown on a page, such as an error message: URL
+// passwords (postgres://user:xxxxx@host) and key=value secrets (password=xxxxx), by
+// redact.String, the rule the payload views, the command line and the worker's logs share.
+func redactText(s string) string { return redact.String(s) }
