@@ -40,6 +40,9 @@ func newTasksCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			for _, t := range res.Tasks {
+				maskTask(t)
+			}
 			if g.jsonOut {
 				if res.Tasks == nil {
 					res.Tasks = []*taskorch.Task{}
@@ -77,6 +80,8 @@ func newTasksCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			maskTask(t)
+			maskHistory(h)
 			if g.jsonOut {
 				return writeJSON(cmd.OutOrStdout(), map[string]any{"task": t, "history": h})
 			}
@@ -104,6 +109,7 @@ func newTasksCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				maskTask(t)
 				if g.jsonOut {
 					return writeJSON(cmd.OutOrStdout(), t)
 				}

@@ -94,7 +94,7 @@ func splitWords(k string) []string {
 var (
 	// urlPassword is a URL's scheme and user, then its password up to the last @ before the
 	// URL's path, query or fragment (a password may hold a raw @).
-	urlPassword = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://[^:/?#@\s"'<>]*:)[^/?#\s"'<>]*@`)
+	urlPassword = regexp.MustCompile("(?i)\\b([a-z][a-z0-9+.-]*://[^:/?#@\\s\"'`<>]*:)[^/?#\\s\"'`<>]*@")
 	// keySep is a keyword and its separator: password=, "token": , X-Api-Key: , \"pwd\":.
 	keySep = regexp.MustCompile(`([A-Za-z_][A-Za-z0-9_.-]*)(?:\\?["'])?\s*[=:]\s*`)
 	// authScheme is an Authorization value's scheme, kept in front of the masked credentials.
@@ -151,7 +151,7 @@ func isWordByte(c byte) bool {
 
 // valueSpan returns where the value starting at s[i] is: inside its quotes when it is quoted
 // ("..." '...' \"...\"; an unterminated quote runs to the end), else up to the first white
-// space or , ; & ) } ] " ' < >.
+// space or , ; & ) } ] " ' ` < >.
 func valueSpan(s string, i int) (from, to int) {
 	if i >= len(s) {
 		return i, i
@@ -174,7 +174,7 @@ func valueSpan(s string, i int) (from, to int) {
 		return i + 1, len(s)
 	}
 	j := i
-	for j < len(s) && !strings.ContainsRune(" \t\r\n,;&)}]\"'<>", rune(s[j])) {
+	for j < len(s) && !strings.ContainsRune(" \t\r\n,;&)}]\"'`<>", rune(s[j])) {
 		j++
 	}
 	return i, j
