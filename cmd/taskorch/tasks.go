@@ -64,7 +64,7 @@ func newTasksCmd(g *globals) *cobra.Command {
 		Long: `Show a task with its lease, event and error timeline. Secrets in its payload, result and
 errors are masked as on the dashboard, in the table and in --json alike (docs/security.md,
 "Secrets on pages, in listings and in logs"); the database keeps them as written.`,
-		Args:  exactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := parseID(args[0])
 			if err != nil {
