@@ -72,7 +72,7 @@ FUZZTIME ?= 10s
 # A fuzzer that calls PostgreSQL sees new coverage in pgx's network code now and then, and
 # shrinking that input took the rest of a 10-second run; 100 tries keep the run fuzzing.
 FUZZMINIMIZETIME ?= 100x
-FUZZERS  := ./internal/envelope:FuzzParse .:FuzzTypedPayload .:FuzzRunFunctionName ./cmd/taskorch:FuzzParsePayload
+FUZZERS  := ./internal/envelope:FuzzParse .:FuzzTypedPayload .:FuzzRunFunctionName ./cmd/taskorch:FuzzParsePayload ./internal/redact:FuzzJSON
 
 .PHONY: fuzz
 fuzz: deps ## Run each fuzzer for FUZZTIME (default 10s; CI's short run), e.g. make fuzz FUZZTIME=10m

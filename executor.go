@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/taskorch/taskorch/internal/redact"
 )
 
 // maxErrorBytes bounds an error message the worker records (the SQL side bounds it too).
@@ -234,5 +236,6 @@ func truncate(s string, n int) string {
 	return s[:cut] + mark
 }
 
-// logValue shortens a message for a log line; the full message is in queues.error.
-func logValue(s string) string { return truncate(s, 512) }
+// logValue masks the secrets of a message (internal/redact: URL passwords, key=value secrets)
+// and shortens it for a log line; the full message is in queues.error.
+func logValue(s string) string { return truncate(redact.String(s), 512) }

@@ -4104,6 +4104,25 @@ end $$;
 
 
 --
+-- Name: dashboard_session_revoked(text); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.dashboard_session_revoked(_session_id text) RETURNS boolean
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select exists (select from queues.dashboard_session_revoked r where r.session_id = _session_id)
+$$;
+
+
+--
+-- Name: FUNCTION dashboard_session_revoked(_session_id text); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.dashboard_session_revoked(_session_id text) IS 'Whether a dashboard session was signed out (queues.revoke_dashboard_session).';
+
+
+--
 -- Name: dequeue_next_available_task(); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -5775,6 +5794,39 @@ end $$;
 
 
 --
+-- Name: revoke_dashboard_session(text, timestamp with time zone); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.revoke_dashboard_session(_session_id text, _expires_at timestamp with time zone) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+begin
+    if _session_id is null or _session_id !~ '^[A-Za-z0-9_-]{16,128}$' then
+        raise exception 'revoke_dashboard_session: _session_id must be 16 to 128 characters of A-Z a-z 0-9 _ -, got %',
+            coalesce(to_jsonb(left(_session_id, 130))::text, 'NULL') using errcode = 'invalid_parameter_value';
+    end if;
+    if _expires_at is null or not isfinite(_expires_at) then
+        raise exception 'revoke_dashboard_session: _expires_at must be a finite time, got %', coalesce(_expires_at::text, 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    delete from queues.dashboard_session_revoked where expires_at <= now();
+    if _expires_at > now() then
+        insert into queues.dashboard_session_revoked (session_id, expires_at)
+        values (_session_id, _expires_at)
+        on conflict (session_id) do nothing;
+    end if;
+end $_$;
+
+
+--
+-- Name: FUNCTION revoke_dashboard_session(_session_id text, _expires_at timestamp with time zone); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.revoke_dashboard_session(_session_id text, _expires_at timestamp with time zone) IS 'Signs a dashboard session out for every dashboard process: its id is refused until _expires_at (the session''s own expiry), after which the cookie is refused anyway.';
+
+
+--
 -- Name: run_task_handlers(bigint[], bigint[], text[], jsonb[]); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -7333,6 +7385,25 @@ CREATE SEQUENCE internal.task_notify_clock
 
 
 --
+-- Name: dashboard_session_revoked; Type: TABLE; Schema: queues; Owner: -
+--
+
+CREATE TABLE queues.dashboard_session_revoked (
+    session_id text NOT NULL,
+    revoked_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT dashboard_session_revoked_expires_finite CHECK (isfinite(expires_at))
+);
+
+
+--
+-- Name: TABLE dashboard_session_revoked; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON TABLE queues.dashboard_session_revoked IS 'Dashboard sessions signed out before they expired: a cookie naming one of these ids is refused by every dashboard process. Written by queues.revoke_dashboard_session, read by queues.dashboard_session_revoked; a row goes at the first sign-out after expires_at.';
+
+
+--
 -- Name: enqueue_permit; Type: TABLE; Schema: queues; Owner: -
 --
 
@@ -8413,6 +8484,14 @@ ALTER TABLE ONLY files.file
 
 ALTER TABLE ONLY files.process_config
     ADD CONSTRAINT process_config_pkey PRIMARY KEY (process);
+
+
+--
+-- Name: dashboard_session_revoked dashboard_session_revoked_pkey; Type: CONSTRAINT; Schema: queues; Owner: -
+--
+
+ALTER TABLE ONLY queues.dashboard_session_revoked
+    ADD CONSTRAINT dashboard_session_revoked_pkey PRIMARY KEY (session_id);
 
 
 --
@@ -10481,6 +10560,13 @@ GRANT ALL ON FUNCTION queues.complete_tasks_with_results(_task_ids bigint[], _le
 
 
 --
+-- Name: FUNCTION dashboard_session_revoked(_session_id text); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.dashboard_session_revoked(_session_id text) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION dequeue_next_available_task(); Type: ACL; Schema: queues; Owner: -
 --
 
@@ -10869,6 +10955,13 @@ REVOKE ALL ON FUNCTION queues.retry_process(_process text, _id bigint, _reason t
 --
 
 REVOKE ALL ON FUNCTION queues.retry_task(_task_id bigint) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION revoke_dashboard_session(_session_id text, _expires_at timestamp with time zone); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.revoke_dashboard_session(_session_id text, _expires_at timestamp with time zone) FROM PUBLIC;
 
 
 --

@@ -1,10 +1,13 @@
 package dashboard
 
 import (
+	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -20,27 +23,60 @@ const (
 // unauthenticated.
 type identity string
 
+// whoKey keys a request's identity in its context: a session is checked against the database
+// once per request.
+type whoKey struct{}
+
+type whoResult struct {
+	who identity
+	err error
+}
+
 // authenticate checks the request's credentials: a bearer token, basic auth or a session
-// cookie. Comparisons take the same time whatever the input.
+// cookie. Comparisons take the same time whatever the input. A session cookie that could not be
+// checked (the database did not answer) counts as no credentials; identify says why.
 func (h *Handler) authenticate(r *http.Request) identity {
+	who, _ := h.identify(r)
+	return who
+}
+
+// identify is authenticate with the error of a session check that failed.
+func (h *Handler) identify(r *http.Request) (identity, error) {
+	if v, ok := r.Context().Value(whoKey{}).(whoResult); ok {
+		return v.who, v.err
+	}
 	if auth := r.Header.Get("Authorization"); auth != "" {
 		scheme, cred, _ := strings.Cut(auth, " ")
 		switch {
 		case strings.EqualFold(scheme, "Bearer") && h.cfg.Token != "":
 			if equalSecret(strings.TrimSpace(cred), h.cfg.Token) {
-				return "token"
+				return "token", nil
 			}
 		case strings.EqualFold(scheme, "Basic") && h.cfg.Username != "":
 			user, pass, ok := r.BasicAuth()
 			if ok && equalSecret(user, h.cfg.Username) && equalSecret(pass, h.cfg.Password) {
-				return identity("basic:" + h.cfg.Username)
+				return identity("basic:" + h.cfg.Username), nil
 			}
 		}
 	}
-	if c, err := r.Cookie(sessionCookie); err == nil && h.validSession(c.Value) {
-		return "session"
+	if c, err := r.Cookie(sessionCookie); err == nil {
+		if s, ok := h.parseSession(c.Value); ok {
+			revoked, err := h.sessionRevoked(r.Context(), s.id)
+			if err != nil {
+				return "", err
+			}
+			if !revoked {
+				return "session", nil
+			}
+		}
 	}
-	return ""
+	return "", nil
+}
+
+// withIdentity returns r carrying its identity (see identify), for the handlers after it.
+func (h *Handler) withIdentity(r *http.Request) (*http.Request, identity, error) {
+	who, err := h.identify(r)
+	return r.WithContext(context.WithValue(r.Context(), whoKey{}, whoResult{who: who, err: err})), who, err
 }
 
 // equalSecret compares a and b in constant time (of their hashes: lengths leak nothing).
@@ -59,26 +95,67 @@ func (h *Handler) sign(parts ...string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// newSession returns a session cookie value: its expiry and a signature over it and the token,
-// so that changing the token signs everyone out.
-func (h *Handler) newSession(now time.Time) string {
-	exp := strconv.FormatInt(now.Add(h.cfg.SessionTTL).Unix(), 10)
-	return exp + "." + h.sign("session", exp, h.cfg.Token)
+// session is a parsed, correctly signed, unexpired session cookie.
+type session struct {
+	id      string
+	expires time.Time
 }
 
-func (h *Handler) validSession(v string) bool {
+// newSession returns a session cookie value: a random id, its expiry and a signature over both
+// and the token, so that changing the token signs everyone out. Signing out records the id in
+// the database (queues.revoke_dashboard_session), where every dashboard process sharing the
+// secret key looks before it accepts the cookie.
+func (h *Handler) newSession(now time.Time) string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	id := base64.RawURLEncoding.EncodeToString(b)
+	exp := strconv.FormatInt(now.Add(h.cfg.SessionTTL).Unix(), 10)
+	return id + "." + exp + "." + h.sign("session", id, exp, h.cfg.Token)
+}
+
+// parseSession checks a session cookie's signature and expiry, not whether it was revoked.
+func (h *Handler) parseSession(v string) (session, bool) {
 	if h.cfg.Token == "" {
-		return false
+		return session{}, false
 	}
-	exp, sig, ok := strings.Cut(v, ".")
+	id, rest, ok := strings.Cut(v, ".")
 	if !ok {
-		return false
+		return session{}, false
+	}
+	exp, sig, ok := strings.Cut(rest, ".")
+	if !ok || len(id) < 16 || len(id) > 128 {
+		return session{}, false
 	}
 	unix, err := strconv.ParseInt(exp, 10, 64)
 	if err != nil || time.Now().Unix() >= unix {
-		return false
+		return session{}, false
 	}
-	return hmac.Equal([]byte(sig), []byte(h.sign("session", exp, h.cfg.Token)))
+	if !hmac.Equal([]byte(sig), []byte(h.sign("session", id, exp, h.cfg.Token))) {
+		return session{}, false
+	}
+	return session{id: id, expires: time.Unix(unix, 0)}, true
+}
+
+// sessionRevoked asks the primary (a replica might not have seen a sign-out yet) whether the
+// session was signed out.
+func (h *Handler) sessionRevoked(ctx context.Context, id string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.QueryTimeout)
+	defer cancel()
+	var revoked bool
+	if err := h.pool.QueryRow(ctx, `select queues.dashboard_session_revoked($1)`, id).Scan(&revoked); err != nil {
+		return false, fmt.Errorf("check the session (the dashboard's role needs execute on queues.dashboard_session_revoked(text)): %w", err)
+	}
+	return revoked, nil
+}
+
+// revokeSession signs a session out for every dashboard process.
+func (h *Handler) revokeSession(ctx context.Context, s session) error {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.QueryTimeout)
+	defer cancel()
+	if _, err := h.pool.Exec(ctx, `select queues.revoke_dashboard_session($1, $2)`, s.id, s.expires); err != nil {
+		return fmt.Errorf("sign out (the dashboard's role needs execute on queues.revoke_dashboard_session(text, timestamptz)): %w", err)
+	}
+	return nil
 }
 
 // mayView reports whether the request may see the pages.
@@ -87,15 +164,28 @@ func (h *Handler) mayView(r *http.Request) bool {
 }
 
 // view wraps a page: unauthenticated requests get the sign-in page (status 401), or a basic
-// auth challenge when only basic auth is configured.
+// auth challenge when only basic auth is configured. A session cookie that could not be
+// checked gets an error page (503) saying why.
 func (h *Handler) view(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !h.mayView(r) {
+		r, who, err := h.withIdentity(r)
+		if err != nil {
+			h.sessionUnchecked(w, r, err)
+			return
+		}
+		if !h.cfg.PublicRead && h.cfg.hasCredentials() && who == "" {
 			h.challenge(w, r, "")
 			return
 		}
 		next(w, r)
 	}
+}
+
+// sessionUnchecked answers a request whose session cookie could not be checked: 503, with the
+// reason logged and shown (passwords masked).
+func (h *Handler) sessionUnchecked(w http.ResponseWriter, r *http.Request, err error) {
+	h.cfg.Logger.Error("dashboard: could not check a session", "path", r.URL.Path, "error", redactText(err.Error()))
+	http.Error(w, "the session could not be checked: "+redactText(err.Error()), http.StatusServiceUnavailable)
 }
 
 // challenge answers an unauthenticated request with 401: the sign-in form when a token is
@@ -119,7 +209,11 @@ func (h *Handler) action(next func(w http.ResponseWriter, r *http.Request, who i
 			http.Error(w, "the dashboard is read-only", http.StatusForbidden)
 			return
 		}
-		who := h.authenticate(r)
+		r, who, err := h.withIdentity(r)
+		if err != nil {
+			h.sessionUnchecked(w, r, err)
+			return
+		}
 		if who == "" {
 			h.challenge(w, r, "")
 			return
@@ -175,7 +269,9 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
-// logout ends the session. It needs the CSRF token, so another site cannot sign anyone out.
+// logout ends the session: its id is recorded as revoked in the database, so the cookie is
+// refused by every dashboard process from now on, even if a copy of it was kept; then the
+// browser's cookie is deleted. It needs the CSRF token, so another site cannot sign anyone out.
 func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if !h.checkCSRF(r) {
@@ -183,6 +279,17 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.setCookie(w, r, sessionCookie, "", -1)
+	if c, err := r.Cookie(sessionCookie); err == nil {
+		if s, ok := h.parseSession(c.Value); ok {
+			if err := h.revokeSession(r.Context(), s); err != nil {
+				// The browser forgets the cookie, but a copy of it would still work: say so.
+				h.cfg.Logger.Error("dashboard: could not revoke a session", "error", redactText(err.Error()))
+				http.Error(w, "signed out in this browser, but the session could not be revoked on the server, "+
+					"so a copy of its cookie would still work until it expires: "+redactText(err.Error()), http.StatusServiceUnavailable)
+				return
+			}
+		}
+	}
 	http.Redirect(w, r, h.path("/login"), http.StatusSeeOther)
 }
 

@@ -36,8 +36,9 @@ type Handler struct {
 
 // New returns the dashboard over pool. The database must be migrated (taskorch.Migrate). The
 // pool's role needs SELECT on the queues tables it shows and EXECUTE on queues.retry_task,
-// queues.cancel_task, queues.pause_queue and queues.resume_queue for the actions; the owner of
-// the schema has all of these.
+// queues.cancel_task, queues.pause_queue and queues.resume_queue for the actions, and on
+// queues.dashboard_session_revoked and queues.revoke_dashboard_session for sign-in sessions
+// (docs/dashboard.md, "Sessions"); the owner of the schema has all of these.
 func New(pool *pgxpool.Pool, cfg Config) (*Handler, error) {
 	if pool == nil {
 		return nil, errors.New("dashboard: New needs a *pgxpool.Pool")

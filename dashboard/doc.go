@@ -24,9 +24,11 @@ nothing is fetched from elsewhere.
 Every state-changing request (POST) needs authentication — Config.Token as a bearer token or a
 session cookie made by signing in with it on /login, or Config.Username and Config.Password as
 HTTP basic auth — and a CSRF token bound to a SameSite=Strict cookie. Pages need authentication
-too unless Config.PublicRead is set. Config.ReadOnly refuses every action. Responses carry a
-Content-Security-Policy without inline scripts, frame-ancestors 'none', X-Frame-Options and
-nosniff. No page shows a password: the database is named by user, host, port and database, and
-JSON keys that look like secrets (password, token, api_key, ...) are masked.
+too unless Config.PublicRead is set. Signing out revokes the session in the database, for every
+dashboard process sharing Config.SecretKey. Config.ReadOnly refuses every action. Responses
+carry a Content-Security-Policy without inline scripts, frame-ancestors 'none', X-Frame-Options
+and nosniff. No page shows a password: the database is named by user, host, port and database,
+and payloads and messages are masked by the rule of docs/security.md (secret keys at any depth,
+URL passwords, key=value secrets).
 */
 package dashboard

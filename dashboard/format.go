@@ -5,13 +5,13 @@ import (
 	"html/template"
 	"math"
 	"net/url"
-	"regexp"
 	"strconv"
 	"time"
 	"unicode/utf8"
 
 	"github.com/taskorch/taskorch"
 	"github.com/taskorch/taskorch/internal/humanize"
+	"github.com/taskorch/taskorch/internal/redact"
 )
 
 // templateFuncs are the helpers the templates use. None returns template.HTML: everything they
@@ -82,9 +82,9 @@ func ago(v any) string {
 	if t.IsZero() {
 		return ""
 	}
-	d := time.Since(t)
+	d := time.Since(t) // saturated, and so is Abs: no overflow however far t is
 	if d < 0 {
-		return "in " + shortDuration(-d)
+		return "in " + shortDuration(d.Abs())
 	}
 	return shortDuration(d) + " ago"
 }
@@ -101,34 +101,21 @@ func until(v any) string {
 	}
 	d := time.Until(*t)
 	if d <= 0 {
-		return "expired " + shortDuration(-d) + " ago"
+		return "expired " + shortDuration(d.Abs()) + " ago"
 	}
 	return "in " + shortDuration(d)
 }
 
-// shortDuration rounds a duration to its two largest units: 45s, 3m 12s, 5h 3m, 2d 4h.
-func shortDuration(d time.Duration) string {
-	s := int64(d / time.Second)
-	switch {
-	case d < time.Second:
-		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
-	case s < 60:
-		return fmt.Sprintf("%ds", s)
-	case s < 3600:
-		return fmt.Sprintf("%dm %ds", s/60, s%60)
-	case s < 86400:
-		return fmt.Sprintf("%dh %dm", s/3600, s%3600/60)
-	default:
-		return fmt.Sprintf("%dd %dh", s/86400, s%86400/3600)
-	}
-}
+// shortDuration rounds a duration to its two largest units: 45s, 3m 12s, 5h 3m, 2d 4h; from
+// 100 years on, "more than 100 years" (humanize.Duration).
+func shortDuration(d time.Duration) string { return humanize.Duration(d) }
 
 // formatSeconds shows a number of seconds as a short duration.
 func formatSeconds(s float64) string {
 	if s <= 0 || math.IsNaN(s) {
 		return "–"
 	}
-	return shortDuration(time.Duration(s * float64(time.Second)))
+	return shortDuration(humanize.FromSeconds(s))
 }
 
 // formatInt writes an integer with thousands separators: 1,234,567.
@@ -176,14 +163,7 @@ func statusClass(s any) string {
 	return "st st-" + fmt.Sprint(s)
 }
 
-var (
-	urlPassword = regexp.MustCompile(`(?i)([a-z][a-z0-9+.-]*://[^:/@\s]*:)[^@\s]*@`)
-	kvPassword  = regexp.MustCompile(`(?i)\b(password|passwd|pwd|secret|token|api_key|apikey)(["']?\s*[=:]\s*)("[^"]*"|'[^']*'|[^\s,;&)}]+)`)
-)
-
-// redactText masks the passwords of URLs (postgres://user:xxxxx@host) and key=value secrets
-// (password=xxxxx) in a text shown on a page, such as an error message.
-func redactText(s string) string {
-	s = urlPassword.ReplaceAllString(s, "${1}xxxxx@")
-	return kvPassword.ReplaceAllString(s, "${1}${2}xxxxx")
-}
+// redactText masks the secrets in a text shown on a page, such as an error message: URL
+// passwords (postgres://user:xxxxx@host) and key=value secrets (password=xxxxx), by
+// redact.String, the rule the payload views, the command line and the worker's logs share.
+func redactText(s string) string { return redact.String(s) }

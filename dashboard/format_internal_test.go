@@ -1,11 +1,15 @@
 package dashboard
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/taskorch/taskorch/internal/redact"
 )
 
 func joinTokens(ts []jsonToken) string {
@@ -22,17 +26,17 @@ func TestPrettyJSONKeepsOrderAndMasksSecrets(t *testing.T) {
 	require.Equal(t, `{
   "z": 1,
   "a": {
-    "API_Key": "••••••",
+    "API_Key": "xxxxx",
     "list": [
       true,
       null,
       "<b>"
     ]
   },
-  "password": "••••••",
+  "password": "xxxxx",
   "e": []
 }`, got)
-	require.Equal(t, `{"z":1,"a":{"API_Key":"••••••","list":[true,null,"<b>"]},"password":"••••••","e":[]}`,
+	require.Equal(t, `{"z":1,"a":{"API_Key":"xxxxx","list":[true,null,"<b>"]},"password":"xxxxx","e":[]}`,
 		compactJSON(200, []byte(`{"z":1,"a":{"API_Key":"sk_1","list":[true,null,"<b>"]},"password":{"nested":"x"},"e":[]}`)))
 	require.Equal(t, `{"a":1…`, compactJSON(6, []byte(`{"a":12345}`)))
 	// Not JSON: shown as text (the template escapes it).
@@ -40,12 +44,40 @@ func TestPrettyJSONKeepsOrderAndMasksSecrets(t *testing.T) {
 	require.Equal(t, "12345678901234567890", joinTokens(prettyJSON([]byte("12345678901234567890"))), "numbers keep their digits")
 }
 
+// The payload views mask exactly what redact.JSON masks: one rule for the dashboard, the
+// command line and the logs.
+func TestPayloadViewMasksAsRedactJSON(t *testing.T) {
+	t.Parallel()
+	for _, doc := range []string{
+		`{"a":{"X-Api-Key":"k","list":[{"pwd":"p"},{"dsn":"postgres://u:pw@h/db"}]},"password":{"n":"x"},"token":null,"session":true}`,
+		`{"note":"connect with password=hunter2","Authorization":"Bearer abc","n":12345678901234567890,"s":"<b>"}`,
+		`["postgres://u:pw@h/db",{"Client_Secret":["a",{"b":1}]},{"author":"Jane"}]`,
+		`{"clean":"nothing to hide","n":1.50}`,
+		`not json: password=hunter2`,
+	} {
+		want := redact.JSON([]byte(doc))
+		if json.Valid(want) {
+			var b bytes.Buffer
+			require.NoError(t, json.Compact(&b, want))
+			want = b.Bytes()
+		}
+		require.Equal(t, string(want), compactJSON(1<<20, []byte(doc)), doc)
+		pretty := []byte(joinTokens(prettyJSON([]byte(doc))))
+		if json.Valid(pretty) {
+			var b bytes.Buffer
+			require.NoError(t, json.Compact(&b, pretty))
+			pretty = b.Bytes()
+		}
+		require.Equal(t, string(want), string(pretty), doc)
+	}
+}
+
 func TestRedactText(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
 		"dial postgres://app:s3cret@db:5432/x failed": "dial postgres://app:xxxxx@db:5432/x failed",
 		"host=db password=s3cret user=app":            "host=db password=xxxxx user=app",
-		`{"token": "abc"} api_key=zzz; Secret: 'q w'`: `{"token": xxxxx} api_key=xxxxx; Secret: xxxxx`,
+		`{"token": "abc"} api_key=zzz; Secret: 'q w'`: `{"token": "xxxxx"} api_key=xxxxx; Secret: 'xxxxx'`,
 		"nothing to hide: https://example.com/a@b":    "nothing to hide: https://example.com/a@b",
 	} {
 		require.Equal(t, want, redactText(in), in)

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strconv"
 	"strings"
+
+	"github.com/taskorch/taskorch/internal/redact"
 )
 
 // jsonToken is one piece of pretty-printed JSON: Class names its kind for the stylesheet
@@ -19,25 +22,12 @@ type jsonToken struct {
 // maxJSONView bounds how much of one document a page shows.
 const maxJSONView = 256 << 10
 
-// masked replaces the value of a key that looks like a secret.
-const masked = `"••••••"`
+// masked replaces the value of a key that names a secret (redact.IsSecretKey).
+var masked = quoteJSON(redact.Mask)
 
-// secretKeyParts are the substrings that mark a JSON key as holding a secret.
-var secretKeyParts = []string{"password", "passwd", "secret", "token", "api_key", "apikey",
-	"authorization", "credential", "private_key", "access_key"}
-
-func isSecretKey(k string) bool {
-	k = strings.ToLower(k)
-	for _, p := range secretKeyParts {
-		if strings.Contains(k, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// prettyJSON indents a JSON document, keeping its keys in order, masking secret-looking keys'
-// values, and splits it into tokens for highlighting. A document that does not parse is shown
+// prettyJSON indents a JSON document, keeping its keys in order, masking secrets as
+// redact.JSON does (the values of secret keys, URL passwords and key=value secrets in strings),
+// and splits it into tokens for highlighting. A document that does not parse is shown
 // as text.
 func prettyJSON(v any) []jsonToken {
 	raw := asBytes(v)
@@ -48,7 +38,7 @@ func prettyJSON(v any) []jsonToken {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	if err := p.value(dec, 0); err != nil && !errors.Is(err, errJSONTooBig) {
-		return []jsonToken{{Text: string(raw)}}
+		return []jsonToken{{Text: redact.String(string(raw))}}
 	}
 	if p.size > maxJSONView {
 		p.out = append(p.out, jsonToken{Class: "mask", Text: "\n… (truncated)"})
@@ -76,7 +66,7 @@ func prettyJSONCompact(raw []byte) []jsonToken {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	if err := p.value(dec, 0); err != nil && !errors.Is(err, errJSONTooBig) {
-		return []jsonToken{{Text: string(raw)}}
+		return []jsonToken{{Text: redact.String(string(raw))}}
 	}
 	return p.out
 }
@@ -174,11 +164,8 @@ func (p *jsonPrinter) value(dec *json.Decoder, depth int) error {
 				if err := p.emit("", colon); err != nil {
 					return err
 				}
-				if isSecretKey(key) {
-					if err := skipJSONValue(dec); err != nil {
-						return err
-					}
-					if err := p.emit("mask", masked); err != nil {
+				if redact.IsSecretKey(key) {
+					if err := p.secret(dec); err != nil {
 						return err
 					}
 					continue
@@ -198,6 +185,9 @@ func (p *jsonPrinter) value(dec *json.Decoder, depth int) error {
 		}
 		return p.emit("", closer)
 	case string:
+		if m := redact.String(v); m != v {
+			return p.emit("mask", quoteJSON(m))
+		}
 		return p.emit("str", quoteJSON(v))
 	case json.Number:
 		return p.emit("num", v.String())
@@ -212,8 +202,9 @@ func (p *jsonPrinter) value(dec *json.Decoder, depth int) error {
 	return errors.New("unexpected JSON token")
 }
 
-// skipJSONValue consumes one value (a whole object or array) from dec.
-func skipJSONValue(dec *json.Decoder) error {
+// secret consumes the value of a secret key and shows the mask in its place; null, true and
+// false show as they are (redact.JSON's rule).
+func (p *jsonPrinter) secret(dec *json.Decoder) error {
 	depth := 0
 	for {
 		tok, err := dec.Token()
@@ -231,8 +222,15 @@ func skipJSONValue(dec *json.Decoder) error {
 				depth--
 			}
 		}
-		if depth == 0 {
-			return nil
+		if depth > 0 {
+			continue
 		}
+		switch v := tok.(type) {
+		case nil:
+			return p.emit("null", "null")
+		case bool:
+			return p.emit("bool", strconv.FormatBool(v))
+		}
+		return p.emit("mask", masked)
 	}
 }

@@ -17,7 +17,7 @@ import (
 
 var (
 	timeRE = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`)
-	agoRE  = regexp.MustCompile(`\d+(\.\d+)?(ms|s|m|h)+ ago`)
+	agoRE  = regexp.MustCompile(`(\d+(ms|s|m|h|d|y)( \d+(s|m|h|d))?|more than 100 years) ago`)
 )
 
 // golden compares a command's table output, with its timestamps masked, to

@@ -24,7 +24,21 @@ func newLimitsCmd(g *globals) *cobra.Command {
   taskorch limits set report.build --max-running 4 --key tenant`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if p.MaxRunning == 0 && p.RatePerSecond == 0 {
+			// A value given is checked as given: 0 is not "not given" (queues.set_limit's bounds).
+			fl := cmd.Flags()
+			if fl.Changed("max-running") && p.MaxRunning < 1 {
+				return usageErrorf("limits set %s: --max-running must be at least 1, got %d "+
+					"(to stop %[1]s from being claimed, pause it: taskorch queues pause %[1]s; to lift its limit: taskorch limits remove %[1]s)",
+					args[0], p.MaxRunning)
+			}
+			if fl.Changed("rate") && !(p.RatePerSecond > 0 && p.RatePerSecond <= 1_000_000) {
+				return usageErrorf("limits set %s: --rate must be above 0 and at most 1000000 claims per second, got %v "+
+					"(to stop %[1]s from being claimed, pause it: taskorch queues pause %[1]s)", args[0], p.RatePerSecond)
+			}
+			if fl.Changed("burst") && (p.Burst < 1 || p.Burst > 1_000_000) {
+				return usageErrorf("limits set %s: --burst must be between 1 and 1000000, got %d", args[0], p.Burst)
+			}
+			if !fl.Changed("max-running") && !fl.Changed("rate") {
 				return usageErrorf("limits set %s: give --max-running, --rate or both (limits remove lifts a limit)", args[0])
 			}
 			c, done, err := g.client(cmd.Context())

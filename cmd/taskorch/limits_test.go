@@ -52,7 +52,15 @@ func TestLimitsCommands(t *testing.T) {
 	}{
 		{[]string{"limits", "remove", "email"}, exitNotFound, `task type "email" has no limit`},
 		{[]string{"limits", "set", "email"}, exitUsage, "give --max-running, --rate or both"},
-		{[]string{"limits", "set", "email", "--max-running", "-1"}, exitUsage, "must not be negative"},
+		{[]string{"limits", "set", "email", "--max-running", "-1"}, exitUsage, "--max-running must be at least 1, got -1"},
+		// 0 is a value given, not a missing flag: refused as queues.set_limit refuses it, saying what to do instead.
+		{[]string{"limits", "set", "email", "--max-running", "0"}, exitUsage,
+			"limits set email: --max-running must be at least 1, got 0 (to stop email from being claimed, pause it: taskorch queues pause email; to lift its limit: taskorch limits remove email)"},
+		{[]string{"limits", "set", "email", "--rate", "0"}, exitUsage, "--rate must be above 0 and at most 1000000 claims per second, got 0"},
+		{[]string{"limits", "set", "email", "--rate", "NaN"}, exitUsage, "--rate must be above 0 and at most 1000000 claims per second, got NaN"},
+		{[]string{"limits", "set", "email", "--rate", "2000000"}, exitUsage, "got 2e+06"},
+		{[]string{"limits", "set", "email", "--rate", "1", "--burst", "0"}, exitUsage, "--burst must be between 1 and 1000000, got 0"},
+		{[]string{"limits", "set", "email", "--max-running", "0", "--rate", "1"}, exitUsage, "--max-running must be at least 1, got 0"},
 		{[]string{"limits", "set", "email", "--rate", "abc"}, exitUsage, `invalid argument "abc"`},
 		{[]string{"limits", "set", "email", "--max-running", "2", "--burst", "3"}, exitUsage, "_burst needs _rate_per_second"},
 		{[]string{"limits", "set", "email", "--rate", "1", "--key", "a.b"}, exitUsage, "is not a plain identifier"},

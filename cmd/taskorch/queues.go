@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/taskorch/taskorch/internal/admin"
+	"github.com/taskorch/taskorch/internal/humanize"
 )
 
 func newQueuesCmd(g *globals) *cobra.Command {
@@ -93,7 +94,7 @@ func printQueues(w io.Writer, qs []admin.Queue) error {
 		}
 		oldest := "-"
 		if q.Due > 0 {
-			oldest = (time.Duration(q.OldestDueSeconds * float64(time.Second))).Round(time.Second).String() + " ago"
+			oldest = humanize.Duration(humanize.FromSeconds(q.OldestDueSeconds).Round(time.Second)) + " ago"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", q.TaskType, state, q.Due, q.Scheduled, q.Running, q.Failed, q.Dead, oldest)
 	}

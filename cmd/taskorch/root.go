@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"strings"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/taskorch/taskorch"
 	"github.com/taskorch/taskorch/internal/admin"
 	"github.com/taskorch/taskorch/internal/failover"
+	mask "github.com/taskorch/taskorch/internal/redact"
 )
 
 // globals are the flags every command shares.
@@ -241,18 +241,10 @@ func safeURL(u string) string {
 	return fmt.Sprintf("%s@%s:%d/%s", cfg.ConnConfig.User, cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
 }
 
-// Passwords as connection strings carry them: in a URL's user information
-// (postgres://user:pw@host) and as a keyword (password=pw, password='p w').
-var (
-	urlPasswordRe     = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^:/?#@\s]*:)[^@\s]*@`)
-	keywordPasswordRe = regexp.MustCompile("(?i)(password\\s*=\\s*)('(?:[^'\\\\]|\\\\.)*'|[^\\s)'\"`]*)")
-)
-
-// redactString hides every password in s (a message that may quote a connection string).
-func redactString(s string) string {
-	s = urlPasswordRe.ReplaceAllString(s, "${1}xxxxx@")
-	return keywordPasswordRe.ReplaceAllString(s, "${1}xxxxx")
-}
+// redactString hides every secret in s (a message that may quote a connection string): URL
+// passwords (postgres://user:xxxxx@host) and key=value secrets (password=xxxxx), by
+// internal/redact, the rule the dashboard and the worker's logs share.
+func redactString(s string) string { return mask.String(s) }
 
 // redact keeps passwords out of error messages that quote a connection string.
 func redact(err error) error {

@@ -107,9 +107,9 @@ func TestRedactString(t *testing.T) {
 		"cannot parse `postgres://u:pw@h:5432/db`: x":           "cannot parse `postgres://u:xxxxx@h:5432/db`: x",
 		"a postgresql://u:p%40w@h/db and redis://:pw2@r:6379/0": "a postgresql://u:xxxxx@h/db and redis://:xxxxx@r:6379/0",
 		"host=h password=pw user=u":                             "host=h password=xxxxx user=u",
-		"(host=h password='p w\\'s')":                           "(host=h password=xxxxx)",
+		"(host=h password='p w\\'s')":                           "(host=h password='xxxxx')",
 		"cannot parse `host=h password=pw`: invalid port":       "cannot parse `host=h password=xxxxx`: invalid port",
-		"no secret: postgres://u@h/db":                          "no secret: postgres://u@h/db",
+		"nothing to hide: postgres://u@h/db":                    "nothing to hide: postgres://u@h/db",
 	} {
 		require.Equal(t, want, redactString(in), in)
 	}

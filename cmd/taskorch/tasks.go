@@ -40,6 +40,9 @@ func newTasksCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			for _, t := range res.Tasks {
+				maskTask(t)
+			}
 			if g.jsonOut {
 				if res.Tasks == nil {
 					res.Tasks = []*taskorch.Task{}
@@ -58,7 +61,10 @@ func newTasksCmd(g *globals) *cobra.Command {
 	show := &cobra.Command{
 		Use:   "show ID",
 		Short: "Show a task with its lease, event and error timeline",
-		Args:  exactArgs(1),
+		Long: `Show a task with its lease, event and error timeline. Secrets in its payload, result and
+errors are masked as on the dashboard, in the table and in --json alike (docs/security.md,
+"Secrets on pages, in listings and in logs"); the database keeps them as written.`,
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := parseID(args[0])
 			if err != nil {
@@ -77,6 +83,8 @@ func newTasksCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			maskTask(t)
+			maskHistory(h)
 			if g.jsonOut {
 				return writeJSON(cmd.OutOrStdout(), map[string]any{"task": t, "history": h})
 			}
@@ -104,6 +112,7 @@ func newTasksCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				maskTask(t)
 				if g.jsonOut {
 					return writeJSON(cmd.OutOrStdout(), t)
 				}

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -186,9 +187,19 @@ func newLogger(w *os.File, format, level string) (*slog.Logger, error) {
 	case "text":
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	case "json":
+		opts.ReplaceAttr = durationSeconds
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, usageErrorf("log format %q: want text or json", format)
+}
+
+// durationSeconds writes a duration in a JSON log line as a number of seconds ("grace":30,
+// "retry_in":0.25), not slog's default of nanoseconds (docs/configuration.md, "Logs").
+func durationSeconds(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.Float64Value(a.Value.Duration().Seconds())
+	}
+	return a
 }
 
 func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
@@ -334,6 +345,9 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 	if err != nil {
 		return err
 	}
+	// draining is set at the first signal: the worker claims nothing more and finishes what it
+	// runs, and /readyz says so.
+	var draining atomic.Bool
 	if f.httpAddr != "" {
 		// The providers' delivery callbacks, next to the health routes: each route answers 404
 		// until its secret is set (docs/providers.md, "Delivery webhooks").
@@ -341,7 +355,7 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 		if err != nil {
 			return usageErrorf("%v", err)
 		}
-		srv, err := serveHealth(f.httpAddr, pool, &taskorch.MigrateOpts{Processes: f.processes}, reg, hooks, log)
+		srv, err := serveHealth(f.httpAddr, pool, &taskorch.MigrateOpts{Processes: f.processes}, reg, hooks, &draining, log)
 		if err != nil {
 			return err
 		}
@@ -357,6 +371,7 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 		case <-ctx.Done():
 			return
 		}
+		draining.Store(true) // /readyz answers 503 from here on
 		log.Info("stopping: finishing running tasks (signal again to stop at once)", "grace", f.shutdownGrace)
 		stop()
 		select {
@@ -402,19 +417,30 @@ func waitForDatabase(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) 
 	}
 }
 
-// serveHealth serves /healthz (the process lives), /readyz (the database answers and the
-// migrations are applied), /metrics (reg, in the Prometheus text format) and the webhook routes
-// (hooks, under /webhooks/) on addr.
-func serveHealth(addr string, pool *pgxpool.Pool, migrations *taskorch.MigrateOpts, reg *prometheus.Registry, hooks *webhooks.Handler, log *slog.Logger) (*http.Server, error) {
+// serveHealth serves /healthz (the process lives: "ok", or "draining" during a graceful stop,
+// 200 either way so that a liveness probe does not kill a worker finishing its tasks), /readyz
+// (the database answers and the migrations are applied, and the worker is not draining: 503
+// from the first signal on), /metrics (reg, in the Prometheus text format) and the webhook
+// routes (hooks, under /webhooks/) on addr.
+func serveHealth(addr string, pool *pgxpool.Pool, migrations *taskorch.MigrateOpts, reg *prometheus.Registry,
+	hooks *webhooks.Handler, draining *atomic.Bool, log *slog.Logger) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, usageErrorf("--http-addr %s: %v", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if draining.Load() {
+			_, _ = w.Write([]byte("draining\n"))
+			return
+		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if draining.Load() {
+			http.Error(w, "not ready: draining (finishing running tasks, claiming no more)", http.StatusServiceUnavailable)
+			return
+		}
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := taskorch.CheckMigrations(ctx, pool, migrations); err != nil {
