@@ -2495,8 +2495,8 @@ CREATE FUNCTION internal.check_finite(_label text, _arg text, _value timestamp w
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 begin
-    if not isfinite(_value) then
-        raise exception '%: % must be a finite time, got %', _label, _arg, _value
+    if not internal.time_in_range(_value) then
+        raise exception '%: % must be a finite time between the years 1 and 9999, got %', _label, _arg, _value
             using errcode = 'invalid_parameter_value';
     end if;
 end $$;
@@ -2777,6 +2777,18 @@ $$;
 
 
 --
+-- Name: time_in_range(timestamp with time zone); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.time_in_range(_t timestamp with time zone) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select _t is null or (_t >= '0001-01-01 00:00:00+00' and _t < '10000-01-01 00:00:00+00')
+$$;
+
+
+--
 -- Name: default_max_attempts(); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -2827,7 +2839,7 @@ CREATE TABLE queues.task (
     CONSTRAINT task_payload_is_object CHECK ((jsonb_typeof(payload) = 'object'::text)),
     CONSTRAINT task_running_has_lease CHECK (((status = 'running'::queues.task_status) = (lease_expires_at IS NOT NULL))),
     CONSTRAINT task_running_lease_id CHECK (((status <> 'running'::queues.task_status) OR (lease_id IS NOT NULL))),
-    CONSTRAINT task_times_finite CHECK ((isfinite(enqueued_at) AND isfinite(scheduled_at) AND isfinite(run_at) AND isfinite(lease_expires_at) AND isfinite(claimed_at) AND isfinite(completed_at) AND isfinite(failed_at) AND isfinite(dead_at) AND isfinite(cancelled_at) AND isfinite(dispatched_at))),
+    CONSTRAINT task_times_finite CHECK ((internal.time_in_range(enqueued_at) AND internal.time_in_range(scheduled_at) AND internal.time_in_range(run_at) AND internal.time_in_range(lease_expires_at) AND internal.time_in_range(claimed_at) AND internal.time_in_range(completed_at) AND internal.time_in_range(failed_at) AND internal.time_in_range(dead_at) AND internal.time_in_range(cancelled_at) AND internal.time_in_range(dispatched_at))),
     CONSTRAINT task_type_valid CHECK (((task_type ~ '^[A-Za-z][A-Za-z0-9_.:-]*$'::text) AND (length(task_type) <= 128)))
 )
 WITH (fillfactor='85', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='50000', vacuum_index_cleanup='on');
@@ -4609,7 +4621,7 @@ begin
        or u.max_attempts < 1
        or length(u.idempotency_key) not between 1 and 512
        or pg_column_size(u.payload) > internal.max_payload_bytes()
-       or not isfinite(u.scheduled_at)
+       or not internal.time_in_range(u.scheduled_at)
     order by u.ord
     limit 1;
     if found then
@@ -7670,7 +7682,7 @@ CREATE TABLE queues.schedule (
     CONSTRAINT schedule_name_valid CHECK (((name ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]*$'::text) AND (length(name) <= 128))),
     CONSTRAINT schedule_payload_is_object CHECK ((jsonb_typeof(payload) = 'object'::text)),
     CONSTRAINT schedule_task_type_valid CHECK (((task_type ~ '^[A-Za-z][A-Za-z0-9_.:-]*$'::text) AND (length(task_type) <= 128))),
-    CONSTRAINT schedule_times_finite CHECK ((isfinite(created_at) AND isfinite(updated_at) AND isfinite(next_run_at) AND isfinite(last_tick_at) AND isfinite(last_enqueued_at)))
+    CONSTRAINT schedule_times_finite CHECK ((internal.time_in_range(created_at) AND internal.time_in_range(updated_at) AND internal.time_in_range(next_run_at) AND internal.time_in_range(last_tick_at) AND internal.time_in_range(last_enqueued_at)))
 );
 
 
@@ -10264,6 +10276,13 @@ REVOKE ALL ON FUNCTION internal.holds_leader_term(_term bigint) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION internal.is_dispatched(_dispatched_at timestamp with time zone, _dispatch_lease_id bigint, _lease_id bigint) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION time_in_range(_t timestamp with time zone); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.time_in_range(_t timestamp with time zone) FROM PUBLIC;
 
 
 --

@@ -10,17 +10,17 @@ import (
 	"github.com/taskorch/taskorch/internal/dbtest"
 )
 
-// Tasks and schedules due in 4713 BC and in the year 294276 (finite times PostgreSQL accepts)
+// Tasks and schedules due in the year 1 and in the year 9999 (the bounds the API takes)
 // show their wait and their run time as "more than 100 years", never as a duration that
 // overflowed.
 func TestFarTimesSaturate(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.NewDB(t)
 	var past, future int64
-	require.NoError(t, pool.QueryRow(t.Context(), `select queues.enqueue('far.past', '{}', '4713-01-01 00:00:00+00 BC')`).Scan(&past))
-	require.NoError(t, pool.QueryRow(t.Context(), `select queues.enqueue('far.future', '{}', '294276-01-01 00:00:00+00')`).Scan(&future))
-	_, err := pool.Exec(t.Context(), `select queues.add_schedule('far-past', '0 3 * * *', 'far.past', _next_run_at => '4713-01-01 00:00:00+00 BC');
-		select queues.add_schedule('far-future', '0 3 * * *', 'far.future', _next_run_at => '294276-01-01 00:00:00+00')`)
+	require.NoError(t, pool.QueryRow(t.Context(), `select queues.enqueue('far.past', '{}', '0001-01-02 00:00:00+00')`).Scan(&past))
+	require.NoError(t, pool.QueryRow(t.Context(), `select queues.enqueue('far.future', '{}', '9999-12-01 00:00:00+00')`).Scan(&future))
+	_, err := pool.Exec(t.Context(), `select queues.add_schedule('far-past', '0 3 * * *', 'far.past', _next_run_at => '0001-01-02 00:00:00+00');
+		select queues.add_schedule('far-future', '0 3 * * *', 'far.future', _next_run_at => '9999-12-01 00:00:00+00')`)
 	require.NoError(t, err)
 	h, err := dashboard.New(pool, dashboard.Config{Token: testToken})
 	require.NoError(t, err)

@@ -11,9 +11,9 @@ import (
 	"github.com/taskorch/taskorch/internal/dbtest"
 )
 
-// A task due since 4713 BC (a finite time PostgreSQL accepts) makes queues list say how long it
+// A task due since the year 1 (the earliest time the API takes) makes queues list say how long it
 // has waited as "more than 100 years", not a duration that overflowed to a negative one; and a
-// task due in the year 294276 lists too.
+// task due in the year 9999 lists too.
 func TestQueuesListFarTimes(t *testing.T) {
 	t.Parallel()
 	url := dbtest.NewDBURL(t)
@@ -21,9 +21,9 @@ func TestQueuesListFarTimes(t *testing.T) {
 	conn, err := pgx.Connect(context.Background(), url)
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
-	_, err = conn.Exec(t.Context(), `select queues.enqueue('far.past', '{}', '4713-01-01 00:00:00+00 BC');
-		select queues.enqueue('far.future', '{}', '294276-01-01 00:00:00+00');
-		select queues.add_schedule('far-past', '0 3 * * *', 'far.past', _next_run_at => '4713-01-01 00:00:00+00 BC')`)
+	_, err = conn.Exec(t.Context(), `select queues.enqueue('far.past', '{}', '0001-01-02 00:00:00+00');
+		select queues.enqueue('far.future', '{}', '9999-12-01 00:00:00+00');
+		select queues.add_schedule('far-past', '0 3 * * *', 'far.past', _next_run_at => '0001-01-02 00:00:00+00')`)
 	require.NoError(t, err)
 
 	r := run(t, append([]string{"queues", "list"}, db...)...)

@@ -1,12 +1,14 @@
 -- The trust boundary (docs/security.md, "Who may name a function" and "The audit").
 --
--- 1. Every time the API takes is finite. `infinity` and `-infinity` are valid timestamptz values;
---    a task enqueued at `-infinity` was claimed first and then could not be read by the worker,
---    which lost the whole claim with it. The enqueue functions, snooze_task and add_schedule refuse
---    them (22023, naming the argument), and CHECK constraints on queues.task and queues.schedule
---    refuse them whatever path writes the row. Rows already holding one are repaired first: a task
---    due at -infinity is due at its enqueue time, one due at +infinity (it would never run) is
---    failed with a message that says why; a schedule's infinite next run is recomputed by the leader.
+-- 1. Every time the API takes is finite, and within the years 1 to 9999. `infinity` and
+--    `-infinity` are valid timestamptz values; a task enqueued at `-infinity` was claimed first and
+--    then could not be read by the worker, which lost the whole claim with it, and a year such as
+--    4713 BC broke every client that reads dates as ISO 8601 (Go's JSON among them). The enqueue
+--    functions, snooze_task and add_schedule refuse them (22023, naming the argument), and CHECK
+--    constraints on queues.task and queues.schedule refuse them whatever path writes the row.
+--    Rows already holding one are repaired first: a task due before year 1 is due at its enqueue
+--    time, one due after 9999 (it would never run) is failed with a message that says why; a
+--    schedule's out-of-range next run is recomputed by the leader.
 --
 -- 2. A task may name a function only if the role enqueueing it may execute that function itself.
 --    A db_function task's function and a channel task's handlers run with the worker's rights, and
@@ -32,67 +34,76 @@
 
 -- 1. Finite times ------------------------------------------------------------------------------
 
+-- A time the system can hold and every client can read: finite, and within years 1 to 9999
+-- (what ISO 8601 dates, Go's time.Time JSON and most languages' date types read). NULL is fine.
+create function internal.time_in_range(_t timestamptz) returns boolean
+language sql immutable parallel safe set search_path = pg_catalog, pg_temp as $$
+    select _t is null or (_t >= '0001-01-01 00:00:00+00' and _t < '10000-01-01 00:00:00+00')
+$$;
+revoke all on function internal.time_in_range(timestamptz) from public;
+
 create function internal.check_finite(_label text, _arg text, _value timestamptz) returns void
 language plpgsql immutable set search_path = pg_catalog, pg_temp as $$
 begin
-    if not isfinite(_value) then
-        raise exception '%: % must be a finite time, got %', _label, _arg, _value
+    if not internal.time_in_range(_value) then
+        raise exception '%: % must be a finite time between the years 1 and 9999, got %', _label, _arg, _value
             using errcode = 'invalid_parameter_value';
     end if;
 end $$;
 revoke all on function internal.check_finite(text, text, timestamptz) from public;
 
--- Repair rows that hold an infinite time, then constrain.
+-- Repair rows that hold a time out of range, then constrain.
 insert into queues.error (task_id, error_message, context)
 select t.task_id,
        format('task scheduled at %s can never run: failed by the upgrade to finite times (core/0035)', t.run_at),
        jsonb_build_object('operation', 'migrate', 'reason', 'infinite_time', 'run_at', t.run_at::text)
 from queues.task t
-where t.status = 'pending' and t.run_at = 'infinity';
+where t.status = 'pending' and t.run_at >= '10000-01-01 00:00:00+00';
 
 update queues.task t
 set status = 'failed', failed_at = now(),
     last_error = format('task scheduled at %s can never run: failed by the upgrade to finite times (core/0035)', t.run_at),
-    run_at = case when isfinite(t.enqueued_at) then t.enqueued_at else now() end,
-    scheduled_at = case when isfinite(t.scheduled_at) then t.scheduled_at else now() end
-where t.status = 'pending' and t.run_at = 'infinity';
+    run_at = case when internal.time_in_range(t.enqueued_at) then t.enqueued_at else now() end,
+    scheduled_at = case when internal.time_in_range(t.scheduled_at) then t.scheduled_at else now() end
+where t.status = 'pending' and t.run_at >= '10000-01-01 00:00:00+00';
 
 update queues.task t
-set enqueued_at = case when isfinite(t.enqueued_at) then t.enqueued_at else now() end,
-    scheduled_at = case when isfinite(t.scheduled_at) then t.scheduled_at
-                        when isfinite(t.enqueued_at) then t.enqueued_at else now() end,
-    run_at = case when isfinite(t.run_at) then t.run_at
-                  when isfinite(t.enqueued_at) then t.enqueued_at else now() end,
-    lease_expires_at = case when isfinite(t.lease_expires_at) then t.lease_expires_at else now() end,
-    claimed_at = case when isfinite(t.claimed_at) then t.claimed_at else now() end,
-    completed_at = case when isfinite(t.completed_at) then t.completed_at else now() end,
-    failed_at = case when isfinite(t.failed_at) then t.failed_at else now() end,
-    dead_at = case when isfinite(t.dead_at) then t.dead_at else now() end,
-    cancelled_at = case when isfinite(t.cancelled_at) then t.cancelled_at else now() end,
-    dispatched_at = case when isfinite(t.dispatched_at) then t.dispatched_at else now() end
-where not (isfinite(t.enqueued_at) and isfinite(t.scheduled_at) and isfinite(t.run_at)
-           and coalesce(isfinite(t.lease_expires_at), true) and coalesce(isfinite(t.claimed_at), true)
-           and coalesce(isfinite(t.completed_at), true) and coalesce(isfinite(t.failed_at), true)
-           and coalesce(isfinite(t.dead_at), true) and coalesce(isfinite(t.cancelled_at), true)
-           and coalesce(isfinite(t.dispatched_at), true));
+set enqueued_at = case when internal.time_in_range(t.enqueued_at) then t.enqueued_at else now() end,
+    scheduled_at = case when internal.time_in_range(t.scheduled_at) then t.scheduled_at
+                        when internal.time_in_range(t.enqueued_at) then t.enqueued_at else now() end,
+    run_at = case when internal.time_in_range(t.run_at) then t.run_at
+                  when internal.time_in_range(t.enqueued_at) then t.enqueued_at else now() end,
+    lease_expires_at = case when internal.time_in_range(t.lease_expires_at) then t.lease_expires_at else now() end,
+    claimed_at = case when internal.time_in_range(t.claimed_at) then t.claimed_at else now() end,
+    completed_at = case when internal.time_in_range(t.completed_at) then t.completed_at else now() end,
+    failed_at = case when internal.time_in_range(t.failed_at) then t.failed_at else now() end,
+    dead_at = case when internal.time_in_range(t.dead_at) then t.dead_at else now() end,
+    cancelled_at = case when internal.time_in_range(t.cancelled_at) then t.cancelled_at else now() end,
+    dispatched_at = case when internal.time_in_range(t.dispatched_at) then t.dispatched_at else now() end
+where not (internal.time_in_range(t.enqueued_at) and internal.time_in_range(t.scheduled_at) and internal.time_in_range(t.run_at)
+           and internal.time_in_range(t.lease_expires_at) and internal.time_in_range(t.claimed_at)
+           and internal.time_in_range(t.completed_at) and internal.time_in_range(t.failed_at)
+           and internal.time_in_range(t.dead_at) and internal.time_in_range(t.cancelled_at)
+           and internal.time_in_range(t.dispatched_at));
 
--- isfinite(NULL) is NULL, which a CHECK accepts: the optional columns may stay NULL.
 alter table queues.task add constraint task_times_finite check (
-    isfinite(enqueued_at) and isfinite(scheduled_at) and isfinite(run_at)
-    and isfinite(lease_expires_at) and isfinite(claimed_at) and isfinite(completed_at)
-    and isfinite(failed_at) and isfinite(dead_at) and isfinite(cancelled_at) and isfinite(dispatched_at)
+    internal.time_in_range(enqueued_at) and internal.time_in_range(scheduled_at) and internal.time_in_range(run_at)
+    and internal.time_in_range(lease_expires_at) and internal.time_in_range(claimed_at)
+    and internal.time_in_range(completed_at) and internal.time_in_range(failed_at)
+    and internal.time_in_range(dead_at) and internal.time_in_range(cancelled_at)
+    and internal.time_in_range(dispatched_at)
 ) not valid;
 alter table queues.task validate constraint task_times_finite;
 
 update queues.schedule
-set next_run_at = case when isfinite(next_run_at) then next_run_at end,
-    last_tick_at = case when isfinite(last_tick_at) then last_tick_at end,
-    last_enqueued_at = case when isfinite(last_enqueued_at) then last_enqueued_at end
-where not (coalesce(isfinite(next_run_at), true) and coalesce(isfinite(last_tick_at), true)
-           and coalesce(isfinite(last_enqueued_at), true));
+set next_run_at = case when internal.time_in_range(next_run_at) then next_run_at end,
+    last_tick_at = case when internal.time_in_range(last_tick_at) then last_tick_at end,
+    last_enqueued_at = case when internal.time_in_range(last_enqueued_at) then last_enqueued_at end
+where not (internal.time_in_range(next_run_at) and internal.time_in_range(last_tick_at)
+           and internal.time_in_range(last_enqueued_at));
 alter table queues.schedule add constraint schedule_times_finite check (
-    isfinite(created_at) and isfinite(updated_at) and isfinite(next_run_at)
-    and isfinite(last_tick_at) and isfinite(last_enqueued_at)
+    internal.time_in_range(created_at) and internal.time_in_range(updated_at) and internal.time_in_range(next_run_at)
+    and internal.time_in_range(last_tick_at) and internal.time_in_range(last_enqueued_at)
 );
 
 create or replace function queues.snooze_task(_task_id bigint, _lease_id bigint, _run_at timestamptz)
@@ -396,7 +407,7 @@ begin
        or u.max_attempts < 1
        or length(u.idempotency_key) not between 1 and 512
        or pg_column_size(u.payload) > internal.max_payload_bytes()
-       or not isfinite(u.scheduled_at)
+       or not internal.time_in_range(u.scheduled_at)
     order by u.ord
     limit 1;
     if found then

@@ -135,6 +135,8 @@ func TestHostileApplicationRole(t *testing.T) {
 	for _, sql := range []string{
 		`select queues.enqueue('t.a', '{}', '-infinity')`,
 		`select queues.enqueue('t.a', '{}', 'infinity')`,
+		`select queues.enqueue('t.a', '{}', '4713-01-01 BC')`,
+		`select queues.enqueue('t.a', '{}', '294276-01-01')`,
 		`select * from queues.enqueue_with_result('t.a', '{}', '-infinity')`,
 		`select queues.enqueue_many(array['t.a', 't.b'], array['{}', '{}']::jsonb[], array[now(), '-infinity'])`,
 		`select * from queues.enqueue_many_with_result(array['t.a'], array['{}']::jsonb[], array['infinity'::timestamptz])`,
