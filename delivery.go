@@ -82,7 +82,7 @@ func (d *delivery) open(ctx context.Context) error {
 		return fmt.Errorf("opening the %s transport: %w", d.tr.Name(), err)
 	}
 	var types []string
-	if c.OnlyKnownTypes {
+	if !c.ClaimUnknownTypes {
 		types = knownTypes(c)
 	}
 	d.health.OnDown = func(err error) {
@@ -147,7 +147,7 @@ func (d *delivery) stop() {
 func (w *Worker) runTransportFetcher(ctx, inner context.Context) {
 	d := w.dl
 	var types []string
-	if w.cfg.OnlyKnownTypes {
+	if !w.cfg.ClaimUnknownTypes {
 		types = knownTypes(w.cfg)
 	}
 	lease := w.cfg.LeaseDuration.String()
