@@ -228,7 +228,8 @@ func (w *Worker) receiveAndClaim(ctx, inner context.Context, n int, lease string
 	}
 	// Each claimed task keeps the message it was claimed by; every other message is refused: its
 	// task was claimed by another worker (or by another copy of it in this batch), finished,
-	// not due, or paused. The database decided; the message has nothing more to say.
+	// not due, paused, or of a type this worker does not claim (a worker that claims it sends it
+	// again: its reclaimer). The database decided; the message has nothing more to say.
 	var refused []transport.Message
 	for _, m := range msgs {
 		if h := claimed[m.TaskID]; h != nil && len(h.msgs) == 0 {
