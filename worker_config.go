@@ -73,7 +73,8 @@ type WorkerConfig struct {
 	// them and gives them back to pending. Defaults to 30s.
 	ShutdownGrace time.Duration
 
-	// Handlers are the Go handlers, by task type.
+	// Handlers are the Go handlers, by task type. The worker claims tasks of these types (and
+	// records them in queues.worker): register every handler before NewWorker.
 	Handlers *Handlers
 
 	// MaxResultBytes bounds the JSON size of one task's result (SetResult, AddHandlerWithResult,
