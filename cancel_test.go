@@ -138,7 +138,7 @@ func TestCancelStopsOnlyThatTask(t *testing.T) {
 	workerFor := func(typ string) {
 		hs := taskorch.NewHandlers()
 		hs.HandleFunc(typ, hold)
-		startWorker(t, pool, &taskorch.WorkerConfig{Handlers: hs, OnlyKnownTypes: true, Concurrency: 2})
+		startWorker(t, pool, &taskorch.WorkerConfig{Handlers: hs, Concurrency: 2})
 	}
 	enqueue := func(typ string) int64 {
 		tx, err := pool.Begin(ctx)

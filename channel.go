@@ -34,10 +34,13 @@ func isChannelType(t string) bool {
 
 func builtinTaskType(t string) bool { return t == TypeDBFunction || isChannelType(t) }
 
+// channelTypesOf lists the channel types that have a provider in m, sorted.
 func channelTypesOf(m map[string]ChannelProvider) []string {
 	out := make([]string, 0, len(m))
-	for t := range m {
-		out = append(out, t)
+	for t, p := range m {
+		if p != nil {
+			out = append(out, t)
+		}
 	}
 	sort.Strings(out)
 	return out

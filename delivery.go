@@ -80,7 +80,7 @@ func (d *delivery) open(ctx context.Context) error {
 		return fmt.Errorf("opening the %s transport: %w", d.tr.Name(), err)
 	}
 	var types []string
-	if c.OnlyKnownTypes {
+	if !c.ClaimUnknownTypes {
 		types = knownTypes(c)
 	}
 	d.health.OnDown = func(err error) {
@@ -145,7 +145,7 @@ func (d *delivery) stop() {
 func (w *Worker) runTransportFetcher(ctx, inner context.Context) {
 	d := w.dl
 	var types []string
-	if w.cfg.OnlyKnownTypes {
+	if !w.cfg.ClaimUnknownTypes {
 		types = knownTypes(w.cfg)
 	}
 	lease := w.cfg.LeaseDuration.String()
@@ -226,7 +226,8 @@ func (w *Worker) receiveAndClaim(ctx, inner context.Context, n int, lease string
 	}
 	// Each claimed task keeps the message it was claimed by; every other message is refused: its
 	// task was claimed by another worker (or by another copy of it in this batch), finished,
-	// not due, or paused. The database decided; the message has nothing more to say.
+	// not due, paused, or of a type this worker does not claim (a worker that claims it sends it
+	// again: its reclaimer). The database decided; the message has nothing more to say.
 	var refused []transport.Message
 	for _, m := range msgs {
 		if h := claimed[m.TaskID]; h != nil && len(h.msgs) == 0 {

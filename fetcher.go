@@ -41,7 +41,7 @@ const claimLimitedSQL = `select ` + taskColumns + ` from queues.claim_limited_ta
 // the shutdown gives back anything else the database says this worker holds (giveBack).
 func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}) {
 	var types []string
-	if w.cfg.OnlyKnownTypes {
+	if !w.cfg.ClaimUnknownTypes {
 		types = knownTypes(w.cfg)
 	}
 	lease := w.cfg.LeaseDuration.String()
@@ -236,7 +236,7 @@ func (w *Worker) claimAndStart(ctx, inner context.Context, claimSQL string, n in
 // tasks back, it waits as the answer says.
 func (w *Worker) runLimitedFetcher(ctx, inner context.Context) {
 	var types []string
-	if w.cfg.OnlyKnownTypes {
+	if !w.cfg.ClaimUnknownTypes {
 		types = knownTypes(w.cfg)
 	}
 	lease := w.cfg.LeaseDuration.String()
@@ -452,9 +452,13 @@ func (w *Worker) signalWake() {
 	}
 }
 
-// knownTypes lists the task types a worker with this configuration can run.
+// knownTypes lists the task types a worker with this configuration can run, sorted: db_function,
+// its Go handlers' types and the channels it has a provider for. It claims only these, and
+// records them in queues.worker, unless ClaimUnknownTypes is set.
 func knownTypes(c WorkerConfig) []string {
-	return append(append([]string{TypeDBFunction}, c.Handlers.Types()...), channelTypesOf(c.Channels)...)
+	types := append(append([]string{TypeDBFunction}, c.Handlers.Types()...), channelTypesOf(c.Channels)...)
+	slices.Sort(types)
+	return slices.Compact(types)
 }
 
 // limitWaitSQL asks how long until a task a limit holds back may be claimed (docs/limits.md).

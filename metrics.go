@@ -185,8 +185,9 @@ func (m *metrics) maintenanceEvent(e maintenance.Event) {
 	}
 }
 
-// runQueueStats samples queue depth and the oldest pending age every QueueStatsInterval while
-// this worker leads: one queues.queue_stats() call, which counts only pending and running tasks.
+// runQueueStats samples queue depth, the oldest pending age and the types no live worker claims
+// every QueueStatsInterval while this worker leads: one queues.queue_stats() call, which counts
+// only pending and running tasks.
 // The other workers report no queue gauges, so the numbers are not repeated per worker.
 func (w *Worker) runQueueStats(ctx context.Context) {
 	if w.metrics == nil {
@@ -211,7 +212,7 @@ func (w *Worker) runQueueStats(ctx context.Context) {
 func (w *Worker) sampleQueues(ctx context.Context) {
 	sctx, cancel := context.WithTimeout(ctx, max(w.cfg.QueueStatsInterval, 5*time.Second))
 	defer cancel()
-	rows, err := w.pool.Query(sctx, `select task_type, status, tasks, oldest_pending_age_seconds from queues.queue_stats()`)
+	rows, err := w.pool.Query(sctx, `select task_type, status, tasks, oldest_pending_age_seconds, due, workers from queues.queue_stats()`)
 	var stats []queueStat
 	if err == nil {
 		stats, err = pgx.CollectRows(rows, pgx.RowToStructByPos[queueStat])
@@ -231,6 +232,8 @@ type queueStat struct {
 	Status    string
 	Tasks     int64
 	OldestAge float64
+	Due       int64 // pending tasks whose run_at has come
+	Workers   int64 // registered workers that claim the type
 }
 
 // queueCollector reports the last queue sample as a whole, so a scrape never sees half of one.
@@ -245,6 +248,9 @@ var (
 	oldestPendingDesc = prometheus.NewDesc("taskorch_oldest_pending_age_seconds",
 		"How long the longest-waiting due pending task of the type has waited (now minus its run_at, database clock); sampled by the leader only.",
 		[]string{"task_type"}, nil)
+	unservedDesc = prometheus.NewDesc("taskorch_queue_unserved",
+		"1 while the type has due pending tasks and no live worker claims it (none has its handler or provider), else 0; sampled by the leader only.",
+		[]string{"task_type"}, nil)
 )
 
 func (c *queueCollector) set(stats []queueStat) {
@@ -256,6 +262,7 @@ func (c *queueCollector) set(stats []queueStat) {
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queueDepthDesc
 	ch <- oldestPendingDesc
+	ch <- unservedDesc
 }
 
 func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
@@ -266,6 +273,11 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(s.Tasks), s.TaskType, s.Status)
 		if s.Status == string(StatusPending) {
 			ch <- prometheus.MustNewConstMetric(oldestPendingDesc, prometheus.GaugeValue, s.OldestAge, s.TaskType)
+			unserved := 0.0
+			if s.Due > 0 && s.Workers == 0 {
+				unserved = 1
+			}
+			ch <- prometheus.MustNewConstMetric(unservedDesc, prometheus.GaugeValue, unserved, s.TaskType)
 		}
 	}
 }

@@ -23,7 +23,8 @@ import (
 )
 
 // After a known workload the worker's counters hold exactly what happened, and every metric the
-// example alert rules use is registered.
+// example alert rules use is registered. A type no worker claims is not claimed, and the leader's
+// taskorch_queue_unserved says so.
 func TestWorkerMetrics(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -71,32 +72,32 @@ func TestWorkerMetrics(t *testing.T) {
 		waitStatus(t, pool, id, taskorch.StatusCompleted)
 	}
 	waitStatus(t, pool, flaky, taskorch.StatusDead)
-	waitStatus(t, pool, unknown, taskorch.StatusFailed)
 	require.Equal(t, stubborn, <-stubbornStarted)
 	_, err := c.Cancel(ctx, stubborn)
 	require.NoError(t, err)
 
 	want := map[string]float64{
-		`taskorch_tasks_claimed_total{task_type="ok"}`:                                  5,
-		`taskorch_tasks_claimed_total{task_type="flaky"}`:                               3,
-		`taskorch_tasks_claimed_total{task_type="nobody_handles_this"}`:                 1,
-		`taskorch_tasks_claimed_total{task_type="snoozes"}`:                             2,
-		`taskorch_tasks_claimed_total{task_type="stubborn"}`:                            1,
-		`taskorch_tasks_completed_total{task_type="ok"}`:                                5,
-		`taskorch_tasks_completed_total{task_type="snoozes"}`:                           1,
-		`taskorch_tasks_failed_total{outcome="retry",task_type="flaky"}`:                2,
-		`taskorch_tasks_failed_total{outcome="dead",task_type="flaky"}`:                 1,
-		`taskorch_tasks_failed_total{outcome="failed",task_type="nobody_handles_this"}`: 1,
-		`taskorch_tasks_snoozed_total{task_type="snoozes"}`:                             1,
-		`taskorch_task_duration_seconds_count{task_type="ok"}`:                          5,
-		`taskorch_task_duration_seconds_count{task_type="flaky"}`:                       3,
-		`taskorch_task_start_delay_seconds_count{task_type="ok"}`:                       5,
-		`taskorch_task_start_delay_seconds_count{task_type="snoozes"}`:                  2,
-		`taskorch_leases_lost_total`:                                                    1,
-		`taskorch_completions_refused_total`:                                            1,
-		`taskorch_leader`:                                                               1,
-		`taskorch_queue_depth{status="pending",task_type="later"}`:                      1,
-		`taskorch_oldest_pending_age_seconds{task_type="later"}`:                        0, // not due yet
+		`taskorch_tasks_claimed_total{task_type="ok"}`:                           5,
+		`taskorch_tasks_claimed_total{task_type="flaky"}`:                        3,
+		`taskorch_tasks_claimed_total{task_type="snoozes"}`:                      2,
+		`taskorch_tasks_claimed_total{task_type="stubborn"}`:                     1,
+		`taskorch_tasks_completed_total{task_type="ok"}`:                         5,
+		`taskorch_tasks_completed_total{task_type="snoozes"}`:                    1,
+		`taskorch_tasks_failed_total{outcome="retry",task_type="flaky"}`:         2,
+		`taskorch_tasks_failed_total{outcome="dead",task_type="flaky"}`:          1,
+		`taskorch_tasks_snoozed_total{task_type="snoozes"}`:                      1,
+		`taskorch_task_duration_seconds_count{task_type="ok"}`:                   5,
+		`taskorch_task_duration_seconds_count{task_type="flaky"}`:                3,
+		`taskorch_task_start_delay_seconds_count{task_type="ok"}`:                5,
+		`taskorch_task_start_delay_seconds_count{task_type="snoozes"}`:           2,
+		`taskorch_leases_lost_total`:                                             1,
+		`taskorch_completions_refused_total`:                                     1,
+		`taskorch_leader`:                                                        1,
+		`taskorch_queue_depth{status="pending",task_type="later"}`:               1,
+		`taskorch_oldest_pending_age_seconds{task_type="later"}`:                 0, // not due yet
+		`taskorch_queue_unserved{task_type="later"}`:                             0, // nothing due
+		`taskorch_queue_depth{status="pending",task_type="nobody_handles_this"}`: 1,
+		`taskorch_queue_unserved{task_type="nobody_handles_this"}`:               1, // due, and no worker claims it
 	}
 	var got map[string]float64
 	require.Eventually(t, func() bool {
@@ -117,7 +118,10 @@ func TestWorkerMetrics(t *testing.T) {
 			require.Contains(t, want, k, "unexpected series")
 		}
 	}
-	require.Equal(t, 1, countPrefix(got, "taskorch_queue_depth{"), "only the undue task is pending: %v", got)
+	require.Equal(t, 2, countPrefix(got, "taskorch_queue_depth{"), "only the undue task and the unserved one are pending: %v", got)
+	require.Positive(t, got[`taskorch_oldest_pending_age_seconds{task_type="nobody_handles_this"}`])
+	require.Equal(t, 0, scalar[int](t, pool, `select attempt from queues.task where task_id = $1 and status = 'pending'`, unknown),
+		"the task no worker claims stays pending, its attempts unspent")
 	require.Positive(t, got["taskorch_db_pool_max_conns"])
 	require.Positive(t, got["taskorch_db_pool_acquires_total"])
 	require.Equal(t, float64(0), got[`taskorch_maintenance_errors_total{op="reap"}`], "known ops start at 0")
@@ -129,6 +133,7 @@ func TestWorkerMetrics(t *testing.T) {
 	got = gather(t, reg)
 	require.Equal(t, float64(0), got["taskorch_leader"])
 	require.Zero(t, countPrefix(got, "taskorch_queue_depth{"))
+	require.Zero(t, countPrefix(got, "taskorch_queue_unserved{"))
 }
 
 // Without a Registerer there are no metrics; two workers cannot share one registry unwrapped.
@@ -150,8 +155,9 @@ func TestWorkerMetricsRegistration(t *testing.T) {
 	}
 }
 
-// queues.queue_stats() counts pending and running tasks by type, and the oldest due task's wait;
-// the worker role may call it.
+// queues.queue_stats() counts pending and running tasks by type, the oldest due task's wait, the
+// due tasks, and the registered workers that claim the type (task_types NULL: every type); the
+// worker role may call it.
 func TestQueueStats(t *testing.T) {
 	t.Parallel()
 	tx := dbtest.Tx(t)
@@ -160,19 +166,30 @@ func TestQueueStats(t *testing.T) {
 	mustExec(t, tx, `select queues.enqueue('a', '{}', now() + interval '1 hour')`)
 	mustExec(t, tx, `select queues.enqueue('b', '{}')`)
 	mustExec(t, tx, `update queues.task set status = 'completed', completed_at = now() where task_type = 'b'`)
+	mustExec(t, tx, `select queues.enqueue('c', '{}', now() - interval '2 minutes')`)
+	mustExec(t, tx, `select queues.enqueue('d', '{}', now() + interval '1 hour')`)
+	mustExec(t, tx, `select queues.register_worker('w1', 'host', _task_types => '{a,db_function}')`)
+	mustExec(t, tx, `select queues.register_worker('w2', 'host', _task_types => '{a,b}')`)
 	mustExec(t, tx, `set local role worker_service_user`)
-	rows, err := tx.Query(context.Background(), `select task_type, status, tasks, round(oldest_pending_age_seconds) from queues.queue_stats()`)
-	require.NoError(t, err)
-	var got []string
-	for rows.Next() {
-		var typ, status string
-		var n int64
-		var age float64
-		require.NoError(t, rows.Scan(&typ, &status, &n, &age))
-		got = append(got, fmt.Sprintf("%s %s %d %.0f", typ, status, n, age))
+	stats := func() []string {
+		rows, err := tx.Query(context.Background(),
+			`select task_type, status, tasks, round(oldest_pending_age_seconds), due, workers from queues.queue_stats() order by 1, 2`)
+		require.NoError(t, err)
+		var got []string
+		for rows.Next() {
+			var typ, status string
+			var n, due, workers int64
+			var age float64
+			require.NoError(t, rows.Scan(&typ, &status, &n, &age, &due, &workers))
+			got = append(got, fmt.Sprintf("%s %s %d %.0f due=%d workers=%d", typ, status, n, age, due, workers))
+		}
+		require.NoError(t, rows.Err())
+		return got
 	}
-	require.NoError(t, rows.Err())
-	require.Equal(t, []string{"a pending 3 3600"}, got)
+	require.Equal(t, []string{"a pending 3 3600 due=2 workers=2", "c pending 1 120 due=1 workers=0", "d pending 1 0 due=0 workers=0"}, stats(),
+		"c has due tasks and no worker claims it; d has none due")
+	mustExec(t, tx, `select queues.register_worker('w3', 'host')`) // claims every type
+	require.Equal(t, []string{"a pending 3 3600 due=2 workers=3", "c pending 1 120 due=1 workers=1", "d pending 1 0 due=0 workers=1"}, stats())
 }
 
 // gather returns every sample in reg as `name{label="value",...}` → value, histograms as their

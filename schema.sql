@@ -5169,18 +5169,32 @@ end $_$;
 -- Name: queue_stats(); Type: FUNCTION; Schema: queues; Owner: -
 --
 
-CREATE FUNCTION queues.queue_stats() RETURNS TABLE(task_type text, status text, tasks bigint, oldest_pending_age_seconds double precision)
+CREATE FUNCTION queues.queue_stats() RETURNS TABLE(task_type text, status text, tasks bigint, oldest_pending_age_seconds double precision, due bigint, workers bigint)
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select t.task_type,
-           t.status::text,
-           count(*),
-           coalesce(extract(epoch from now() - min(t.run_at) filter (where t.status = 'pending' and t.run_at <= now())), 0)::double precision
-    from queues.task t
-    where t.status in ('pending', 'running')
-    group by t.task_type, t.status
+    select g.task_type, g.status, g.tasks, g.oldest_pending_age_seconds, g.due,
+           (select count(*) from queues.worker w
+            where w.task_types is null or g.task_type = any (w.task_types))
+    from (
+        select t.task_type,
+               t.status::text as status,
+               count(*) as tasks,
+               coalesce(extract(epoch from now() - min(t.run_at) filter (where t.status = 'pending' and t.run_at <= now())), 0)::double precision
+                   as oldest_pending_age_seconds,
+               count(*) filter (where t.status = 'pending' and t.run_at <= now()) as due
+        from queues.task t
+        where t.status in ('pending', 'running')
+        group by t.task_type, t.status
+    ) g
 $$;
+
+
+--
+-- Name: FUNCTION queue_stats(); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.queue_stats() IS 'Pending and running tasks by type and status: how many, how long the oldest due one has waited, how many are due, and how many registered workers claim the type (0: none serves it).';
 
 
 --
@@ -8050,6 +8064,13 @@ WITH (fillfactor='50');
 --
 
 COMMENT ON TABLE queues.worker IS 'One row per live worker, kept alive by heartbeats; the leader deletes workers whose heartbeat is older than the worker timeout and recovers their tasks.';
+
+
+--
+-- Name: COLUMN worker.task_types; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON COLUMN queues.worker.task_types IS 'The task types this worker claims (db_function, its Go handlers, the channels it has a provider for); NULL: every type.';
 
 
 --

@@ -23,7 +23,7 @@ func newTransportMetrics(reg prometheus.Registerer, name string) (*transportMetr
 		sent:         counter("messages_sent_total", "Task ids this worker's dispatcher sent to the transport (redispatches included)."),
 		received:     counter("messages_received_total", "Messages this worker received from the transport."),
 		acked:        counter("messages_acked_total", "Messages this worker acknowledged (after the task's outcome was committed, or after its claim was refused)."),
-		refused:      counter("duplicates_refused_total", "Received messages whose task could not be claimed (claimed by another worker, finished, not due or paused): acknowledged and dropped."),
+		refused:      counter("duplicates_refused_total", "Received messages whose task could not be claimed (claimed by another worker, finished, not due, paused, or of a type this worker does not claim): acknowledged and dropped."),
 		redispatched: counter("redispatched_total", "Task ids sent again because they were dispatched but not claimed in time (a lost message), or after an outage."),
 		sendFailed:   counter("send_failures_total", "Task ids the dispatcher could not send; their tasks stayed eligible."),
 		fallback: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "taskorch", Subsystem: "transport", Name: "fallback",

@@ -104,7 +104,7 @@ func NewWorker(pool *pgxpool.Pool, cfg *WorkerConfig) (*Worker, error) {
 		return nil, err
 	}
 	var types []string
-	if c.OnlyKnownTypes {
+	if !c.ClaimUnknownTypes {
 		types = knownTypes(c)
 	}
 	m, err := newMetrics(c.Registerer, pool)

@@ -73,7 +73,8 @@ type WorkerConfig struct {
 	// them and gives them back to pending. Defaults to 30s.
 	ShutdownGrace time.Duration
 
-	// Handlers are the Go handlers, by task type.
+	// Handlers are the Go handlers, by task type. The worker claims tasks of these types (and
+	// records them in queues.worker): register every handler before NewWorker.
 	Handlers *Handlers
 
 	// MaxResultBytes bounds the JSON size of one task's result (SetResult, AddHandlerWithResult,
@@ -84,12 +85,20 @@ type WorkerConfig struct {
 	MaxResultBytes int
 
 	// Channels are the providers of the channel task types (email, sms, file_delete), by type.
-	// A channel task whose type has no provider fails with a clear message.
+	// The worker claims the tasks of a channel only when it has a provider for it (a nil one
+	// counts as none): without one the channel is off on this worker, and its tasks stay
+	// pending for a worker that has one.
 	Channels map[string]ChannelProvider
 
-	// OnlyKnownTypes makes the worker claim only the types it can run: db_function, its Go
-	// handlers' types and its channels' types. Defaults to false: the worker claims every type
-	// and fails tasks of unknown types, which suits a fleet of identical workers.
+	// ClaimUnknownTypes makes the worker claim every task type, and fail the tasks it cannot run
+	// (a type without a Go handler, a channel without a provider) instead of leaving them
+	// pending for a worker that can run them. It is recorded in queues.worker as serving every
+	// type. Defaults to false: the worker claims only the types it can run, db_function, its Go
+	// handlers' types and its channels' types (docs/worker.md, "Which tasks a worker claims").
+	ClaimUnknownTypes bool
+
+	// Deprecated: a worker claims only the types it can run unless ClaimUnknownTypes is set;
+	// this field has no effect.
 	OnlyKnownTypes bool
 
 	// Logger receives structured logs; every line about a task carries task_id, task_type,
@@ -142,8 +151,9 @@ type WorkerConfig struct {
 	// at no cost.
 	TracerProvider trace.TracerProvider
 
-	// QueueStatsInterval is how often the leader samples queue depth and the oldest pending age
-	// per task type (taskorch_queue_depth, taskorch_oldest_pending_age_seconds) with one
+	// QueueStatsInterval is how often the leader samples queue depth, the oldest pending age and
+	// the types no live worker claims, per task type (taskorch_queue_depth,
+	// taskorch_oldest_pending_age_seconds, taskorch_queue_unserved) with one
 	// queues.queue_stats() call, which counts pending and running tasks only. Only used with a
 	// Registerer. Defaults to 5s.
 	QueueStatsInterval time.Duration

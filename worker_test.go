@@ -162,8 +162,9 @@ func TestWorkerDBFunctionOutcomes(t *testing.T) {
 	require.Contains(t, lastError(t, pool, slow), "timed out after 2s")
 }
 
-// Unknown types fail with a clear message; panics and timeouts of Go handlers fail the attempt;
-// retries back off and end dead; Snooze and Discard do what they say.
+// Unknown types fail with a clear message on a worker that claims them (ClaimUnknownTypes);
+// panics and timeouts of Go handlers fail the attempt; retries back off and end dead; Snooze and
+// Discard do what they say.
 func TestWorkerGoHandlerOutcomes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -189,7 +190,7 @@ func TestWorkerGoHandlerOutcomes(t *testing.T) {
 		return errors.New(strings.Repeat("é\x00\xff", 1<<18)) // 1 MiB of NULs and invalid UTF-8
 
 	})
-	startWorker(t, pool, &taskorch.WorkerConfig{Handlers: hs, TaskTimeout: 200 * time.Millisecond})
+	startWorker(t, pool, &taskorch.WorkerConfig{Handlers: hs, TaskTimeout: 200 * time.Millisecond, ClaimUnknownTypes: true})
 
 	enq := func(typ string, maxAttempts int) int64 {
 		res, err := c.Enqueue(ctx, raw(typ, `{}`), &taskorch.EnqueueOpts{MaxAttempts: maxAttempts})
@@ -226,7 +227,8 @@ func TestWorkerGoHandlerOutcomes(t *testing.T) {
 
 // The handler invoker: before handler → provider → success handler with {original_payload,
 // worker_payload}, or error handler with {original_payload, error}; the task is completed either
-// way (its supervisor owns retries), and the failure is in queues.error.
+// way (its supervisor owns retries), and the failure is in queues.error. A channel without a
+// provider fails its tasks on a worker that claims them anyway (ClaimUnknownTypes).
 func TestWorkerChannelInvoker(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -246,7 +248,7 @@ func TestWorkerChannelInvoker(t *testing.T) {
 		}
 		return json.RawMessage(fmt.Sprintf(`{"id": "msg-%d", "key": %q}`, call.Task.ID, call.IdempotencyKey)), nil
 	})
-	startWorker(t, pool, &taskorch.WorkerConfig{Channels: map[string]taskorch.ChannelProvider{taskorch.TypeEmail: provider}})
+	startWorker(t, pool, &taskorch.WorkerConfig{Channels: map[string]taskorch.ChannelProvider{taskorch.TypeEmail: provider}, ClaimUnknownTypes: true})
 
 	handlers := `"before_handler": "wbiz.before", "success_handler": "wbiz.on_success", "error_handler": "wbiz.on_error"`
 	ok, err := c.Enqueue(ctx, raw("email", `{"to": "ada@example.com", "attempt_id": 1, `+handlers+`}`), nil)

@@ -340,7 +340,7 @@ func retryDeadTaskCompletes(t *testing.T, pool, readPool *pgxpool.Pool) {
 		return nil
 	})
 	w, err := taskorch.NewWorker(pool, &taskorch.WorkerConfig{
-		Handlers: hs, OnlyKnownTypes: true, Concurrency: 2, PollInterval: 20 * time.Millisecond,
+		Handlers: hs, Concurrency: 2, PollInterval: 20 * time.Millisecond,
 		MaxPollInterval: 200 * time.Millisecond, ID: "browser-test-worker",
 	})
 	require.NoError(t, err)

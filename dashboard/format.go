@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/internal/admin"
 	"github.com/taskorch/taskorch/internal/humanize"
 	"github.com/taskorch/taskorch/internal/redact"
 )
@@ -36,6 +37,8 @@ var templateFuncs = template.FuncMap{
 		return taskorch.CallFailureLabel(*reason)
 	},
 	"until": until,
+	// servehint says what kind of worker runs a task type (a warning about a type no worker claims).
+	"servehint": admin.ServeHint,
 }
 
 // queryURL encodes a link's query string. url.Values.Encode escapes every key and value, so

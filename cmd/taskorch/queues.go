@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -53,10 +54,13 @@ func newQueuesCmd(g *globals) *cobra.Command {
 		Short: "List the task types: backlog per state, and paused (by whom, since when) or running",
 		Long: `List every task type with work in it (pending, running, failed or dead tasks), paused, among
 the 2,000 newest tasks, claimed by a registered worker or enqueued by a schedule: its tasks due now, scheduled for later,
-running, failed and dead, how long its oldest due task has waited, and whether it is paused (by
-whom, since when) or running. Completed and cancelled tasks are not counted: that would read
-the whole history (taskorch tasks list --status completed lists them). The dashboard's queues
-page shows the same.`,
+running, failed and dead, how long its oldest due task has waited, whether it is paused (by
+whom, since when) or running, and how many registered workers claim it. A type with due tasks
+that no registered worker claims (none has its Go handler or its channel's provider) is marked
+"0 · unserved", and a warning on stderr names it: its tasks wait, spending no attempt, until
+such a worker starts. Completed and cancelled tasks are not counted: that would read the whole
+history (taskorch tasks list --status completed lists them). The dashboard's queues page shows
+the same.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			pool, err := g.connectRead(cmd.Context(), cmd.ErrOrStderr())
@@ -74,7 +78,11 @@ page shows the same.`,
 				}
 				return writeJSON(cmd.OutOrStdout(), qs)
 			}
-			return printQueues(cmd.OutOrStdout(), qs)
+			if err := printQueues(cmd.OutOrStdout(), qs); err != nil {
+				return err
+			}
+			warnUnserved(cmd.ErrOrStderr(), qs)
+			return nil
 		},
 	}
 	for _, c := range []*cobra.Command{pause, resume, list} {
@@ -86,7 +94,7 @@ page shows the same.`,
 
 func printQueues(w io.Writer, qs []admin.Queue) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TASK TYPE\tSTATE\tDUE\tSCHEDULED\tRUNNING\tFAILED\tDEAD\tOLDEST DUE")
+	fmt.Fprintln(tw, "TASK TYPE\tSTATE\tDUE\tSCHEDULED\tRUNNING\tFAILED\tDEAD\tOLDEST DUE\tWORKERS")
 	for _, q := range qs {
 		state := q.State
 		if q.PausedAt != nil {
@@ -96,9 +104,23 @@ func printQueues(w io.Writer, qs []admin.Queue) error {
 		if q.Due > 0 {
 			oldest = humanize.Duration(humanize.FromSeconds(q.OldestDueSeconds).Round(time.Second)) + " ago"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", q.TaskType, state, q.Due, q.Scheduled, q.Running, q.Failed, q.Dead, oldest)
+		workers := strconv.FormatInt(q.Workers, 10)
+		if q.Unserved {
+			workers += " · unserved"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", q.TaskType, state, q.Due, q.Scheduled, q.Running, q.Failed, q.Dead, oldest, workers)
 	}
 	return tw.Flush()
+}
+
+// warnUnserved names on w each type with due tasks that no registered worker claims.
+func warnUnserved(w io.Writer, qs []admin.Queue) {
+	for _, q := range qs {
+		if q.Unserved {
+			fmt.Fprintf(w, "warning: no live worker claims %s tasks: %d due, the oldest waiting %s; they wait for %s\n",
+				q.TaskType, q.Due, time.Duration(q.OldestDueSeconds*float64(time.Second)).Round(time.Second), admin.ServeHint(q.TaskType))
+		}
+	}
 }
 
 func derefStr(s *string) string {

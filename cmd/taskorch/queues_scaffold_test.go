@@ -40,10 +40,12 @@ func TestQueuesCommands(t *testing.T) {
 	require.NoError(t, err)
 	r = run(t, append([]string{"queues", "list"}, db...)...)
 	require.Equal(t, 0, r.code, r.err)
-	require.Regexp(t, `^TASK TYPE +STATE +DUE +SCHEDULED +RUNNING +FAILED +DEAD +OLDEST DUE\n`+
-		`img\.resize +running +0 +0 +0 +1 +0 +-\n`+
-		`mail\.send +running +2 +0 +0 +0 +0 +\d+s ago\n`+
-		`report\.build +paused by \S+ since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ +1 +0 +0 +0 +0 +\d+s ago\n$`, r.out)
+	require.Regexp(t, `^TASK TYPE +STATE +DUE +SCHEDULED +RUNNING +FAILED +DEAD +OLDEST DUE +WORKERS\n`+
+		`img\.resize +running +0 +0 +0 +1 +0 +- +0\n`+
+		`mail\.send +running +2 +0 +0 +0 +0 +\d+s ago +0 · unserved\n`+
+		`report\.build +paused by \S+ since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ +1 +0 +0 +0 +0 +\d+s ago +0 · unserved\n$`, r.out)
+	require.Regexp(t, `^warning: no live worker claims mail\.send tasks: 2 due, the oldest waiting \d+s; they wait for a worker with a Go handler for mail\.send\n`+
+		`warning: no live worker claims report\.build tasks: 1 due, `, r.err)
 	type queue struct {
 		TaskType string `json:"task_type"`
 		State    string `json:"state"`

@@ -16,17 +16,17 @@ import (
 // providerFlagDefs are the channel providers' flags, each the twin of a TASKORCH_* variable
 // that providers.ConfigFromEnv reads (docs/configuration.md, "Channel providers").
 var providerFlagDefs = []struct{ env, flag, usage string }{
-	{providers.EnvEmailProvider, "email-provider", "the email channel's provider: outbox, smtp or resend; empty: no email channel"},
+	{providers.EnvEmailProvider, "email-provider", "the email channel's provider: outbox, smtp or resend; empty: this worker claims no email task"},
 	{providers.EnvEmailFrom, "email-from", "the sender of emails whose request has no from"},
 	{providers.EnvSMTPURL, "smtp-url", "smtp://user:pass@host:587?starttls=required or smtps://... (secret: prefer the variable)"},
 	{providers.EnvResendAPIKey, "resend-api-key", "Resend API key (secret: prefer the variable)"},
 	{providers.EnvResendBaseURL, "resend-base-url", "Resend API URL (default https://api.resend.com)"},
-	{providers.EnvSMSProvider, "sms-provider", "the sms channel's provider: outbox or twilio; empty: no sms channel"},
+	{providers.EnvSMSProvider, "sms-provider", "the sms channel's provider: outbox or twilio; empty: this worker claims no sms task"},
 	{providers.EnvTwilioAccountSID, "twilio-account-sid", "Twilio account SID (AC...)"},
 	{providers.EnvTwilioAuthToken, "twilio-auth-token", "Twilio auth token (secret: prefer the variable)"},
 	{providers.EnvTwilioFrom, "twilio-from", "the sender of SMS whose request has no from: a number or a Messaging Service SID"},
 	{providers.EnvTwilioBaseURL, "twilio-base-url", "Twilio API URL (default Twilio's hosts)"},
-	{providers.EnvFilesSigner, "files-signer", "the file_delete channel's signer: http, s3 or outbox; empty: no file_delete channel"},
+	{providers.EnvFilesSigner, "files-signer", "the file_delete channel's signer: http, s3 or outbox; empty: this worker claims no file_delete task"},
 	{providers.EnvFilesSignerURL, "files-signer-url", "the files service's signing endpoint (files-signer=http)"},
 	{providers.EnvFilesSignerToken, "files-signer-token", "bearer token for the files service (secret: prefer the variable)"},
 	{providers.EnvS3Endpoint, "s3-endpoint", "S3-compatible endpoint URL (files-signer=s3; default AWS)"},

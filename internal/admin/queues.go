@@ -26,6 +26,12 @@ type Queue struct {
 	OldestDueSeconds float64    `json:"oldest_due_seconds"` // how long its oldest due task has waited
 	PausedAt         *time.Time `json:"paused_at,omitempty"`
 	PausedBy         *string    `json:"paused_by,omitempty"`
+	// Workers is how many registered (live) workers claim the type: those whose task types
+	// include it, and those that claim every type (WorkerConfig.ClaimUnknownTypes).
+	Workers int64 `json:"workers"`
+	// Unserved is true when the type has due tasks and no registered worker claims it: they wait
+	// until a worker that can run them (its Go handler, its channel's provider) starts.
+	Unserved bool `json:"unserved"`
 }
 
 // The states of a queue (Queue.State).
@@ -36,7 +42,7 @@ const (
 
 // ListQueues returns every task type with work in it (pending, running, failed or dead tasks),
 // paused, among the 2,000 newest tasks, claimed by a registered worker or enqueued by a
-// schedule, by name. It reads the tasks
+// schedule, by name, with how many registered workers claim it. It reads the tasks
 // that are not finished (through the status's partial indexes), queues.queue_pause,
 // queues.worker and queues.schedule: an operator's role needs SELECT on them.
 func ListQueues(ctx context.Context, db DB) ([]Queue, error) {
@@ -46,7 +52,8 @@ func ListQueues(ctx context.Context, db DB) ([]Queue, error) {
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Queue, error) {
 		var q Queue
-		err := r.Scan(&q.TaskType, &q.Due, &q.Scheduled, &q.Running, &q.Failed, &q.Dead, &q.OldestDueSeconds, &q.PausedAt, &q.PausedBy)
+		err := r.Scan(&q.TaskType, &q.Due, &q.Scheduled, &q.Running, &q.Failed, &q.Dead, &q.OldestDueSeconds, &q.PausedAt, &q.PausedBy, &q.Workers)
+		q.Unserved = q.Due > 0 && q.Workers == 0
 		q.State = QueueRunning
 		if q.PausedAt != nil {
 			q.State = QueuePaused
@@ -57,4 +64,21 @@ func ListQueues(ctx context.Context, db DB) ([]Queue, error) {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
 	return out, nil
+}
+
+// ServeHint says what runs tasks of taskType, for a warning about a type no worker claims: a
+// worker with the channel's provider (its variable named) for email, sms and file_delete; a
+// worker with a Go handler for it otherwise. A db_function task is claimed by every worker.
+func ServeHint(taskType string) string {
+	switch taskType {
+	case "email":
+		return "a worker with an email provider (TASKORCH_EMAIL_PROVIDER)"
+	case "sms":
+		return "a worker with an sms provider (TASKORCH_SMS_PROVIDER)"
+	case "file_delete":
+		return "a worker with a file_delete signer (TASKORCH_FILES_SIGNER)"
+	case "db_function":
+		return "any taskorch worker"
+	}
+	return "a worker with a Go handler for " + taskType
 }

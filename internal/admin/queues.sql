@@ -1,7 +1,8 @@
 -- One row per task type: those with work in them (pending, running, failed or dead tasks), the
 -- paused ones, those of the 2,000 newest tasks (a bounded walk of the primary key: types whose
 -- tasks all finished stay listed for a while), and those that a registered worker claims or a
--- schedule enqueues: its backlog, how long its oldest due task has waited, and its pause. Like
+-- schedule enqueues: its backlog, how long its oldest due task has waited, its pause, and how
+-- many registered workers claim it. Like
 -- queues.queue_stats it reads only tasks that are not finished (plus failed and dead ones,
 -- through their small partial index), so its cost follows the backlog, not the history: it
 -- does not count completed or cancelled tasks. Each branch names its status as a literal so that
@@ -35,7 +36,10 @@ with live as (
     select task_type from queues.schedule
 )
 select k.task_type, coalesce(c.due, 0), coalesce(c.scheduled, 0), coalesce(c.running, 0),
-       coalesce(c.failed, 0), coalesce(c.dead, 0), coalesce(c.oldest_due_seconds, 0), p.paused_at, p.paused_by
+       coalesce(c.failed, 0), coalesce(c.dead, 0), coalesce(c.oldest_due_seconds, 0), p.paused_at, p.paused_by,
+       -- The registered (live) workers that claim the type, as queues.queue_stats counts them:
+       -- task_types NULL claims every type.
+       (select count(*) from queues.worker w where w.task_types is null or k.task_type = any (w.task_types))
 from known k
 left join counted c on c.task_type = k.task_type
 left join queues.queue_pause p on p.task_type = k.task_type

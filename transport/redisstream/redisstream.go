@@ -48,7 +48,8 @@ type Config struct {
 	// URL is the Redis URL: redis://[user:password@]host:port[/db], or rediss:// for TLS.
 	URL string
 	// Stream is the stream's key. Defaults to DefaultStream. Workers that run different task
-	// types (WorkerConfig.OnlyKnownTypes) need a stream (or a database) per fleet.
+	// types (each claims only those it runs: docs/transports.md, "Limits") need a stream (or a
+	// database) per fleet.
 	Stream string
 	// Group is the consumer group. Defaults to DefaultGroup.
 	Group string
