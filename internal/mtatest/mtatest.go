@@ -156,10 +156,7 @@ func Start(t testing.TB, mailboxes ...string) *Server {
 	t.Cleanup(s.Stop)
 
 	deadline := time.Now().Add(startTimeout)
-	for {
-		if banner(s.Addr) {
-			break
-		}
+	for !banner(s.Addr) {
 		select {
 		case <-s.exited:
 			t.Fatalf("mtatest: postfix's master exited at start: %s", s.logTail())
