@@ -115,7 +115,11 @@ func Start(t testing.TB, mailboxes ...string) *Server {
 		t.Fatal(err)
 	}
 	for _, sub := range []string{"etc", "spool", "data", "mail", "log"} {
+		// Chmod too: the modes must not depend on the test's umask.
 		if err := os.Mkdir(filepath.Join(dir, sub), 0o755); err != nil { //nolint:gosec // as Postfix's own directories
+			t.Fatal(err)
+		}
+		if err := os.Chmod(filepath.Join(dir, sub), 0o755); err != nil { //nolint:gosec // as Postfix's own directories
 			t.Fatal(err)
 		}
 	}
@@ -333,6 +337,9 @@ func banner(addr string) bool {
 func write(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil { //nolint:gosec // Postfix's configuration, readable by its services
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil { //nolint:gosec // whatever the test's umask
 		t.Fatal(err)
 	}
 }
