@@ -32,7 +32,7 @@ deps-demo: ## What make demo needs: check Go; install PostgreSQL's server and cl
 	@GO='$(GO)' scripts/install-deps.sh demo
 
 .PHONY: deps
-deps: ## What the tests need: deps-demo, plus redis-server, chromium, pgbouncer, iproute2 (apt, as root; else say how), versitygw, toxiproxy (go install)
+deps: ## What the tests need: deps-demo, plus redis-server, chromium, pgbouncer, iproute2, postfix (apt, as root; else say how), versitygw, toxiproxy (go install)
 	@GO='$(GO)' scripts/install-deps.sh test
 
 .PHONY: test

@@ -50,9 +50,10 @@ func channelTypesOf(m map[string]ChannelProvider) []string {
 // file). request is the before handler's envelope payload, or the task's payload when the task
 // has no before handler. The response is passed to the success handler as worker_payload.
 //
-// Return Discard(err) for a failure retrying cannot fix (a 4xx from the provider) on a task
-// without handlers; for a task owned by a supervisor every failure goes to its error handler
-// and the supervisor decides.
+// Return Discard(err) for a failure retrying cannot fix (a 4xx from the provider): a task
+// without handlers then fails without a retry; for a task owned by a supervisor every failure
+// goes to its error handler, a Discard with error_class "permanent" (the supervisor ends the
+// process at once), any other error "retriable".
 type ChannelProvider interface {
 	Call(ctx context.Context, call ChannelCall) (response json.RawMessage, err error)
 }
@@ -83,7 +84,8 @@ type channelPayload struct {
 
 // runChannel is the handler invoker: the before handler builds the provider request, the
 // provider is called outside any transaction, then the success handler (with
-// {original_payload, worker_payload}) or the error handler (with {original_payload, error})
+// {original_payload, worker_payload}) or the error handler (with {original_payload, error,
+// error_class})
 // runs in one transaction with the task's completion (the completer's batch for a success,
 // inLeaseTx for a failure). A task with handlers belongs
 // to a supervisor and is always completed after processing: retries are the supervisor's new
@@ -167,7 +169,15 @@ func (w *Worker) channelFailed(ctx context.Context, t *Task, p channelPayload, o
 		// Owned by a supervisor that did not ask to hear about failures: record and complete.
 		return w.finishWithHandler(ctx, t, "", nil, msg, reason)
 	}
-	body, _ := json.Marshal(map[string]any{"original_payload": json.RawMessage(t.Payload), "error": truncate(msg, maxErrorBytes)})
+	// The failure's class: permanent when the provider said retrying cannot succeed (a
+	// Discard), so the supervisor ends the process at once; everything else is retriable
+	// (docs/processes.md, "Permanent failures").
+	class := "retriable"
+	if !retriable && reason == CallFailureProvider {
+		class = "permanent"
+	}
+	body, _ := json.Marshal(map[string]any{"original_payload": json.RawMessage(t.Payload), "error": truncate(msg, maxErrorBytes),
+		"error_class": class})
 	return w.finishWithHandler(ctx, t, p.ErrorHandler, body, msg, reason)
 }
 

@@ -866,6 +866,23 @@ end $$;
 
 
 --
+-- Name: has_send_email_permanent_failure(bigint); Type: FUNCTION; Schema: comms; Owner: -
+--
+
+CREATE FUNCTION comms.has_send_email_permanent_failure(_send_email_task_id bigint) RETURNS boolean
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    return exists (select 1 from comms.send_email_attempt a
+                   join comms.send_email_attempt_failed f using (send_email_attempt_id)
+                   where a.send_email_task_id = _send_email_task_id and f.error_class = 'permanent'
+                     and a.send_email_attempt_id > coalesce((select max(z.last_attempt_id) from comms.send_email_task_restarted z
+                                                        where z.send_email_task_id = _send_email_task_id), 0));
+end $$;
+
+
+--
 -- Name: has_send_email_succeeded_attempt(bigint); Type: FUNCTION; Schema: comms; Owner: -
 --
 
@@ -880,6 +897,23 @@ begin
     return exists (select 1 from comms.send_email_attempt a
                    join comms.send_email_attempt_succeeded s using (send_email_attempt_id)
                    where a.send_email_task_id = _send_email_task_id);
+end $$;
+
+
+--
+-- Name: has_send_sms_permanent_failure(bigint); Type: FUNCTION; Schema: comms; Owner: -
+--
+
+CREATE FUNCTION comms.has_send_sms_permanent_failure(_send_sms_task_id bigint) RETURNS boolean
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    return exists (select 1 from comms.send_sms_attempt a
+                   join comms.send_sms_attempt_failed f using (send_sms_attempt_id)
+                   where a.send_sms_task_id = _send_sms_task_id and f.error_class = 'permanent'
+                     and a.send_sms_attempt_id > coalesce((select max(z.last_attempt_id) from comms.send_sms_task_restarted z
+                                                        where z.send_sms_task_id = _send_sms_task_id), 0));
 end $$;
 
 
@@ -910,8 +944,9 @@ CREATE FUNCTION comms.is_send_email_stuck(_send_email_task_id bigint) RETURNS bo
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     select not comms.has_send_email_succeeded_attempt(_send_email_task_id)
-       and comms.count_send_email_failed_attempts(_send_email_task_id)
-           >= (select max_attempts from comms.process_config where process = 'send_email')
+       and (comms.count_send_email_failed_attempts(_send_email_task_id)
+                >= (select max_attempts from comms.process_config where process = 'send_email')
+            or comms.has_send_email_permanent_failure(_send_email_task_id))
 $$;
 
 
@@ -924,8 +959,9 @@ CREATE FUNCTION comms.is_send_sms_stuck(_send_sms_task_id bigint) RETURNS boolea
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     select not comms.has_send_sms_succeeded_attempt(_send_sms_task_id)
-       and comms.count_send_sms_failed_attempts(_send_sms_task_id)
-           >= (select max_attempts from comms.process_config where process = 'send_sms')
+       and (comms.count_send_sms_failed_attempts(_send_sms_task_id)
+                >= (select max_attempts from comms.process_config where process = 'send_sms')
+            or comms.has_send_sms_permanent_failure(_send_sms_task_id))
 $$;
 
 
@@ -1062,8 +1098,9 @@ begin
         return jsonb_build_object('success', false,
             'validation_failure_message', format('record_email_failure: send_email_attempt %s does not exist', coalesce(_attempt_id::text, 'NULL')));
     end if;
-    insert into comms.send_email_attempt_failed (send_email_attempt_id, error_message)
-    values (_attempt_id, left(coalesce(nullif(_payload ->> 'error', ''), 'unknown error'), 8192))
+    insert into comms.send_email_attempt_failed (send_email_attempt_id, error_message, error_class)
+    values (_attempt_id, left(coalesce(nullif(_payload ->> 'error', ''), 'unknown error'), 8192),
+            case when _payload ->> 'error_class' = 'permanent' then 'permanent' else 'retriable' end)
     on conflict do nothing;
     perform comms.wake_send_email(_id, now());
     return jsonb_build_object('success', true);
@@ -1182,8 +1219,9 @@ begin
         return jsonb_build_object('success', false,
             'validation_failure_message', format('record_sms_failure: send_sms_attempt %s does not exist', coalesce(_attempt_id::text, 'NULL')));
     end if;
-    insert into comms.send_sms_attempt_failed (send_sms_attempt_id, error_message)
-    values (_attempt_id, left(coalesce(nullif(_payload ->> 'error', ''), 'unknown error'), 8192))
+    insert into comms.send_sms_attempt_failed (send_sms_attempt_id, error_message, error_class)
+    values (_attempt_id, left(coalesce(nullif(_payload ->> 'error', ''), 'unknown error'), 8192),
+            case when _payload ->> 'error_class' = 'permanent' then 'permanent' else 'retriable' end)
     on conflict do nothing;
     perform comms.wake_send_sms(_id, now());
     return jsonb_build_object('success', true);
@@ -1462,7 +1500,7 @@ begin
                exists (select 1 from comms.send_email_task_succeeded x where x.send_email_task_id = r.send_email_task_id)
                or exists (select 1 from comms.send_email_task_failed x where x.send_email_task_id = r.send_email_task_id and x.run >= coalesce(rs.run, 1)) as terminal,
                coalesce(a.attempts, 0) as attempts, coalesce(a.failures, 0) as failures,
-               coalesce(a.succeeded, false) as succeeded, a.succeeded_at, a.last_fail, a.last_error,
+               coalesce(a.succeeded, false) as succeeded, a.succeeded_at, a.last_fail, a.last_error, a.permanent_error,
                coalesce(a.delivered, false) as delivered, a.undelivered
         from comms.send_email_task r
         -- The run: restarts by hand (retry_send_email); only the attempts made since the last one count.
@@ -1476,6 +1514,8 @@ begin
                    bool_or(s.send_email_attempt_id is not null) as succeeded, min(s.created_at) as succeeded_at,
                    max(f.created_at) as last_fail,
                    (array_agg(f.error_message order by f.created_at desc) filter (where f.send_email_attempt_id is not null))[1] as last_error,
+                   -- A permanent failure (the provider said retrying cannot succeed) ends the run.
+                   (array_agg(f.error_message order by f.created_at desc) filter (where f.error_class = 'permanent'))[1] as permanent_error,
                    coalesce(bool_or(d.send_email_attempt_id is not null), false) as delivered,
                    (array_agg(b.kind || coalesce(': ' || b.reason, '') order by b.created_at) filter (where b.send_email_attempt_id is not null))[1] as undelivered
             from comms.send_email_attempt a
@@ -1498,12 +1538,14 @@ begin
                     when t.succeeded and _cfg.delivery_wait is not null and not t.delivered
                          and t.succeeded_at + _cfg.delivery_wait > now() then 'later'
                     when t.succeeded then 'succeed'
+                    when t.permanent_error is not null then 'fail'
                     when t.failures >= _cfg.max_attempts then 'fail'
                     when t.attempts = t.failures and t.next_try <= now() then 'attempt'
                     else 'later' end as action,
                case when t.succeeded then format('the provider reported the email %s', t.undelivered)
+                    else case when t.permanent_error is not null then format('permanent: email not sent: %s', t.permanent_error)
                     else format('email not sent after %s failed attempts (max %s); last error: %s',
-                                t.failures, _cfg.max_attempts, coalesce(t.last_error, 'none')) end as message,
+                                t.failures, _cfg.max_attempts, coalesce(t.last_error, 'none')) end end as message,
                case when t.succeeded then t.succeeded_at + _cfg.delivery_wait
                     when t.attempts = t.failures then t.next_try
                     else now() + _cfg.check_interval end as next_at
@@ -1705,7 +1747,7 @@ begin
                exists (select 1 from comms.send_sms_task_succeeded x where x.send_sms_task_id = r.send_sms_task_id)
                or exists (select 1 from comms.send_sms_task_failed x where x.send_sms_task_id = r.send_sms_task_id and x.run >= coalesce(rs.run, 1)) as terminal,
                coalesce(a.attempts, 0) as attempts, coalesce(a.failures, 0) as failures,
-               coalesce(a.succeeded, false) as succeeded, a.succeeded_at, a.last_fail, a.last_error,
+               coalesce(a.succeeded, false) as succeeded, a.succeeded_at, a.last_fail, a.last_error, a.permanent_error,
                coalesce(a.delivered, false) as delivered, a.undelivered
         from comms.send_sms_task r
         -- The run: restarts by hand (retry_send_sms); only the attempts made since the last one count.
@@ -1719,6 +1761,8 @@ begin
                    bool_or(s.send_sms_attempt_id is not null) as succeeded, min(s.created_at) as succeeded_at,
                    max(f.created_at) as last_fail,
                    (array_agg(f.error_message order by f.created_at desc) filter (where f.send_sms_attempt_id is not null))[1] as last_error,
+                   -- A permanent failure (the provider said retrying cannot succeed) ends the run.
+                   (array_agg(f.error_message order by f.created_at desc) filter (where f.error_class = 'permanent'))[1] as permanent_error,
                    coalesce(bool_or(d.send_sms_attempt_id is not null), false) as delivered,
                    (array_agg(b.status || coalesce(' (error ' || b.error_code || ')', '') || coalesce(': ' || b.reason, '') order by b.created_at) filter (where b.send_sms_attempt_id is not null))[1] as undelivered
             from comms.send_sms_attempt a
@@ -1741,12 +1785,14 @@ begin
                     when t.succeeded and _cfg.delivery_wait is not null and not t.delivered
                          and t.succeeded_at + _cfg.delivery_wait > now() then 'later'
                     when t.succeeded then 'succeed'
+                    when t.permanent_error is not null then 'fail'
                     when t.failures >= _cfg.max_attempts then 'fail'
                     when t.attempts = t.failures and t.next_try <= now() then 'attempt'
                     else 'later' end as action,
                case when t.succeeded then format('the provider reported the sms %s', t.undelivered)
+                    else case when t.permanent_error is not null then format('permanent: sms not sent: %s', t.permanent_error)
                     else format('sms not sent after %s failed attempts (max %s); last error: %s',
-                                t.failures, _cfg.max_attempts, coalesce(t.last_error, 'none')) end as message,
+                                t.failures, _cfg.max_attempts, coalesce(t.last_error, 'none')) end end as message,
                case when t.succeeded then t.succeeded_at + _cfg.delivery_wait
                     when t.attempts = t.failures then t.next_try
                     else now() + _cfg.check_interval end as next_at
@@ -2041,7 +2087,7 @@ begin
                exists (select 1 from files.file_deletion_task_succeeded x where x.file_deletion_task_id = r.file_deletion_task_id)
                or exists (select 1 from files.file_deletion_task_failed x where x.file_deletion_task_id = r.file_deletion_task_id and x.run >= coalesce(rs.run, 1)) as terminal,
                coalesce(a.attempts, 0) as attempts, coalesce(a.failures, 0) as failures,
-               coalesce(a.succeeded, false) as succeeded, a.succeeded_at, a.last_fail, a.last_error
+               coalesce(a.succeeded, false) as succeeded, a.succeeded_at, a.last_fail, a.last_error, a.permanent_error
         from files.file_deletion_task r
         -- The run: restarts by hand (retry_file_deletion); only the attempts made since the last one count.
         left join lateral (
@@ -2053,7 +2099,9 @@ begin
             select count(distinct a.file_deletion_attempt_id) as attempts, count(distinct f.file_deletion_attempt_id) as failures,
                    bool_or(s.file_deletion_attempt_id is not null) as succeeded, min(s.created_at) as succeeded_at,
                    max(f.created_at) as last_fail,
-                   (array_agg(f.error_message order by f.created_at desc) filter (where f.file_deletion_attempt_id is not null))[1] as last_error
+                   (array_agg(f.error_message order by f.created_at desc) filter (where f.file_deletion_attempt_id is not null))[1] as last_error,
+                   -- A permanent failure (the provider said retrying cannot succeed) ends the run.
+                   (array_agg(f.error_message order by f.created_at desc) filter (where f.error_class = 'permanent'))[1] as permanent_error
             from files.file_deletion_attempt a
             left join files.file_deletion_attempt_succeeded s using (file_deletion_attempt_id)
             left join files.file_deletion_attempt_failed f using (file_deletion_attempt_id)
@@ -2069,11 +2117,13 @@ begin
         select t.id,
                case when t.terminal then 'done'
                     when t.succeeded then 'succeed'
+                    when t.permanent_error is not null then 'fail'
                     when t.failures >= _cfg.max_attempts then 'fail'
                     when t.attempts = t.failures and t.next_try <= now() then 'attempt'
                     else 'later' end as action,
-               format('file not deleted after %s failed attempts (max %s); last error: %s',
-                                t.failures, _cfg.max_attempts, coalesce(t.last_error, 'none')) as message,
+               case when t.permanent_error is not null then format('permanent: file not deleted: %s', t.permanent_error)
+                    else format('file not deleted after %s failed attempts (max %s); last error: %s',
+                                t.failures, _cfg.max_attempts, coalesce(t.last_error, 'none')) end as message,
                case
                     when t.attempts = t.failures then t.next_try
                     else now() + _cfg.check_interval end as next_at
@@ -2195,6 +2245,23 @@ end $$;
 
 
 --
+-- Name: has_file_deletion_permanent_failure(bigint); Type: FUNCTION; Schema: files; Owner: -
+--
+
+CREATE FUNCTION files.has_file_deletion_permanent_failure(_file_deletion_task_id bigint) RETURNS boolean
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    return exists (select 1 from files.file_deletion_attempt a
+                   join files.file_deletion_attempt_failed f using (file_deletion_attempt_id)
+                   where a.file_deletion_task_id = _file_deletion_task_id and f.error_class = 'permanent'
+                     and a.file_deletion_attempt_id > coalesce((select max(z.last_attempt_id) from files.file_deletion_task_restarted z
+                                                        where z.file_deletion_task_id = _file_deletion_task_id), 0));
+end $$;
+
+
+--
 -- Name: has_file_deletion_succeeded_attempt(bigint); Type: FUNCTION; Schema: files; Owner: -
 --
 
@@ -2224,8 +2291,9 @@ CREATE FUNCTION files.is_file_deletion_stuck(_file_id bigint) RETURNS boolean
         select 1 from files.file_deletion_task t
         where t.file_id = _file_id
           and not files.has_file_deletion_succeeded_attempt(t.file_deletion_task_id)
-          and files.count_file_deletion_failed_attempts(t.file_deletion_task_id)
-              >= (select max_attempts from files.process_config where process = 'file_deletion'))
+          and (files.count_file_deletion_failed_attempts(t.file_deletion_task_id)
+                   >= (select max_attempts from files.process_config where process = 'file_deletion')
+               or files.has_file_deletion_permanent_failure(t.file_deletion_task_id)))
 $$;
 
 
@@ -2294,8 +2362,9 @@ begin
         return jsonb_build_object('success', false,
             'validation_failure_message', format('record_file_delete_failure: file_deletion_attempt %s does not exist', coalesce(_attempt_id::text, 'NULL')));
     end if;
-    insert into files.file_deletion_attempt_failed (file_deletion_attempt_id, error_message)
-    values (_attempt_id, left(coalesce(nullif(_payload ->> 'error', ''), 'unknown error'), 8192))
+    insert into files.file_deletion_attempt_failed (file_deletion_attempt_id, error_message, error_class)
+    values (_attempt_id, left(coalesce(nullif(_payload ->> 'error', ''), 'unknown error'), 8192),
+            case when _payload ->> 'error_class' = 'permanent' then 'permanent' else 'retriable' end)
     on conflict do nothing;
     perform files.wake_file_deletion(_id, now());
     return jsonb_build_object('success', true);
@@ -6679,7 +6748,9 @@ COMMENT ON TABLE comms.send_email_attempt_delivered IS 'Append-only: the provide
 CREATE TABLE comms.send_email_attempt_failed (
     send_email_attempt_id bigint NOT NULL,
     error_message text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    error_class text DEFAULT 'retriable'::text NOT NULL,
+    CONSTRAINT send_email_attempt_failed_error_class_check CHECK ((error_class = ANY (ARRAY['retriable'::text, 'permanent'::text])))
 );
 
 
@@ -6903,7 +6974,9 @@ COMMENT ON TABLE comms.send_sms_attempt_delivered IS 'Append-only: the provider 
 CREATE TABLE comms.send_sms_attempt_failed (
     send_sms_attempt_id bigint NOT NULL,
     error_message text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    error_class text DEFAULT 'retriable'::text NOT NULL,
+    CONSTRAINT send_sms_attempt_failed_error_class_check CHECK ((error_class = ANY (ARRAY['retriable'::text, 'permanent'::text])))
 );
 
 
@@ -7160,7 +7233,9 @@ CREATE TABLE files.file_deletion_attempt (
 CREATE TABLE files.file_deletion_attempt_failed (
     file_deletion_attempt_id bigint NOT NULL,
     error_message text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    error_class text DEFAULT 'retriable'::text NOT NULL,
+    CONSTRAINT file_deletion_attempt_failed_error_class_check CHECK ((error_class = ANY (ARRAY['retriable'::text, 'permanent'::text])))
 );
 
 
@@ -9874,10 +9949,24 @@ GRANT ALL ON FUNCTION comms.get_sms_payload(_payload jsonb) TO worker_service_us
 
 
 --
+-- Name: FUNCTION has_send_email_permanent_failure(_send_email_task_id bigint); Type: ACL; Schema: comms; Owner: -
+--
+
+REVOKE ALL ON FUNCTION comms.has_send_email_permanent_failure(_send_email_task_id bigint) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION has_send_email_succeeded_attempt(_send_email_task_id bigint); Type: ACL; Schema: comms; Owner: -
 --
 
 REVOKE ALL ON FUNCTION comms.has_send_email_succeeded_attempt(_send_email_task_id bigint) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION has_send_sms_permanent_failure(_send_sms_task_id bigint); Type: ACL; Schema: comms; Owner: -
+--
+
+REVOKE ALL ON FUNCTION comms.has_send_sms_permanent_failure(_send_sms_task_id bigint) FROM PUBLIC;
 
 
 --
@@ -10148,6 +10237,13 @@ REVOKE ALL ON FUNCTION files.file_deletion_wait_until(_file_deletion_task_id big
 
 REVOKE ALL ON FUNCTION files.get_file_delete_payload(_payload jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION files.get_file_delete_payload(_payload jsonb) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION has_file_deletion_permanent_failure(_file_deletion_task_id bigint); Type: ACL; Schema: files; Owner: -
+--
+
+REVOKE ALL ON FUNCTION files.has_file_deletion_permanent_failure(_file_deletion_task_id bigint) FROM PUBLIC;
 
 
 --

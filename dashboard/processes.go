@@ -250,6 +250,10 @@ func (a processAttempt) CreatedAt() string {
 // FailureMessage is the failed fact's error_message.
 func (a processAttempt) FailureMessage() string { return jsonString(a.Failed, "error_message") }
 
+// Permanent reports whether the attempt failed permanently: its failed fact's error_class
+// (docs/processes.md, "Permanent failures").
+func (a processAttempt) Permanent() bool { return jsonString(a.Failed, "error_class") == "permanent" }
+
 // TaskID is the queue task the attempt names in a task_id column, if it has one.
 func (a processAttempt) TaskID() string { return jsonString(a.Row, "task_id") }
 
@@ -277,6 +281,13 @@ type processInstanceData struct {
 	Keys       []string      // the payload keys searched for
 	State      instanceState // what the instances view says, when the process is registered
 	Retry      retryState    // retry by hand: whether it is offered, and the restarts so far
+}
+
+// Permanent reports that the instance failed at once on a permanent failure: the instances
+// view says failed and its last attempt failed permanently.
+func (d processInstanceData) Permanent() bool {
+	n := len(d.Attempts)
+	return d.State.Known && d.State.Instance.State == "failed" && n > 0 && d.Attempts[n-1].Permanent()
 }
 
 // relatedTasksTimeout bounds the search of queue tasks by payload: without an index on the

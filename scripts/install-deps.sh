@@ -4,7 +4,7 @@
 #   scripts/install-deps.sh go     Go, as new as go.mod's `go` line
 #   scripts/install-deps.sh demo   that, and PostgreSQL's server and client (make demo, make build)
 #   scripts/install-deps.sh test   that, and what only the tests use (the default): redis-server,
-#                                  chromium, pgbouncer, iproute2 (apt), versitygw and
+#                                  chromium, pgbouncer, iproute2, postfix (apt), versitygw and
 #                                  toxiproxy-server (go install)
 #
 # As root with apt it installs what is missing; otherwise it names what is missing and the command
@@ -95,6 +95,9 @@ if [ "$level" = test ]; then
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
   # The pooler tests (internal/pgbouncertest) put Debian's PgBouncer in front of PostgreSQL.
   command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)
+  # The mail tests (internal/mtatest) start Debian's Postfix, configured in a temporary directory
+  # (as root: its master daemon runs its services as the postfix user).
+  command -v postfix >/dev/null 2>&1 || [ -x /usr/sbin/postfix ] || missing+=(postfix)
 fi
 
 if [ ${#missing[@]} -eq 0 ]; then
@@ -104,7 +107,7 @@ if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   if [ "$level" = demo ]; then
     what="taskorch's demo needs PostgreSQL's server and client (15 or newer)"
   else
-    what="taskorch's tests need PostgreSQL, redis-server, chromium, pgbouncer and iproute2"
+    what="taskorch's tests need PostgreSQL, redis-server, chromium, pgbouncer, iproute2 and postfix"
   fi
   echo "$what, and this machine lacks: ${missing[*]}. Install with:" >&2
   if command -v apt-get >/dev/null 2>&1; then
@@ -126,6 +129,13 @@ if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
 fi
 echo "installing ${missing[*]} (apt)" >&2
 export DEBIAN_FRONTEND=noninteractive
+case " ${missing[*]} " in
+*" postfix "*)
+  # Postfix without a system configuration: no /etc/postfix/main.cf, so no system mail service
+  # is set up or started; the tests configure their own servers.
+  echo "postfix postfix/main_mailer_type select No configuration" | debconf-set-selections
+  ;;
+esac
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 # The Debian package starts a cluster of its own on port 5432; taskorch never uses it.

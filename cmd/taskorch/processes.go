@@ -69,7 +69,8 @@ started it, and the terminal failure's error. Unknown process: exit code 3.`,
 		Use:   "show SCHEMA.NAME ID",
 		Short: "Show a process instance: its state, attempts 1..n, facts, supervisor tasks and the instances it started",
 		Long: `Shows one instance of a registered process: its state; its attempts numbered 1..n in the order
-they were made, each with its channel task, that task's status and the outcome fact; its facts in
+they were made, each with its channel task, that task's status and the outcome fact (a failure the
+provider called permanent says so: it ended the run at once, without a retry); its facts in
 time order; the supervisor tasks that ran or will run it; and the instances it started (an account
 deletion's file deletions and anonymization). Unknown process or instance: exit code 3.`,
 		Example: `  taskorch processes show comms.send_email 42
@@ -191,7 +192,11 @@ func printProcessDetail(w io.Writer, d *admin.ProcessDetail) error {
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	row("process", x.Process+" ("+d.Title+")")
 	row("instance", strconv.FormatInt(x.ID, 10))
-	row("state", stateText(x))
+	state := stateText(x)
+	if d.Permanent {
+		state += " (a permanent failure: not retried)"
+	}
+	row("state", state)
 	row("attempts", attemptsText(x.Attempts))
 	row("started at", ts(&x.StartedAt))
 	row("ended at", ts(x.EndedAt))
@@ -212,8 +217,12 @@ func printProcessDetail(w io.Writer, d *admin.ProcessDetail) error {
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  #\tMADE\tTASK\tTASK STATUS\tOUTCOME\tAT\tERROR")
 		for _, a := range d.Attempts {
+			outcome := a.Outcome
+			if a.Outcome == "failed" && a.Permanent() {
+				outcome += " (permanent)"
+			}
 			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.N, ts(a.CreatedAt), derefI(a.TaskID), deref(a.TaskStatus),
-				a.Outcome, ts(a.EndedAt), short(deref(a.Error), 80))
+				outcome, ts(a.EndedAt), short(deref(a.Error), 80))
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -143,7 +143,14 @@ type ProcessAttempt struct {
 	Outcome    string     `json:"outcome"`               // succeeded, failed or outstanding
 	EndedAt    *time.Time `json:"ended_at,omitempty"`    // when its outcome fact was recorded
 	Error      *string    `json:"error,omitempty"`       // the failure fact's error_message
+	// ErrorClass is the failure fact's error_class, "permanent" (the provider said retrying
+	// cannot succeed: the run ended at once) or "retriable"; nil for a process whose failure
+	// facts have no class (docs/processes.md, "Permanent failures").
+	ErrorClass *string `json:"error_class,omitempty"`
 }
+
+// Permanent reports whether the attempt failed permanently.
+func (a ProcessAttempt) Permanent() bool { return a.ErrorClass != nil && *a.ErrorClass == "permanent" }
 
 // ProcessFact is one fact of an instance: its start, an attempt's start or outcome, its
 // terminal outcome.
@@ -175,6 +182,9 @@ type ProcessDetail struct {
 	// the runs they restarted (docs/processes.md, "Retrying a failed process").
 	Restarts        []ProcessRestart    `json:"restarts"`
 	EarlierFailures []ProcessRunFailure `json:"earlier_failures"`
+	// Permanent reports that the instance failed at once on a permanent failure: it is failed
+	// and its last attempt failed permanently (docs/processes.md, "Permanent failures").
+	Permanent bool `json:"permanent"`
 }
 
 // supervisorTasksTimeout bounds the search of queue tasks by payload: finished tasks are not
@@ -205,6 +215,9 @@ func ShowProcessInstance(ctx context.Context, db DB, process string, id int64) (
 	}
 	if err := readRestarts(ctx, db, p, id, d); err != nil {
 		return nil, err
+	}
+	if n := len(d.Attempts); n > 0 && d.Instance.State == "failed" {
+		d.Permanent = d.Attempts[n-1].Permanent()
 	}
 	d.Facts = processFacts(d)
 	if d.Children, err = ProcessChildren(ctx, db, process, id); err != nil {
@@ -263,6 +276,10 @@ func readAttempts(ctx context.Context, db DB, p registered, tables map[string][]
 	if has(att, "task_id") {
 		task = "a.task_id"
 	}
+	failClass := "null::text"
+	if has(tables["_attempt_failed"], aid) && has(tables["_attempt_failed"], "error_class") {
+		failClass = "f.error_class::text"
+	}
 	fact := func(suffix string, withErr bool) (join, at, errMsg string) {
 		cols, ok := tables[suffix]
 		if !ok || !has(cols, aid) {
@@ -285,7 +302,7 @@ func readAttempts(ctx context.Context, db DB, p registered, tables map[string][]
 	}
 	okJoin, okAt, _ := fact("_attempt_succeeded", false)
 	failJoin, failAt, failErr := fact("_attempt_failed", true)
-	rows, err := db.Query(ctx, `select a.`+q(aid)+`, `+created+`, `+task+`, t.status::text, `+okAt+`, `+failAt+`, `+failErr+`
+	rows, err := db.Query(ctx, `select a.`+q(aid)+`, `+created+`, `+task+`, t.status::text, `+okAt+`, `+failAt+`, `+failErr+`, `+failClass+`
 		from `+p.ident(p.Name+"_attempt")+` a`+okJoin+failJoin+`
 		left join queues.task t on t.task_id = `+task+`
 		where a.`+q(tid)+` = $1 order by a.`+q(aid)+` limit 1000`, id)
@@ -295,7 +312,7 @@ func readAttempts(ctx context.Context, db DB, p registered, tables map[string][]
 	d.Attempts, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (ProcessAttempt, error) {
 		var a ProcessAttempt
 		var okAt, failAt *time.Time
-		err := r.Scan(&a.ID, &a.CreatedAt, &a.TaskID, &a.TaskStatus, &okAt, &failAt, &a.Error)
+		err := r.Scan(&a.ID, &a.CreatedAt, &a.TaskID, &a.TaskStatus, &okAt, &failAt, &a.Error, &a.ErrorClass)
 		switch {
 		case okAt != nil:
 			a.Outcome, a.EndedAt = "succeeded", okAt
@@ -331,7 +348,11 @@ func processFacts(d *ProcessDetail) []ProcessFact {
 			out = append(out, ProcessFact{At: *a.CreatedAt, Fact: fmt.Sprintf("attempt %d made", a.N), Detail: detail})
 		}
 		if a.EndedAt != nil {
-			out = append(out, ProcessFact{At: *a.EndedAt, Fact: fmt.Sprintf("attempt %d %s", a.N, a.Outcome), Detail: deref(a.Error)})
+			fact := fmt.Sprintf("attempt %d %s", a.N, a.Outcome)
+			if a.Outcome == "failed" && a.Permanent() {
+				fact += " (permanent)"
+			}
+			out = append(out, ProcessFact{At: *a.EndedAt, Fact: fact, Detail: deref(a.Error)})
 		}
 	}
 	for _, f := range d.EarlierFailures {

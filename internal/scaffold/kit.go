@@ -18,8 +18,11 @@ var channelRetryTemplate string
 //go:embed channel_plans.sql.tmpl
 var channelPlansTemplate string
 
-var kitTmpl = template.Must(template.Must(template.Must(template.New("kit").Parse(channelKitTemplate)).
-	Parse(channelRetryTemplate)).Parse(channelPlansTemplate))
+//go:embed channel_permanent.sql.tmpl
+var channelPermanentTemplate string
+
+var kitTmpl = template.Must(template.Must(template.Must(template.Must(template.New("kit").Parse(channelKitTemplate)).
+	Parse(channelRetryTemplate)).Parse(channelPlansTemplate)).Parse(channelPermanentTemplate))
 
 // ChannelProcess is the spec of a channel process's supervisor machinery, the part every
 // channel process shares: its agenda table (<name>_due), kickoff, the set-based supervisor
@@ -58,11 +61,18 @@ type ChannelProcess struct {
 	// runs: render the run-aware supervisor and success handler (RenderChannelRetry), which
 	// count only the attempts and the failure of an instance's current run.
 	runs bool
+	// permanent: render the error handler that records the failure's class and the supervisor
+	// that ends a run at its first permanent failure (RenderChannelPermanent).
+	permanent bool
 }
 
 // Runs reports whether the kit renders the run-aware supervisor of RenderChannelRetry (for the
 // templates).
 func (p ChannelProcess) Runs() bool { return p.runs }
+
+// Permanent reports whether the kit renders the handling of permanent failures of
+// RenderChannelPermanent (for the templates).
+func (p ChannelProcess) Permanent() bool { return p.permanent }
 
 // Delivery names a channel process's delivery facts: tables of its schema keyed by
 // <name>_attempt_id, written when the provider reports what became of an accepted message.
@@ -165,6 +175,27 @@ func RenderChannelRetry(header string, ps ...ChannelProcess) ([]byte, error) {
 		}
 		p.runs = true
 		if err := kitTmpl.ExecuteTemplate(&buf, "channel_retry", p); err != nil {
+			return nil, err
+		}
+	}
+	return buf.Bytes(), nil
+}
+
+// RenderChannelPermanent returns the SQL that makes a permanent failure end each process at once
+// (docs/processes.md, "Permanent failures"), after header: the class of each failure fact
+// (<name>_attempt_failed.error_class), the facts helper has_<name>_permanent_failure, the error
+// handler that records the class the worker passes, and the run-aware supervisor and success
+// handler redefined to end a run at its first permanent failure, with their plans settings
+// (RenderChannelPlans) applied again. It applies after the kit, the retry and the plans.
+func RenderChannelPermanent(header string, ps ...ChannelProcess) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteString(header)
+	for _, p := range ps {
+		if err := p.validate(); err != nil {
+			return nil, err
+		}
+		p.runs, p.permanent = true, true
+		if err := kitTmpl.ExecuteTemplate(&buf, "channel_permanent", p); err != nil {
 			return nil, err
 		}
 	}

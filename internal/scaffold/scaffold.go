@@ -16,8 +16,8 @@ import (
 //go:embed process.sql.tmpl
 var processTemplate string
 
-var tmpl = template.Must(template.Must(template.Must(template.Must(template.New("process").Parse(processTemplate)).
-	Parse(channelKitTemplate)).Parse(channelRetryTemplate)).Parse(channelPlansTemplate))
+var tmpl = template.Must(template.Must(template.Must(template.Must(template.Must(template.New("process").Parse(processTemplate)).
+	Parse(channelKitTemplate)).Parse(channelRetryTemplate)).Parse(channelPlansTemplate)).Parse(channelPermanentTemplate))
 
 // Process describes the process to write.
 type Process struct {
@@ -97,14 +97,15 @@ func (p *Process) defaults() error {
 func (p Process) DBFunction() bool { return p.Channel == "db_function" }
 
 // Kit is the supervisor kit's spec of a channel process (kit.go): the scaffolded process gets
-// the same supervisor ticks and handlers as the shipped ones.
+// the same supervisor ticks and handlers as the shipped ones, a permanent failure ending it at
+// once.
 func (p Process) Kit() ChannelProcess {
 	return ChannelProcess{Schema: p.Schema, Name: p.Name, Key: p.Key, Channel: p.Channel,
 		PayloadFn:    p.Schema + ".get_" + p.Name + "_payload",
 		SuccessFn:    p.Schema + ".record_" + p.Name + "_success",
 		FailureFn:    p.Schema + ".record_" + p.Name + "_failure",
 		ResultColumn: "result", Noun: p.Name, Verb: "done",
-		WaitSignal: p.WaitSignal, WaitTimeout: p.WaitTimeout}
+		WaitSignal: p.WaitSignal, WaitTimeout: p.WaitTimeout, permanent: true}
 }
 
 // RetryKit is Kit rendering the run-aware supervisor of retry by hand (RenderChannelRetry).

@@ -40,13 +40,14 @@ func TestFileDeletionRetriesThenSucceeds(t *testing.T) {
 		scalar[string](t, pool, `select validation_failure_message from files.kickoff_file_deletion(999999)`))
 }
 
-// After max attempts the file-deletion process is stuck and terminal; the file is not marked.
+// After max attempts (each failure retriable) the file-deletion process is stuck and terminal;
+// the file is not marked.
 func TestFileDeletionStuck(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.NewDB(t)
 	fastProcesses(t, pool, 2)
-	denied := taskorch.Discard(errors.New("storage: 403 AccessDenied"))
-	store := &scripted{failures: []error{denied, denied, denied}}
+	unavailable := errors.New("storage: 503 ServiceUnavailable")
+	store := &scripted{failures: []error{unavailable, unavailable, unavailable}}
 	startWorker(t, pool, map[string]taskorch.ChannelProvider{taskorch.TypeFileDelete: store})
 
 	file := scalar[int64](t, pool, `insert into files.file (bucket, object_key) values ('nope', 'x') returning file_id`)
@@ -57,7 +58,7 @@ func TestFileDeletionStuck(t *testing.T) {
 	require.True(t, scalar[bool](t, pool, `select files.is_file_deletion_stuck($1)`, file))
 	require.Equal(t, 2, scalar[int](t, pool, `select files.count_file_deletion_failed_attempts($1)`, id))
 	require.Contains(t, scalar[string](t, pool, `select error_message from files.file_deletion_task_failed where file_deletion_task_id = $1`, id),
-		"file not deleted after 2 failed attempts (max 2); last error: file_delete provider: storage: 403 AccessDenied")
+		"file not deleted after 2 failed attempts (max 2); last error: file_delete provider: storage: 503 ServiceUnavailable")
 	require.False(t, scalar[bool](t, pool, `select metadata ? 'deleted' from files.file where file_id = $1`, file))
 	require.Len(t, store.Calls(), 2)
 }

@@ -43,8 +43,9 @@ func TestFileDeletionS3Gateway(t *testing.T) {
 }
 
 // The files service (TASKORCH_FILES_SIGNER=http) hands out a tampered URL: the gateway refuses
-// it (403, the signature does not match), every attempt is recorded as failed with that reason,
-// the object stays, and after max attempts the process is stuck and terminal.
+// it (403, the signature does not match), a permanent failure: the attempt is recorded as failed
+// with that reason, the object stays, and the process is stuck and terminal at once, after 1 of
+// its 2 attempts.
 func TestFileDeletionTamperedURLRefused(t *testing.T) {
 	t.Parallel()
 	gw := s3test.Start(t)
@@ -92,7 +93,8 @@ func TestFileDeletionTamperedURLRefused(t *testing.T) {
 	require.False(t, scalar[bool](t, pool, `select metadata ? 'deleted' from files.file where file_id = $1`, file))
 	failures := scalar[[]string](t, pool, `select array_agg(f.error_message order by f.file_deletion_attempt_id) from files.file_deletion_attempt a
 		join files.file_deletion_attempt_failed f using (file_deletion_attempt_id) where a.file_deletion_task_id = $1`, id)
-	require.Len(t, failures, 2)
+	require.Len(t, failures, 1)
+	require.Equal(t, []string{"permanent"}, failureClasses(t, pool, "files", "file_deletion", id))
 	for _, msg := range failures {
 		require.Contains(t, msg, "403")
 		require.Contains(t, msg, "SignatureDoesNotMatch")
@@ -135,12 +137,12 @@ func (s *resendStub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, resp.body)
 }
 
-// Bad answers from the provider, each recorded clearly against its attempt: a 4xx, a 5xx and a
-// 200 whose body cannot be parsed. The process retries after each and ends with one success.
+// Retriable answers from the provider, each recorded clearly against its attempt: a 5xx and a
+// 200 whose body cannot be parsed. The process retries after each and ends with one success. (A
+// 4xx is permanent and ends the process at once: TestSendEmailPermanentFailureEndsAtOnce.)
 func TestSendEmailProviderErrorsRecorded(t *testing.T) {
 	t.Parallel()
 	stub := &resendStub{responses: []stubResponse{
-		{422, `{"statusCode":422,"name":"validation_error","message":"Invalid ` + "`to`" + ` field."}`, ""},
 		{500, `{"statusCode":500,"name":"internal_server_error","message":"An unexpected error occurred."}`, ""},
 		{200, `<html>gateway timeout</html>`, ""},
 	}}
@@ -149,23 +151,23 @@ func TestSendEmailProviderErrorsRecorded(t *testing.T) {
 	resend, err := providers.NewResend(providers.ResendConfig{APIKey: "re_test_key", BaseURL: srv.URL, From: "noreply@example.com"})
 	require.NoError(t, err)
 	pool := dbtest.NewDB(t)
-	fastProcesses(t, pool, 4)
+	fastProcesses(t, pool, 3)
 	startWorker(t, pool, map[string]taskorch.ChannelProvider{taskorch.TypeEmail: resend})
 
 	id := scalar[int64](t, pool, `select comms.send_email('ann@example.com', 'Hi', 'text')`)
 	waitTrue(t, pool, "sent", `select exists (select 1 from comms.send_email_task_succeeded where send_email_task_id = $1)`, id)
 	failures := scalar[[]string](t, pool, `select array_agg(f.error_message order by f.send_email_attempt_id) from comms.send_email_attempt a
 		join comms.send_email_attempt_failed f using (send_email_attempt_id) where a.send_email_task_id = $1`, id)
-	require.Len(t, failures, 3)
-	require.Contains(t, failures[0], "resend: 422 validation_error: Invalid `to` field.")
-	require.Contains(t, failures[1], "resend: 500 internal_server_error")
-	require.Contains(t, failures[2], "could not parse the provider's response")
+	require.Len(t, failures, 2)
+	require.Contains(t, failures[0], "resend: 500 internal_server_error")
+	require.Contains(t, failures[1], "could not parse the provider's response")
 	for _, f := range failures {
 		require.NotContains(t, f, "re_test_key")
 	}
-	require.Equal(t, 4, scalar[int](t, pool, `select comms.count_send_email_attempts($1)`, id))
+	require.Equal(t, []string{"retriable", "retriable"}, failureClasses(t, pool, "comms", "send_email", id))
+	require.Equal(t, 3, scalar[int](t, pool, `select comms.count_send_email_attempts($1)`, id))
 	// Each attempt carried its own idempotency key, derived from the attempt.
-	require.Len(t, stub.keys, 4)
+	require.Len(t, stub.keys, 3)
 	require.Regexp(t, `^comms-send-email-attempt-\d+$`, stub.keys[0])
 	require.NotEqual(t, stub.keys[0], stub.keys[1])
 }

@@ -1,0 +1,22 @@
+-- A send is stuck (is_send_email_stuck, is_send_sms_stuck: it will not succeed without help)
+-- when its current run's attempts are used up, as before, or when an attempt of the run failed
+-- permanently, which ends the process at once (0010; docs/processes.md, "Permanent failures").
+-- Same names, arguments and answers otherwise.
+
+create or replace function comms.is_send_email_stuck(_send_email_task_id bigint) returns boolean
+language sql stable set search_path = pg_catalog, pg_temp as $$
+    select not comms.has_send_email_succeeded_attempt(_send_email_task_id)
+       and (comms.count_send_email_failed_attempts(_send_email_task_id)
+                >= (select max_attempts from comms.process_config where process = 'send_email')
+            or comms.has_send_email_permanent_failure(_send_email_task_id))
+$$;
+
+create or replace function comms.is_send_sms_stuck(_send_sms_task_id bigint) returns boolean
+language sql stable set search_path = pg_catalog, pg_temp as $$
+    select not comms.has_send_sms_succeeded_attempt(_send_sms_task_id)
+       and (comms.count_send_sms_failed_attempts(_send_sms_task_id)
+                >= (select max_attempts from comms.process_config where process = 'send_sms')
+            or comms.has_send_sms_permanent_failure(_send_sms_task_id))
+$$;
+
+revoke all on function comms.is_send_email_stuck(bigint), comms.is_send_sms_stuck(bigint) from public;
