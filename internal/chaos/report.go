@@ -44,6 +44,8 @@ type Report struct {
 	Drain          time.Duration `json:"drain"`
 	Wall           time.Duration `json:"wall"`
 	Dir            string        `json:"dir"`
+	// Kills is what became of the tasks each killed worker held (stranded.go).
+	Kills []KillReport `json:"kills"`
 }
 
 // Missing lists the required fault kinds that were never injected.
@@ -132,6 +134,8 @@ func (r *Report) Print(w io.Writer) {
 	line("drain", r.Drain.Round(100*time.Millisecond))
 	line("wall time", r.Wall.Round(time.Second))
 	_ = tw.Flush()
+
+	printKills(w, r.Kills)
 
 	var bad []CheckResult
 	for _, c := range res.Checks {
