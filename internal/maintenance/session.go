@@ -31,17 +31,13 @@ func (m *Maintainer) runSession(ctx, hold context.Context) {
 	for ctx.Err() == nil {
 		conn, reg, err := m.openSession(ctx, again)
 		if err != nil {
+			// (Also while another live process holds the id: 55006, in the log.)
 			m.fail(ctx, "session", err)
-			wait := backoff
-			var pgErr *pgconn.PgError
-			if errors.As(err, &pgErr) && pgErr.Code == "55006" { // the id is another live process's
-				wait = m.cfg.HeartbeatInterval
-			}
-			backoff = min(2*backoff, m.cfg.HeartbeatInterval)
 			select {
 			case <-ctx.Done():
-			case <-time.After(wait):
+			case <-time.After(backoff):
 			}
+			backoff = min(2*backoff, m.cfg.HeartbeatInterval)
 			continue
 		}
 		backoff = sessionRetryMin

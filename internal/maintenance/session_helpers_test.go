@@ -92,3 +92,12 @@ func reapedBy(leader, victim, cause string) func(string, Event) bool {
 		return false
 	}
 }
+
+// openTestPool opens a pool on url, closed when the test ends.
+func openTestPool(t testing.TB, url string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(t.Context(), url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
