@@ -71,6 +71,6 @@ type Event struct {
 	Tick         time.Time      // EventScheduled
 	TaskID       int64          // EventScheduled
 	History      HistoryResult  // EventHistory
-	Op           string         // EventError: register, session, heartbeat, leadership, reap, session reap, prune, history, schedule, resign, deregister
+	Op           string         // EventError: register, session, heartbeat, leadership, reap, session_reap, prune, history, schedule, resign, deregister
 	Err          error          // EventError, EventSessionLost
 }

@@ -89,7 +89,7 @@ func (m *Maintainer) runSessionReaper(ctx context.Context) {
 		defer cancel()
 		reaped, err := ReapLostSessions(cctx, m.pool, grace, term)
 		if err != nil {
-			m.fail(ctx, "session reap", err)
+			m.fail(ctx, "session_reap", err)
 			return
 		}
 		m.emit(Event{Kind: EventSessionCheck, Term: term, Workers: reaped})
