@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch/internal/dbtest"
@@ -147,4 +148,52 @@ func TestLeaderSessionGoneHandsOver(t *testing.T) {
 	for _, id := range tasks {
 		require.Equal(t, "pending", scalar[string](t, pool, `select status::text from queues.task where task_id = $1`, id))
 	}
+}
+
+// The session path is a leader action: under a stale term, or an expired lease, it does
+// nothing, even for a worker whose session is gone; under the current one, with no grace, it
+// recovers that worker's tasks at once, and a second call finds nothing more.
+func TestReapLostSessionsFencedByTerm(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := dbtest.NewDB(t)
+	term := lead(t, pool, "boss")
+	gone, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+	require.NoError(t, err)
+	_, err = registerInstance(t, gone, "w-gone", "p", true, time.Hour)
+	require.NoError(t, err)
+	enqueueN(t, pool, "s", 2)
+	tasks, _ := claimFor(t, pool, "w-gone", 2)
+	require.Len(t, tasks, 2)
+	pid := gone.PgConn().PID()
+	require.NoError(t, gone.Close(ctx))
+	require.Eventually(t, func() bool {
+		return scalar[bool](t, pool, `select not exists (select from pg_stat_activity where pid = $1)`, pid)
+	}, waitTimeout, 5*time.Millisecond)
+
+	for _, stale := range []int64{term - 1, term + 1} {
+		reaped, err := ReapLostSessions(ctx, pool, 0, stale)
+		require.NoError(t, err)
+		require.Empty(t, reaped)
+	}
+	mustExec(t, pool, `update queues.leader set expires_at = now() - interval '1 second'`)
+	reaped, err := ReapLostSessions(ctx, pool, 0, term)
+	require.NoError(t, err)
+	require.Empty(t, reaped, "an expired lease")
+	require.Equal(t, 2, scalar[int](t, pool, `select count(*) from queues.task where status = 'running'`))
+
+	mustExec(t, pool, `update queues.leader set expires_at = now() + interval '1 hour'`)
+	reaped, err = ReapLostSessions(ctx, pool, 0, term)
+	require.NoError(t, err)
+	require.Len(t, reaped, 1)
+	require.Equal(t, "w-gone", reaped[0].WorkerID)
+	require.Equal(t, CauseSession, reaped[0].Cause)
+	require.Equal(t, 2, reaped[0].TasksRecovered)
+	require.False(t, reaped[0].LostAt.IsZero())
+	require.Zero(t, scalar[int](t, pool, `select count(*) from queues.task where status = 'running'`))
+	reaped, err = ReapLostSessions(ctx, pool, 0, term)
+	require.NoError(t, err)
+	require.Empty(t, reaped)
+	_, err = pool.Exec(ctx, `select * from queues.reap_lost_sessions(interval '-1 second', $1)`, term)
+	requireCode(t, err, "22023", "_grace")
 }

@@ -331,12 +331,7 @@ begin
         raise exception 'acquire_leadership: _ttl must be positive and at most 1 hour, got %', _ttl
             using errcode = 'invalid_parameter_value';
     end if;
-    select * into _me from queues.worker w where w.worker_id = _worker_id;
-    if not found or (_instance is not null and _me.instance is distinct from _instance)
-       or internal.worker_session_state(_me.session_key, _me.session_epoch) = 'gone' then
-        return null;
-    end if;
-
+    -- A follower's call while the leader lives ends here, having read two rows.
     select * into _held from queues.leader l where l.name = 'default';
     if found and _held.worker_id is not null and _held.worker_id <> _worker_id and _held.expires_at > now() then
         select * into _holder from queues.worker w where w.worker_id = _held.worker_id;
@@ -344,6 +339,11 @@ begin
             return null;
         end if;
         _holder_gone := true;
+    end if;
+    select * into _me from queues.worker w where w.worker_id = _worker_id;
+    if not found or (_instance is not null and _me.instance is distinct from _instance)
+       or internal.worker_session_state(_me.session_key, _me.session_epoch) = 'gone' then
+        return null;
     end if;
 
     -- Under the row's lock the condition is checked again: another worker may have moved first.
@@ -397,21 +397,19 @@ begin
         raise exception 'reap_lost_sessions: _grace must be between 0 and 1 hour, got %', _grace
             using errcode = 'invalid_parameter_value';
     end if;
-    if not internal.holds_leader_term(_term) then
-        return;
-    end if;
+    -- Reads first: while every session lives (nearly always) the call ends here, having taken
+    -- no row lock, so no transaction id and no WAL flush at its commit.
     select w.* into _leader
     from queues.leader l join queues.worker w on w.worker_id = l.worker_id
-    where l.name = 'default';
+    where l.name = 'default' and l.term = _term;
     if not found or internal.worker_session_state(_leader.session_key, _leader.session_epoch) = 'gone' then
         return;
     end if;
-
     _gone := array(
         select w.worker_id from queues.worker w
         where w.worker_id <> _leader.worker_id and w.session_key is not null
           and internal.worker_session_state(w.session_key, w.session_epoch) = 'gone');
-    if cardinality(_gone) = 0 then
+    if cardinality(_gone) = 0 or not internal.holds_leader_term(_term) then
         return;
     end if;
 
