@@ -26,8 +26,8 @@ const (
 	DefaultLeaderPollInterval   = 500 * time.Millisecond
 )
 
-// NoGrace, as Config.SessionGrace, recovers the tasks of a worker whose session is gone at the
-// first check that finds it gone. (Zero means the default.)
+// NoGrace is the Config.SessionGrace that recovers the tasks of a worker whose session is gone
+// at the first check that finds it gone. (Zero means the default.)
 const NoGrace time.Duration = -1
 
 // maxLeaderTTL is the longest leader lease queues.acquire_leadership grants.

@@ -51,8 +51,8 @@ func (m *Maintainer) runSession(ctx, hold context.Context) {
 		m.wakeLeadership()
 		again = true
 
-		lost, reset := m.holdSession(hold, conn, reg.pid)
-		closeSession(conn)
+		reset, lost := m.holdSession(hold, conn, reg.pid)
+		closeSession(hold, conn)
 		if hold.Err() != nil {
 			return
 		}
@@ -102,7 +102,7 @@ func (m *Maintainer) openSession(ctx context.Context, again bool) (*pgx.Conn, re
 	// The session waits idle for as long as the worker lives: a server-wide idle timeout must
 	// not end it (PostgreSQL 14+; older servers have none).
 	if _, err := conn.Exec(cctx, "set idle_session_timeout = 0"); err != nil && !isUndefinedParameter(err) {
-		closeSession(conn)
+		closeSession(ctx, conn)
 		return nil, reg, fmt.Errorf("set up the session: %w", err)
 	}
 	// A reset asked for before this registration is answered by it.
@@ -115,7 +115,7 @@ func (m *Maintainer) openSession(ctx context.Context, again bool) (*pgx.Conn, re
 		err = conn.QueryRow(cctx, `select pg_backend_pid()`).Scan(&reg.pid)
 	}
 	if err != nil {
-		closeSession(conn)
+		closeSession(ctx, conn)
 		verb := "register"
 		if again {
 			verb = "register again"
@@ -128,7 +128,7 @@ func (m *Maintainer) openSession(ctx context.Context, again bool) (*pgx.Conn, re
 // holdSession waits on conn until the connection fails (lost: the error), hold is done, or a
 // reset is asked for (reset). Every HeartbeatInterval it checks that the session's backend is
 // still pid: behind a transaction pooler it changes (lost: errPooledSession).
-func (m *Maintainer) holdSession(hold context.Context, conn *pgx.Conn, pid int32) (lost error, reset bool) {
+func (m *Maintainer) holdSession(hold context.Context, conn *pgx.Conn, pid int32) (reset bool, lost error) {
 	netConn := conn.PgConn().Conn()
 	var mu sync.Mutex
 	interrupted, wasReset := false, false
@@ -152,13 +152,14 @@ func (m *Maintainer) holdSession(hold context.Context, conn *pgx.Conn, pid int32
 		mu.Lock()
 		if interrupted {
 			mu.Unlock()
-			return nil, wasReset
+			return wasReset, nil
 		}
 		_ = netConn.SetReadDeadline(time.Now().Add(m.cfg.HeartbeatInterval))
 		mu.Unlock()
 		// Nobody LISTENs on the session: no notification comes. The read returns when the
-		// connection fails, or at the deadline.
-		err := conn.PgConn().WaitForNotification(context.Background())
+		// connection fails, or at the deadline. (A context that can be cancelled would make
+		// pgx send a cancel request on a new connection: this one never is.)
+		err := conn.PgConn().WaitForNotification(context.WithoutCancel(hold))
 		if err == nil {
 			continue
 		}
@@ -168,9 +169,9 @@ func (m *Maintainer) holdSession(hold context.Context, conn *pgx.Conn, pid int32
 		mu.Unlock()
 		switch {
 		case stopped:
-			return nil, r
+			return r, nil
 		case !pgconn.Timeout(err):
-			return err, false
+			return false, err
 		}
 		var now int32
 		cctx, cancel := context.WithTimeout(hold, callTimeout(m.cfg.HeartbeatInterval))
@@ -178,19 +179,19 @@ func (m *Maintainer) holdSession(hold context.Context, conn *pgx.Conn, pid int32
 		cancel()
 		switch {
 		case hold.Err() != nil:
-			return nil, false
+			return false, nil
 		case err != nil:
-			return err, false
+			return false, err
 		case now != pid:
-			return fmt.Errorf("%w: backend %d, registered on %d", errPooledSession, now, pid), false
+			return false, fmt.Errorf("%w: backend %d, registered on %d", errPooledSession, now, pid)
 		}
 	}
 }
 
 // closeSession closes a session without waiting long on a connection that may be dead.
-func closeSession(conn *pgx.Conn) {
+func closeSession(ctx context.Context, conn *pgx.Conn) {
 	_ = conn.PgConn().Conn().SetDeadline(time.Now().Add(time.Second))
-	_ = conn.Close(context.Background())
+	_ = conn.Close(context.WithoutCancel(ctx))
 }
 
 // requestSessionReset asks the session goroutine to register again on a new session.
