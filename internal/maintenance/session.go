@@ -14,8 +14,9 @@ import (
 
 // The worker's session (Config.Session): the connection it registers on and holds for its
 // life. Its advisory lock tells the leader whether the worker lives (migrations/core/
-// 0040_worker_sessions.sql). Nothing runs on it after the registration: it waits, reading, so
-// that a connection the server or the network ended is noticed at once and replaced.
+// 0040_worker_sessions.sql). After the registration it waits, reading, so that a connection the
+// server or the network ended is noticed at once and replaced; every HeartbeatInterval it checks
+// that its backend is still the one it registered on (a transaction pooler would change it).
 
 // sessionRetryMin and the heartbeat interval bound the wait between attempts at opening a
 // session: short at first, so a worker whose connection dropped is back within the grace.
