@@ -38,6 +38,7 @@ type metrics struct {
 	leader      prometheus.Gauge
 	reaped      prometheus.Counter
 	recovered   prometheus.Counter
+	sessionLost prometheus.Counter
 	pruned      prometheus.Counter
 	scheduled   prometheus.Counter
 	maintErrors *prometheus.CounterVec
@@ -78,19 +79,20 @@ func newMetrics(reg prometheus.Registerer, pool *pgxpool.Pool) (*metrics, error)
 		notifications: counter("notifications_received_total", "NOTIFY wake-ups received on the LISTEN connection."),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "taskorch", Name: "leader",
 			Help: "1 while this worker holds the leader lease, else 0."}),
-		reaped:      counter("workers_reaped_total", "Dead workers this worker removed as leader."),
+		reaped:      counter("workers_reaped_total", "Dead workers this worker removed as leader: their session gone for the grace, or silent past the worker timeout."),
 		recovered:   counter("tasks_recovered_total", "Running tasks of reaped workers this worker returned to pending as leader."),
+		sessionLost: counter("worker_sessions_lost_total", "Times this worker's session connection was lost and opened again (docs/operations.md, \"Crashed workers\")."),
 		pruned:      counter("tasks_pruned_total", "Finished tasks this worker deleted as leader (retention)."),
 		scheduled:   counter("schedule_ticks_total", "Periodic schedule ticks this worker enqueued (or found enqueued) as leader."),
 		maintErrors: counterVec("maintenance_errors_total", "Failed maintenance operations, retried at their next interval.", "op"),
 		queue:       &queueCollector{},
 	}
 	// Known from the start, so that increase() sees the first error.
-	for _, op := range []string{"register", "heartbeat", "leadership", "reap", "prune", "schedule", "resign", "deregister", "queue_stats"} {
+	for _, op := range []string{"register", "session", "heartbeat", "leadership", "reap", "session_reap", "prune", "schedule", "resign", "deregister", "queue_stats"} {
 		m.maintErrors.WithLabelValues(op)
 	}
 	for _, c := range []prometheus.Collector{m.claimed, m.completed, m.failed, m.snoozed, m.duration, m.startDelay,
-		m.leasesLost, m.refused, m.notifications, m.leader, m.reaped, m.recovered, m.pruned, m.scheduled,
+		m.leasesLost, m.refused, m.notifications, m.leader, m.reaped, m.recovered, m.sessionLost, m.pruned, m.scheduled,
 		m.maintErrors, m.queue, newPoolCollector(pool)} {
 		if err := reg.Register(c); err != nil {
 			return nil, inputErrorf("registering worker metrics: %v (give each worker its own registry, or wrap each worker's with prometheus.WrapRegistererWith and a distinct label)", err)
@@ -176,6 +178,8 @@ func (m *metrics) maintenanceEvent(e maintenance.Event) {
 	case maintenance.EventReaped:
 		m.reaped.Add(float64(len(e.Workers)))
 		m.recovered.Add(float64(e.Tasks))
+	case maintenance.EventSessionLost:
+		m.sessionLost.Inc()
 	case maintenance.EventPruned:
 		m.pruned.Add(float64(e.Tasks))
 	case maintenance.EventScheduled:

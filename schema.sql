@@ -2987,6 +2987,10 @@ CREATE FUNCTION internal.lease_tasks(_worker_id text, _task_ids bigint[], _lease
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 begin
+    if _worker_id is null or btrim(_worker_id) = '' then
+        raise exception 'claim: _worker_id must name the claiming worker, got %', coalesce(quote_literal(_worker_id), 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
     return query
     with upd as (
         update queues.task t
@@ -3345,6 +3349,57 @@ CREATE FUNCTION internal.record_unknown_delivery(_label text, _what text, _provi
                    _label, _what, quote_literal(left(_provider_message_id, 256)), _event),
             jsonb_build_object('source', _label, 'provider_message_id', left(_provider_message_id, 256), 'event', _event));
 $$;
+
+
+--
+-- Name: recover_worker_tasks(text[], text, jsonb); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.recover_worker_tasks(_worker_ids text[], _detail text, _context jsonb) RETURNS TABLE(worker_id text, task_id bigint, status queues.task_status)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    AS $$
+#variable_conflict use_column
+declare
+    _n bigint;
+begin
+    return query
+    with picked as (
+        -- The running tasks: a scan of the partial index of running tasks, which is small.
+        select t.task_id
+        from queues.task t
+        where t.worker_id = any (_worker_ids) and t.status = 'running' and t.lease_expires_at is not null
+        for update skip locked
+    ), upd as (
+        update queues.task t
+        set status = case when t.attempt >= t.max_attempts then 'dead'::queues.task_status else 'pending' end,
+            dead_at = case when t.attempt >= t.max_attempts then now() else t.dead_at end,
+            run_at = case when t.attempt >= t.max_attempts then t.run_at else now() end,
+            lease_expires_at = null,
+            last_error = format(_detail, t.worker_id, t.lease_id, t.attempt, t.max_attempts)
+        from picked p
+        where t.task_id = p.task_id
+        returning t.task_id, t.status, t.lease_id, t.worker_id, t.attempt, t.max_attempts, t.last_error
+    ), ev as (
+        insert into queues.task_event (task_id, event, from_status, to_status, lease_id, worker_id, attempt, detail)
+        select u.task_id, 'recovered', 'running', u.status, u.lease_id, u.worker_id, u.attempt, u.last_error
+        from upd u
+    ), err as (
+        insert into queues.error (task_id, error_message, context)
+        select u.task_id, u.last_error,
+               coalesce(_context, '{}') || jsonb_build_object('operation', 'recovered', 'worker_id', u.worker_id,
+                                                              'lease_id', u.lease_id, 'attempt', u.attempt,
+                                                              'max_attempts', u.max_attempts, 'outcome', u.status)
+        from upd u
+    )
+    select u.worker_id, u.task_id, u.status from upd u;
+    -- The rows returned are the tasks changed.
+    get diagnostics _n = row_count;
+    if _n > 0 then
+        perform pg_notify('taskorch_task', '');
+    end if;
+end $$;
 
 
 --
@@ -3763,22 +3818,83 @@ end $$;
 
 
 --
+-- Name: worker_session_class(); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.worker_session_class() RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select 1952543595
+$$;
+
+
+--
+-- Name: worker_session_state(integer, timestamp with time zone); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.worker_session_state(_session_key integer, _session_epoch timestamp with time zone) RETURNS text
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select case
+        when _session_key is null or _session_epoch is distinct from pg_postmaster_start_time() then 'none'
+        when pg_try_advisory_xact_lock_shared(internal.worker_session_class(), _session_key) then 'gone'
+        else 'alive'
+    end
+$$;
+
+
+--
 -- Name: acquire_leadership(text, interval); Type: FUNCTION; Schema: queues; Owner: -
 --
 
 CREATE FUNCTION queues.acquire_leadership(_worker_id text, _ttl interval) RETURNS bigint
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select queues.acquire_leadership(_worker_id, _ttl, null)
+$$;
+
+
+--
+-- Name: acquire_leadership(text, interval, text); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.acquire_leadership(_worker_id text, _ttl interval, _instance text) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
+    _me queues.worker;
+    _held queues.leader;
+    _holder queues.worker;
+    _holder_gone boolean := false;
     _term bigint;
 begin
-    if _worker_id is null or _worker_id = '' then
-        raise exception 'acquire_leadership: worker_id must not be empty' using errcode = 'invalid_parameter_value';
+    if _worker_id is null or btrim(_worker_id) = '' then
+        raise exception 'acquire_leadership: _worker_id must not be empty' using errcode = 'invalid_parameter_value';
     end if;
-    if _ttl is null or _ttl <= interval '0' then
-        raise exception 'acquire_leadership: ttl must be positive, got %', _ttl using errcode = 'invalid_parameter_value';
+    if _ttl is null or _ttl <= interval '0' or _ttl > interval '1 hour' then
+        raise exception 'acquire_leadership: _ttl must be positive and at most 1 hour, got %', _ttl
+            using errcode = 'invalid_parameter_value';
     end if;
+    -- A follower's call while the leader lives ends here, having read two rows.
+    select * into _held from queues.leader l where l.name = 'default';
+    if found and _held.worker_id is not null and _held.worker_id <> _worker_id and _held.expires_at > now() then
+        select * into _holder from queues.worker w where w.worker_id = _held.worker_id;
+        if found and internal.worker_session_state(_holder.session_key, _holder.session_epoch) <> 'gone' then
+            return null;
+        end if;
+        _holder_gone := true;
+    end if;
+    select * into _me from queues.worker w where w.worker_id = _worker_id;
+    if not found or (_instance is not null and _me.instance is distinct from _instance)
+       or internal.worker_session_state(_me.session_key, _me.session_epoch) = 'gone' then
+        return null;
+    end if;
+
+    -- Under the row's lock the condition is checked again: another worker may have moved first.
     insert into queues.leader as l (name, worker_id, term, elected_at, expires_at)
     values ('default', _worker_id, 1, now(), now() + _ttl)
     on conflict (name) do update
@@ -3787,7 +3903,12 @@ begin
         worker_id = excluded.worker_id,
         expires_at = excluded.expires_at
     where l.worker_id = excluded.worker_id or l.worker_id is null or l.expires_at <= now()
+       or (_holder_gone and l.worker_id = _held.worker_id and l.term = _held.term)
     returning l.term into _term;
+    if _term is not null and _holder_gone then
+        update queues.worker w set session_lost_at = now()
+        where w.worker_id = _held.worker_id and w.session_key is not null and w.session_lost_at is null;
+    end if;
     return _term;
 end $$;
 
@@ -4254,6 +4375,24 @@ end $$;
 
 
 --
+-- Name: deregister_worker(text, text); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.deregister_worker(_worker_id text, _instance text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    delete from queues.worker where worker_id = _worker_id and instance = _instance;
+    if not found then
+        return false;
+    end if;
+    update queues.leader set worker_id = null, expires_at = now() where worker_id = _worker_id;
+    return true;
+end $$;
+
+
+--
 -- Name: dispatch_tasks(text, integer, integer, text[]); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -4544,6 +4683,20 @@ CREATE FUNCTION queues.heartbeat_worker(_worker_id text) RETURNS boolean
     AS $$
 begin
     update queues.worker set last_heartbeat = now() where worker_id = _worker_id;
+    return found;
+end $$;
+
+
+--
+-- Name: heartbeat_worker(text, text); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.heartbeat_worker(_worker_id text, _instance text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    update queues.worker set last_heartbeat = now() where worker_id = _worker_id and instance = _instance;
     return found;
 end $$;
 
@@ -5320,7 +5473,7 @@ begin
     ), err as (
         insert into queues.error (task_id, error_message, context)
         select u.task_id, u.last_error,
-               jsonb_build_object('operation', 'recovered', 'worker_id', u.worker_id,
+               jsonb_build_object('operation', 'recovered', 'cause', 'heartbeat_timeout', 'worker_id', u.worker_id,
                                   'last_heartbeat', u.last_heartbeat, 'worker_timeout', _timeout::text,
                                   'lease_id', u.lease_id, 'attempt', u.attempt,
                                   'max_attempts', u.max_attempts, 'outcome', u.status, 'term', _term)
@@ -5339,6 +5492,93 @@ begin
     group by g.worker_id, g.last_heartbeat
     order by g.worker_id;
 end $$;
+
+
+--
+-- Name: reap_lost_sessions(interval, bigint); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.reap_lost_sessions(_grace interval, _term bigint) RETURNS TABLE(worker_id text, session_lost_at timestamp with time zone, tasks_recovered integer, tasks_dead integer)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+#variable_conflict use_column
+declare
+    _leader queues.worker;
+    _gone text[];
+    _due text[] := '{}';
+    _w record;
+    _ids text[];
+    _statuses queues.task_status[];
+begin
+    if _grace is null or _grace < interval '0' or _grace > interval '1 hour' then
+        raise exception 'reap_lost_sessions: _grace must be between 0 and 1 hour, got %', _grace
+            using errcode = 'invalid_parameter_value';
+    end if;
+    -- Reads first: while every session lives (nearly always) the call ends here, having taken
+    -- no row lock, so no transaction id and no WAL flush at its commit.
+    select w.* into _leader
+    from queues.leader l join queues.worker w on w.worker_id = l.worker_id
+    where l.name = 'default' and l.term = _term;
+    if not found or internal.worker_session_state(_leader.session_key, _leader.session_epoch) = 'gone' then
+        return;
+    end if;
+    _gone := array(
+        select w.worker_id from queues.worker w
+        where w.worker_id <> _leader.worker_id and w.session_key is not null
+          and internal.worker_session_state(w.session_key, w.session_epoch) = 'gone');
+    if cardinality(_gone) = 0 or not internal.holds_leader_term(_term) then
+        return;
+    end if;
+
+    for _w in
+        select w.worker_id, w.session_key, w.session_epoch, w.session_lost_at
+        from queues.worker w
+        where w.worker_id = any (_gone)
+        for update skip locked
+    loop
+        -- Locked now: it may have registered a new session meanwhile.
+        continue when internal.worker_session_state(_w.session_key, _w.session_epoch) <> 'gone';
+        if _w.session_lost_at is null then
+            update queues.worker w set session_lost_at = now() where w.worker_id = _w.worker_id;
+            _w.session_lost_at := now();
+        end if;
+        if _w.session_lost_at <= now() - _grace then
+            _due := _due || _w.worker_id;
+        end if;
+    end loop;
+    if cardinality(_due) = 0 then
+        return;
+    end if;
+
+    select coalesce(array_agg(r.worker_id), '{}'), coalesce(array_agg(r.status), '{}')
+    into _ids, _statuses
+    from internal.recover_worker_tasks(_due,
+        'worker %1$s lost its database session: lease %2$s recovered, attempt %3$s of %4$s',
+        jsonb_build_object('cause', 'session_lost', 'term', _term, 'grace', _grace::text)) r;
+
+    return query
+    with gone as (
+        delete from queues.worker w
+        where w.worker_id = any (_due)
+          and not exists (select from queues.task t
+                          where t.worker_id = w.worker_id and t.status = 'running' and t.lease_expires_at is not null)
+        returning w.worker_id, w.session_lost_at
+    ), counted as (
+        select d.worker_id,
+               count(*) filter (where r.worker_id is not null)::integer as recovered,
+               count(*) filter (where r.status = 'dead')::integer as dead
+        from unnest(_due) as d(worker_id)
+        left join unnest(_ids, _statuses) as r(worker_id, status) on r.worker_id = d.worker_id
+        group by d.worker_id
+    )
+    select c.worker_id, w.session_lost_at, c.recovered, c.dead
+    from counted c
+    left join queues.worker w on w.worker_id = c.worker_id
+    left join gone g on g.worker_id = c.worker_id
+    where c.recovered > 0 or g.worker_id is not null
+    order by c.worker_id;
+end $_$;
 
 
 --
@@ -5582,6 +5822,8 @@ CREATE FUNCTION queues.register_worker(_worker_id text, _hostname text, _pid int
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+declare
+    _instance text;
 begin
     if _worker_id is null or length(_worker_id) not between 1 and 256 then
         raise exception 'register_worker: worker_id must be 1 to 256 characters' using errcode = 'invalid_parameter_value';
@@ -5593,13 +5835,121 @@ begin
         raise exception 'register_worker: pool_size must not be negative, got %', _pool_size
             using errcode = 'invalid_parameter_value';
     end if;
+    select w.instance into _instance from queues.worker w where w.worker_id = _worker_id;
+    if _instance is not null then
+        raise exception 'register_worker: worker id % is registered by a worker process (queues.register_worker_instance)', _worker_id
+            using errcode = 'object_in_use';
+    end if;
     insert into queues.worker as w (worker_id, hostname, pid, pool_size, version, transport, task_types)
     values (_worker_id, _hostname, _pid, coalesce(_pool_size, 0), _version, _transport, _task_types)
     on conflict (worker_id) do update
     set hostname = excluded.hostname, pid = excluded.pid, pool_size = excluded.pool_size,
         version = excluded.version, transport = excluded.transport, task_types = excluded.task_types,
-        started_at = now(), last_heartbeat = now();
+        started_at = now(), last_heartbeat = now(),
+        instance = null, session_key = null, session_pid = null, session_epoch = null, session_lost_at = null;
 end $$;
+
+
+--
+-- Name: register_worker_instance(text, text, text, integer, integer, text, text, text[], boolean, interval); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.register_worker_instance(_worker_id text, _instance text, _hostname text, _pid integer, _pool_size integer, _version text, _transport text, _task_types text[], _session boolean, _worker_timeout interval) RETURNS TABLE(session_key integer, tasks_recovered integer)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+#variable_conflict use_column
+declare
+    _old queues.worker;
+    _state text;
+    _key integer;
+    _recovered integer := 0;
+    _inserted bigint := 0;
+begin
+    if _worker_id is null or btrim(_worker_id) = '' or length(_worker_id) > 256 then
+        raise exception 'register_worker_instance: _worker_id must be 1 to 256 characters, not blank'
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if _instance is null or btrim(_instance) = '' or length(_instance) > 128 then
+        raise exception 'register_worker_instance: _instance must be 1 to 128 characters, not blank'
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if _hostname is null then
+        raise exception 'register_worker_instance: _hostname must not be NULL' using errcode = 'invalid_parameter_value';
+    end if;
+    if _pool_size is not null and _pool_size < 0 then
+        raise exception 'register_worker_instance: _pool_size must not be negative, got %', _pool_size
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if _session is null then
+        raise exception 'register_worker_instance: _session must not be NULL' using errcode = 'invalid_parameter_value';
+    end if;
+    if _worker_timeout is null or _worker_timeout <= interval '0' or _worker_timeout > interval '1 day' then
+        raise exception 'register_worker_instance: _worker_timeout must be positive and at most a day, got %', _worker_timeout
+            using errcode = 'invalid_parameter_value';
+    end if;
+
+    -- The row, locked; or a new one, which a concurrent registration of the same id may have
+    -- inserted first (then it is read and locked on the second round).
+    for _round in 1 .. 3 loop
+        select * into _old from queues.worker w where w.worker_id = _worker_id for update;
+        exit when found;
+        insert into queues.worker as w (worker_id, hostname, pid, pool_size, version, transport, task_types, instance)
+        values (_worker_id, _hostname, _pid, coalesce(_pool_size, 0), _version, _transport, _task_types, _instance)
+        on conflict (worker_id) do nothing;
+        get diagnostics _inserted = row_count;
+        if _inserted > 0 then
+            select * into _old from queues.worker w where w.worker_id = _worker_id;
+            exit;
+        end if;
+    end loop;
+    if _old.worker_id is null then
+        raise exception 'register_worker_instance: worker id % is being registered and deregistered concurrently', _worker_id
+            using errcode = 'serialization_failure';
+    end if;
+
+    if _old.instance is distinct from _instance then
+        -- Another process registered this id. While it lives, refuse; once gone, take over.
+        _state := internal.worker_session_state(_old.session_key, _old.session_epoch);
+        if _state = 'alive' or (_state = 'none' and _old.last_heartbeat > now() - _worker_timeout) then
+            raise exception 'register_worker_instance: worker id % is in use by a live worker (hostname %, pid %, registered %, %)',
+                _worker_id, _old.hostname, _old.pid, _old.started_at,
+                case when _state = 'alive' then 'its session ' || _old.session_pid || ' is alive'
+                     else 'last heartbeat ' || _old.last_heartbeat end
+                using errcode = 'object_in_use',
+                      hint = 'Give each running worker its own id; a restarted worker takes over its id once the previous process is gone.';
+        end if;
+        select count(*)::integer into _recovered
+        from internal.recover_worker_tasks(array[_worker_id],
+            'worker %1$s registered again as a new process; the previous one is gone: lease %2$s recovered, attempt %3$s of %4$s',
+            jsonb_build_object('cause', 'worker_restarted', 'previous_instance', _old.instance,
+                               'previous_hostname', _old.hostname, 'previous_pid', _old.pid,
+                               'previous_session', _state));
+        update queues.leader set worker_id = null, expires_at = now() where worker_id = _worker_id;
+    end if;
+
+    if _session then
+        _key := nextval('queues.worker_session_key_seq');
+        if not pg_try_advisory_lock(internal.worker_session_class(), _key) then
+            raise exception 'register_worker_instance: session lock % is held by another session', _key
+                using errcode = 'object_in_use';
+        end if;
+    end if;
+
+    update queues.worker w
+    set hostname = _hostname, pid = _pid, pool_size = coalesce(_pool_size, 0), version = _version,
+        transport = _transport, task_types = _task_types,
+        started_at = case when w.instance is not distinct from _instance and _inserted = 0 then w.started_at else now() end,
+        last_heartbeat = now(),
+        instance = _instance,
+        session_key = _key,
+        session_pid = case when _session then pg_backend_pid() end,
+        session_epoch = case when _session then pg_postmaster_start_time() end,
+        session_lost_at = null
+    where w.worker_id = _worker_id;
+
+    return query select _key, _recovered;
+end $_$;
 
 
 --
@@ -5647,6 +5997,10 @@ declare
     _ids bigint[];
     _leases bigint[];
 begin
+    if _worker_id is null or btrim(_worker_id) = '' then
+        raise exception 'release_worker_tasks: _worker_id must name a worker, got %', coalesce(quote_literal(_worker_id), 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
     select array_agg(t.task_id order by t.task_id), array_agg(t.lease_id order by t.task_id)
     into _ids, _leases
     from queues.task t
@@ -8128,8 +8482,16 @@ CREATE TABLE queues.worker (
     version text,
     transport text,
     task_types text[],
+    instance text,
+    session_key integer,
+    session_pid integer,
+    session_epoch timestamp with time zone,
+    session_lost_at timestamp with time zone,
     CONSTRAINT worker_id_valid CHECK (((length(worker_id) >= 1) AND (length(worker_id) <= 256))),
-    CONSTRAINT worker_pool_size_valid CHECK ((pool_size >= 0))
+    CONSTRAINT worker_instance_valid CHECK (((length(instance) >= 1) AND (length(instance) <= 128))),
+    CONSTRAINT worker_pool_size_valid CHECK ((pool_size >= 0)),
+    CONSTRAINT worker_session_complete CHECK ((((session_key IS NULL) = (session_pid IS NULL)) AND ((session_key IS NULL) = (session_epoch IS NULL)))),
+    CONSTRAINT worker_session_lost_has_session CHECK (((session_lost_at IS NULL) OR (session_key IS NOT NULL)))
 )
 WITH (fillfactor='50');
 
@@ -8138,7 +8500,7 @@ WITH (fillfactor='50');
 -- Name: TABLE worker; Type: COMMENT; Schema: queues; Owner: -
 --
 
-COMMENT ON TABLE queues.worker IS 'One row per live worker, kept alive by heartbeats; the leader deletes workers whose heartbeat is older than the worker timeout and recovers their tasks.';
+COMMENT ON TABLE queues.worker IS 'One row per live worker. A worker with a session (session_key) is dead once its session is gone; one without, once its heartbeat is older than the worker timeout. The leader deletes dead workers and recovers their tasks.';
 
 
 --
@@ -8146,6 +8508,55 @@ COMMENT ON TABLE queues.worker IS 'One row per live worker, kept alive by heartb
 --
 
 COMMENT ON COLUMN queues.worker.task_types IS 'The task types this worker claims (db_function, its Go handlers, the channels it has a provider for); NULL: every type.';
+
+
+--
+-- Name: COLUMN worker.instance; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON COLUMN queues.worker.instance IS 'The worker process that registered the id (random, one per process); NULL when registered with queues.register_worker.';
+
+
+--
+-- Name: COLUMN worker.session_key; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON COLUMN queues.worker.session_key IS 'The advisory lock (internal.worker_session_class(), session_key) the worker''s session holds while it lives; NULL: no session, heartbeats alone tell.';
+
+
+--
+-- Name: COLUMN worker.session_pid; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON COLUMN queues.worker.session_pid IS 'The backend pid of the worker''s session (pg_stat_activity.pid).';
+
+
+--
+-- Name: COLUMN worker.session_epoch; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON COLUMN queues.worker.session_epoch IS 'pg_postmaster_start_time() when the session registered: the lock is only meaningful on that server.';
+
+
+--
+-- Name: COLUMN worker.session_lost_at; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON COLUMN queues.worker.session_lost_at IS 'When the leader first found the worker''s session gone; its tasks are recovered once this is older than the grace.';
+
+
+--
+-- Name: worker_session_key_seq; Type: SEQUENCE; Schema: queues; Owner: -
+--
+
+CREATE SEQUENCE queues.worker_session_key_seq
+    AS integer
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+    CYCLE;
 
 
 --
@@ -10501,6 +10912,13 @@ REVOKE ALL ON FUNCTION internal.record_unknown_delivery(_label text, _what text,
 
 
 --
+-- Name: FUNCTION recover_worker_tasks(_worker_ids text[], _detail text, _context jsonb); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.recover_worker_tasks(_worker_ids text[], _detail text, _context jsonb) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION refuse_fact_update(); Type: ACL; Schema: internal; Owner: -
 --
 
@@ -10602,11 +11020,33 @@ REVOKE ALL ON FUNCTION internal.wake_signal_waiters(_task_ids bigint[], _name te
 
 
 --
+-- Name: FUNCTION worker_session_class(); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.worker_session_class() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION worker_session_state(_session_key integer, _session_epoch timestamp with time zone); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.worker_session_state(_session_key integer, _session_epoch timestamp with time zone) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION acquire_leadership(_worker_id text, _ttl interval); Type: ACL; Schema: queues; Owner: -
 --
 
 REVOKE ALL ON FUNCTION queues.acquire_leadership(_worker_id text, _ttl interval) FROM PUBLIC;
 GRANT ALL ON FUNCTION queues.acquire_leadership(_worker_id text, _ttl interval) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION acquire_leadership(_worker_id text, _ttl interval, _instance text); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.acquire_leadership(_worker_id text, _ttl interval, _instance text) FROM PUBLIC;
+GRANT ALL ON FUNCTION queues.acquire_leadership(_worker_id text, _ttl interval, _instance text) TO worker_service_user;
 
 
 --
@@ -10727,6 +11167,14 @@ GRANT ALL ON FUNCTION queues.deregister_worker(_worker_id text) TO worker_servic
 
 
 --
+-- Name: FUNCTION deregister_worker(_worker_id text, _instance text); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.deregister_worker(_worker_id text, _instance text) FROM PUBLIC;
+GRANT ALL ON FUNCTION queues.deregister_worker(_worker_id text, _instance text) TO worker_service_user;
+
+
+--
 -- Name: FUNCTION dispatch_tasks(_transport text, _limit integer, _min_window integer, _task_types text[]); Type: ACL; Schema: queues; Owner: -
 --
 
@@ -10822,6 +11270,14 @@ REVOKE ALL ON FUNCTION queues.grant_enqueue(_role regrole) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION queues.heartbeat_worker(_worker_id text) FROM PUBLIC;
 GRANT ALL ON FUNCTION queues.heartbeat_worker(_worker_id text) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION heartbeat_worker(_worker_id text, _instance text); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.heartbeat_worker(_worker_id text, _instance text) FROM PUBLIC;
+GRANT ALL ON FUNCTION queues.heartbeat_worker(_worker_id text, _instance text) TO worker_service_user;
 
 
 --
@@ -10958,6 +11414,14 @@ GRANT ALL ON FUNCTION queues.reap_dead_workers(_timeout interval, _term bigint) 
 
 
 --
+-- Name: FUNCTION reap_lost_sessions(_grace interval, _term bigint); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.reap_lost_sessions(_grace interval, _term bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION queues.reap_lost_sessions(_grace interval, _term bigint) TO worker_service_user;
+
+
+--
 -- Name: FUNCTION record_error(_task_id bigint, _lease_id bigint, _error_message text, _context jsonb); Type: ACL; Schema: queues; Owner: -
 --
 
@@ -11009,6 +11473,14 @@ REVOKE ALL ON FUNCTION queues.register_process_retry(_schema text, _name text, _
 
 REVOKE ALL ON FUNCTION queues.register_worker(_worker_id text, _hostname text, _pid integer, _pool_size integer, _version text, _transport text, _task_types text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION queues.register_worker(_worker_id text, _hostname text, _pid integer, _pool_size integer, _version text, _transport text, _task_types text[]) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION register_worker_instance(_worker_id text, _instance text, _hostname text, _pid integer, _pool_size integer, _version text, _transport text, _task_types text[], _session boolean, _worker_timeout interval); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.register_worker_instance(_worker_id text, _instance text, _hostname text, _pid integer, _pool_size integer, _version text, _transport text, _task_types text[], _session boolean, _worker_timeout interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION queues.register_worker_instance(_worker_id text, _instance text, _hostname text, _pid integer, _pool_size integer, _version text, _transport text, _task_types text[], _session boolean, _worker_timeout interval) TO worker_service_user;
 
 
 --

@@ -90,7 +90,8 @@ type runningTask struct {
 
 // NewWorker returns a worker over pool. The pool should allow Concurrency + 4 connections: a
 // db_function task holds one for its transaction, and the fetcher, the completer, the lease
-// renewer (or the lease check, lease_check.go) and the listener use one each.
+// renewer (or the lease check, lease_check.go) and the listener use one each. The worker's
+// session (WorkerConfig.SessionGrace) is one more connection, taken out of the pool.
 func NewWorker(pool *pgxpool.Pool, cfg *WorkerConfig) (*Worker, error) {
 	if pool == nil {
 		return nil, errors.New("taskorch: NewWorker needs a *pgxpool.Pool")
@@ -113,13 +114,21 @@ func NewWorker(pool *pgxpool.Pool, cfg *WorkerConfig) (*Worker, error) {
 	}
 	registered := make(chan struct{})
 	var once sync.Once
+	var w *Worker
 	maint, err := maintenance.New(pool, maintenance.Config{
 		OnEvent: func(e maintenance.Event) {
 			if e.Kind == maintenance.EventRegistered {
 				once.Do(func() { close(registered) })
+				if e.Reregistered {
+					// Registered again after its session was lost or it was reaped: the leader
+					// may have recovered tasks it runs. Stop those now (lease_check.go).
+					w.signalLeaseCheck()
+				}
 			}
 			m.maintenanceEvent(e)
 		},
+		Session:           sessionOpener(pool, c),
+		SessionGrace:      noGraceIfNegative(c.SessionGrace),
 		WorkerID:          c.ID,
 		PoolSize:          c.Concurrency,
 		Version:           c.Version,
@@ -136,7 +145,7 @@ func NewWorker(pool *pgxpool.Pool, cfg *WorkerConfig) (*Worker, error) {
 	if err != nil {
 		return nil, &InputError{Msg: err.Error()}
 	}
-	w := &Worker{
+	w = &Worker{
 		maint:       maint,
 		registered:  registered,
 		metrics:     m,
@@ -165,6 +174,34 @@ func (w *Worker) ID() string { return w.cfg.ID }
 
 // IsLeader reports whether this worker currently holds the leader lease.
 func (w *Worker) IsLeader() bool { return w.maint.IsLeader() }
+
+// sessionOpener returns how the worker opens its session (WorkerConfig.SessionGrace): with
+// ListenConfig, a direct connection (the pool may go through a transaction pooler); else a
+// connection of the pool, taken out of it for good; PollOnly, none (a transaction pooler holds
+// no session: heartbeats alone tell).
+func sessionOpener(pool *pgxpool.Pool, c WorkerConfig) func(context.Context) (*pgx.Conn, error) {
+	switch {
+	case c.ListenConfig != nil:
+		return func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, c.ListenConfig) }
+	case c.PollOnly:
+		return nil
+	default:
+		return func(ctx context.Context) (*pgx.Conn, error) {
+			conn, err := pool.Acquire(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return conn.Hijack(), nil
+		}
+	}
+}
+
+func noGraceIfNegative(d time.Duration) time.Duration {
+	if d < 0 {
+		return maintenance.NoGrace
+	}
+	return d
+}
 
 func keepForeverIfNegative(d time.Duration) time.Duration {
 	if d < 0 {

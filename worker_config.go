@@ -113,14 +113,29 @@ type WorkerConfig struct {
 	HeartbeatInterval time.Duration
 
 	// WorkerTimeout is how long a worker may go without a heartbeat before the leader deletes
-	// it and returns its running tasks to pending (the lost lease counts as an attempt). At
-	// least twice HeartbeatInterval. Defaults to 30s.
+	// it and returns its running tasks to pending (the lost lease counts as an attempt). A
+	// crashed worker with a session is found far sooner (SessionGrace); a stopped or
+	// partitioned one keeps its session, and only its silence tells. At least twice
+	// HeartbeatInterval, at most a day. Defaults to 30s.
 	WorkerTimeout time.Duration
 
 	// LeaderTTL is the leader's lease: one worker at a time leads (reaps dead workers, prunes
 	// history, enqueues periodic schedules); another takes over when the lease has not been
-	// renewed for this long, at once when the leader stops. Defaults to 15s.
+	// renewed for this long, at once when the leader stops or its session is gone. At most an
+	// hour. Defaults to 15s.
 	LeaderTTL time.Duration
+
+	// SessionGrace bounds how long the running tasks of a crashed worker wait. Unless PollOnly,
+	// a worker holds a connection of its own for its life (its session: a connection of the
+	// pool taken out of it, or one to ListenConfig) and registers on it; when the process dies
+	// or the connection is cut, PostgreSQL ends the session, the leader sees it within 250 ms,
+	// and once it has been gone for SessionGrace it returns the worker's running tasks to
+	// pending (the lost lease counts as an attempt; the worker's late outcomes are refused). A
+	// live worker whose connection dropped opens another at once and keeps its tasks if it is
+	// back within SessionGrace. The leader's setting applies. Negative: no grace. Defaults to
+	// 1s. A PollOnly worker has no session: heartbeats alone tell (docs/operations.md,
+	// "Crashed workers").
+	SessionGrace time.Duration
 
 	// Retention is how long completed and cancelled tasks are kept, with their error rows,
 	// before the leader deletes them. Defaults to 7 days; negative keeps them forever.

@@ -51,7 +51,8 @@ func TestE2ELeaderHandover(t *testing.T) {
 }
 
 // A worker that stops heartbeating (paused) is reaped by the leader, and its running task goes
-// back to pending and is run by another worker, long before its 5-minute lease would expire.
+// back to pending and is run by another worker, long before its 5-minute lease would expire. Its
+// session stays alive while it is stopped: the heartbeat path finds it, not the session path.
 func TestE2EOrphanRecovery(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -68,6 +69,7 @@ func TestE2EOrphanRecovery(t *testing.T) {
 	require.Equal(t, "healthy", q[string](t, pool, `select worker_id from queues.task where task_id = $1`, id))
 	require.Equal(t, "recovered", q[string](t, pool, `select event from queues.task_event where task_id = $1 and event = 'recovered'`, id))
 	require.True(t, q[bool](t, pool, `select exists (select from queues.error where task_id = $1 and error_message like '%stuck%')`, id))
+	require.Equal(t, "heartbeat_timeout", q[string](t, pool, `select context->>'cause' from queues.error where task_id = $1 and context->>'operation' = 'recovered'`, id))
 	_, err := pool.Exec(ctx, `select 1`)
 	require.NoError(t, err)
 }

@@ -53,6 +53,7 @@ type workerFlags struct {
 
 	heartbeatInterval time.Duration
 	workerTimeout     time.Duration
+	sessionGrace      time.Duration
 	leaderTTL         time.Duration
 	retention         time.Duration
 	failedRetention   time.Duration
@@ -168,6 +169,7 @@ Every flag has an environment variable twin, listed in docs/configuration.md.`,
 	fl.StringVar(&f.logLevel, "log-level", envString("TASKORCH_LOG_LEVEL", "info"), "debug, info, warn or error (env TASKORCH_LOG_LEVEL)")
 	fl.DurationVar(&f.heartbeatInterval, "heartbeat-interval", envDuration("TASKORCH_HEARTBEAT_INTERVAL", 5*time.Second), "how often the worker updates its row in queues.worker (env TASKORCH_HEARTBEAT_INTERVAL)")
 	fl.DurationVar(&f.workerTimeout, "worker-timeout", envDuration("TASKORCH_WORKER_TIMEOUT", 30*time.Second), "a worker silent this long is reaped and its tasks recovered (env TASKORCH_WORKER_TIMEOUT)")
+	fl.DurationVar(&f.sessionGrace, "session-grace", envDuration("TASKORCH_SESSION_GRACE", time.Second), "a crashed worker's running tasks go back to pending once its database session has been gone this long; negative for no grace (env TASKORCH_SESSION_GRACE)")
 	fl.DurationVar(&f.leaderTTL, "leader-ttl", envDuration("TASKORCH_LEADER_TTL", 15*time.Second), "the leader's lease (env TASKORCH_LEADER_TTL)")
 	fl.DurationVar(&f.retention, "retention", envDuration("TASKORCH_RETENTION", 7*24*time.Hour), "keep completed/cancelled tasks this long; negative keeps forever (env TASKORCH_RETENTION)")
 	fl.DurationVar(&f.failedRetention, "failed-retention", envDuration("TASKORCH_FAILED_RETENTION", 30*24*time.Hour), "keep failed/dead tasks this long; negative keeps forever (env TASKORCH_FAILED_RETENTION)")
@@ -333,6 +335,7 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 
 		HeartbeatInterval: f.heartbeatInterval,
 		WorkerTimeout:     f.workerTimeout,
+		SessionGrace:      f.sessionGrace,
 		LeaderTTL:         f.leaderTTL,
 		Retention:         f.retention,
 		FailedRetention:   f.failedRetention,

@@ -153,7 +153,15 @@ select task_id from queues.task_event where event = 'lease_expired';
 
 -- check: reaped_recoveries info
 -- Tasks recovered by the leader from a worker it reaped for not heartbeating.
-select task_id from queues.task_event where event = 'recovered';
+select task_id from queues.task_event where event = 'recovered' and detail like '%stopped heartbeating%';
+
+-- check: session_recoveries info
+-- Tasks recovered by the leader from a worker whose database session was gone for the grace (killed, or cut off).
+select task_id from queues.task_event where event = 'recovered' and detail like '%lost its database session%';
+
+-- check: restart_recoveries info
+-- Tasks recovered by a worker that took over the id of a killed one (started again under the same id).
+select task_id from queues.task_event where event = 'recovered' and detail like '%registered again as a new process%';
 
 -- check: claims_redis_transport info
 -- Claims by the workers of the Redis transport phase (worker ids redis*): the transport carried work.

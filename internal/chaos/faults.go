@@ -121,10 +121,12 @@ func (e *env) killWorker(ctx context.Context) (string, error) {
 	}
 	defer e.fleet.release(s)
 	id := fmt.Sprintf("%s-%d (pid %d)", s.name, s.gen, s.proc.pid())
+	same := e.sameIDNext()
+	e.recordKill(kill{Worker: fmt.Sprintf("%s-%d", s.name, s.gen), At: time.Now(), SameID: same})
 	s.proc.kill()
 	down := e.rng.between(200*time.Millisecond, 2*time.Second)
 	e.sleep(ctx, down)
-	if err := e.fleet.start(s); err != nil {
+	if err := e.fleet.restart(s, same); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("%s, started again after %s as %s-%d", id, down.Round(time.Millisecond), s.name, s.gen), nil

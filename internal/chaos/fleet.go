@@ -16,7 +16,7 @@ import (
 )
 
 // slot is one worker of the fleet: a `taskorch worker` process that the harness starts again
-// under a new worker id (name-generation) after it is killed.
+// after it is killed, under a new worker id (name-generation) or, every other kill, the same.
 type slot struct {
 	name  string
 	dbURL string
@@ -47,10 +47,16 @@ func (f *fleet) workerEnv(s *slot) []string {
 	return append(env, s.env...)
 }
 
-// start starts a slot's worker (again). Callers hold no lock.
-func (f *fleet) start(s *slot) error {
+// start starts a slot's worker (again), under a new worker id. Callers hold no lock.
+func (f *fleet) start(s *slot) error { return f.restart(s, false) }
+
+// restart starts a slot's worker again: under the same worker id as the process before it
+// (which must be gone: a killed worker's successor takes over its id), or a new one.
+func (f *fleet) restart(s *slot, sameID bool) error {
 	f.mu.Lock()
-	s.gen++
+	if !sameID || s.gen == 0 {
+		s.gen++
+	}
 	f.started++
 	f.mu.Unlock()
 	argv := []string{f.bin, "worker"}

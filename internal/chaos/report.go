@@ -44,6 +44,8 @@ type Report struct {
 	Drain          time.Duration `json:"drain"`
 	Wall           time.Duration `json:"wall"`
 	Dir            string        `json:"dir"`
+	// Kills is what became of the tasks each killed worker held (stranded.go).
+	Kills []KillReport `json:"kills"`
 }
 
 // Missing lists the required fault kinds that were never injected.
@@ -122,7 +124,9 @@ func (r *Report) Print(w io.Writer) {
 	line("refused outcomes (worker logs)", humanize.Thousands(int64(r.Logs.Refused)))
 	line("tasks cancelled on lease loss (worker logs)", humanize.Thousands(int64(r.Logs.LeaseLost)))
 	line("leases expired and rescued", humanize.Thousands(res.count("lease_expirations")))
-	line("tasks recovered from reaped workers", humanize.Thousands(res.count("reaped_recoveries")))
+	line("tasks recovered from workers silent past the timeout", humanize.Thousands(res.count("reaped_recoveries")))
+	line("tasks recovered from workers whose session was gone", humanize.Thousands(res.count("session_recoveries")))
+	line("tasks recovered by a worker taking over its id", humanize.Thousands(res.count("restart_recoveries")))
 	line("provider called twice (allowed)", humanize.Thousands(res.count("provider_called_twice")))
 	line("claims by Redis-transport workers", humanize.Thousands(res.count("claims_redis_transport")))
 	line("claims by workers in network namespaces", humanize.Thousands(res.count("claims_netns")))
@@ -132,6 +136,8 @@ func (r *Report) Print(w io.Writer) {
 	line("drain", r.Drain.Round(100*time.Millisecond))
 	line("wall time", r.Wall.Round(time.Second))
 	_ = tw.Flush()
+
+	printKills(w, r.Kills)
 
 	var bad []CheckResult
 	for _, c := range res.Checks {

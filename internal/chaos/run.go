@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -45,6 +46,7 @@ type env struct {
 
 	mu     sync.Mutex
 	cuts   int
+	kills  []kill // the worker kills, in order, for the stranded-time report
 	faults map[string]int
 	failed error // the first harness error; ends the run
 }
@@ -132,12 +134,19 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	if err != nil {
 		return nil, err
 	}
+	e.mu.Lock()
+	kills := slices.Clone(e.kills)
+	e.mu.Unlock()
+	killReports, err := strandedTimes(ctx, e.pool, kills)
+	if err != nil {
+		return nil, err
+	}
 	rep = &Report{
 		Tasks: cfg.Tasks, Workers: cfg.Workers, NetnsWorkers: len(e.netns), Seed: cfg.Seed,
 		Faults: e.faults, Phases: e.phases, Result: res, Logs: logs,
 		WorkersStarted: e.fleet.started, UnexpectedExits: e.fleet.unexpected, ProducerRetries: retries,
 		OpenAfterDrain: open, Drain: drained, Wall: time.Since(begin), Dir: e.dir,
-		Required: e.required(),
+		Required: e.required(), Kills: killReports,
 	}
 	return rep, nil
 }

@@ -1,11 +1,14 @@
 package maintenance
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Defaults of Config's durations.
@@ -17,7 +20,18 @@ const (
 	DefaultFailedRetention   = 30 * 24 * time.Hour
 	DefaultPruneInterval     = time.Minute
 	DefaultScheduleInterval  = time.Second
+
+	DefaultSessionGrace         = time.Second
+	DefaultSessionCheckInterval = 250 * time.Millisecond
+	DefaultLeaderPollInterval   = 500 * time.Millisecond
 )
+
+// NoGrace is the Config.SessionGrace that recovers the tasks of a worker whose session is gone
+// at the first check that finds it gone. (Zero means the default.)
+const NoGrace time.Duration = -1
+
+// maxLeaderTTL is the longest leader lease queues.acquire_leadership grants.
+const maxLeaderTTL = time.Hour
 
 // KeepForever turns pruning off when set as Config.Retention, Config.FailedRetention or
 // Config.HistoryRetention. (Zero means the default, as for every field of Config.)
@@ -56,15 +70,41 @@ type Config struct {
 	HeartbeatInterval time.Duration
 
 	// WorkerTimeout is how long a worker may go without a heartbeat before the leader deletes
-	// it and recovers its running tasks. It must be at least twice HeartbeatInterval. Defaults
-	// to 30 seconds. The leader checks every HeartbeatInterval.
+	// it and recovers its running tasks, whether its session (see Session) is alive or not: a
+	// stopped or partitioned process keeps its session. It must be at least twice
+	// HeartbeatInterval, and at most a day. Defaults to 30 seconds. The leader checks every
+	// HeartbeatInterval.
 	WorkerTimeout time.Duration
 
 	// LeaderTTL is the leader lease: a leader renews it every LeaderTTL/3, and another worker
 	// takes over when it has not been renewed for LeaderTTL (at once when the leader resigns at
-	// shutdown). It also bounds each leader action (a reaper pass, a prune batch, a schedule
-	// step). Defaults to 15 seconds.
+	// shutdown, or when the leader's session is gone). It also bounds each leader action (a
+	// reaper pass, a prune batch, a schedule step). At most an hour. Defaults to 15 seconds.
 	LeaderTTL time.Duration
+
+	// Session opens the worker's session: a connection of its own, to PostgreSQL directly or
+	// through a session pooler (never a transaction pooler), which the worker holds for its life.
+	// The worker registers on it and holds an advisory lock there; the lock goes when the
+	// session does (the process died, the connection was cut), and so the leader finds a
+	// crashed worker within SessionGrace instead of WorkerTimeout. When the connection drops,
+	// the worker opens another and registers again at once, keeping its tasks if it is back
+	// within SessionGrace. Nil: no session; the worker is found dead by its heartbeats alone
+	// (docs/operations.md, "Crashed workers").
+	Session func(ctx context.Context) (*pgx.Conn, error)
+
+	// SessionGrace is how long a worker's session must have been gone before the leader
+	// recovers its running tasks: a live worker whose connection dropped registers again within
+	// it and keeps them. The leader's setting applies. Defaults to 1 second; NoGrace for none.
+	SessionGrace time.Duration
+
+	// SessionCheckInterval is how often the leader looks for workers whose session is gone (one
+	// statement, which writes nothing while every session is alive). Defaults to 250 ms.
+	SessionCheckInterval time.Duration
+
+	// LeaderPollInterval is how often a worker that does not lead tries to take the lease (a
+	// read while the leader lives): it takes over this soon after the leader's session is gone.
+	// Defaults to 500 ms (LeaderTTL/3 when that is shorter).
+	LeaderPollInterval time.Duration
 
 	// Retention is how long completed and cancelled tasks are kept, with their error rows,
 	// before the leader deletes them. Defaults to 7 days; KeepForever keeps them.
@@ -128,6 +168,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	setDefault(&cfg.PruneInterval, DefaultPruneInterval)
 	setDefault(&cfg.ScheduleInterval, DefaultScheduleInterval)
+	setDefault(&cfg.SessionGrace, DefaultSessionGrace)
+	setDefault(&cfg.SessionCheckInterval, DefaultSessionCheckInterval)
+	setDefault(&cfg.LeaderPollInterval, DefaultLeaderPollInterval)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -169,10 +212,15 @@ func (cfg Config) validate() error {
 		{"LeaderTTL", cfg.LeaderTTL},
 		{"PruneInterval", cfg.PruneInterval},
 		{"ScheduleInterval", cfg.ScheduleInterval},
+		{"SessionCheckInterval", cfg.SessionCheckInterval},
+		{"LeaderPollInterval", cfg.LeaderPollInterval},
 	} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.name, d.v))
 		}
+	}
+	if cfg.WorkerTimeout > 24*time.Hour {
+		errs = append(errs, fmt.Errorf("WorkerTimeout must be at most 24h, got %s", cfg.WorkerTimeout))
 	}
 	if cfg.WorkerTimeout < 2*cfg.HeartbeatInterval {
 		errs = append(errs, fmt.Errorf("WorkerTimeout (%s) must be at least twice HeartbeatInterval (%s), or live workers would be reaped",
@@ -180,6 +228,12 @@ func (cfg Config) validate() error {
 	}
 	if cfg.LeaderTTL > 0 && cfg.LeaderTTL < 3*time.Millisecond {
 		errs = append(errs, fmt.Errorf("LeaderTTL must be at least 3ms, got %s", cfg.LeaderTTL))
+	}
+	if cfg.LeaderTTL > maxLeaderTTL {
+		errs = append(errs, fmt.Errorf("LeaderTTL must be at most %s, got %s", maxLeaderTTL, cfg.LeaderTTL))
+	}
+	if cfg.SessionGrace < 0 && cfg.SessionGrace != NoGrace || cfg.SessionGrace > time.Hour {
+		errs = append(errs, fmt.Errorf("SessionGrace must be positive (at most an hour) or NoGrace, got %s", cfg.SessionGrace))
 	}
 	for _, d := range []struct {
 		name string

@@ -1,9 +1,12 @@
 // Package maintenance is what every taskorch worker runs beside its task loop: it registers the
-// worker in queues.worker and keeps it alive with heartbeats, competes for the leader lease, and,
-// while it holds the lease, does the leader's work — recovering the tasks of workers that stopped
-// heartbeating, pruning finished tasks past retention, and enqueueing periodic schedules' ticks.
+// worker in queues.worker — on a session of its own, a connection whose death tells the leader
+// at once that the worker died (Config.Session) — and keeps it alive with heartbeats, competes
+// for the leader lease, and, while it holds the lease, does the leader's work — recovering the
+// tasks of workers whose session is gone or that stopped heartbeating, pruning finished tasks
+// past retention, and enqueueing periodic schedules' ticks.
 //
-// Everything is decided in PostgreSQL (migrations/core/0004_workers.sql): the lease is a row
+// Everything is decided in PostgreSQL (migrations/core/0004_workers.sql and
+// 0040_worker_sessions.sql): the lease is a row
 // whose term grows at each change of leader, and every leader action carries the term it was
 // elected with, so a leader that lost its lease (paused, partitioned, slow) cannot act with it.
 // A schedule's tick is enqueued with an idempotency key naming the schedule and the tick, so two

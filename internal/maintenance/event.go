@@ -7,9 +7,10 @@ type EventKind int
 
 // The kinds of Event, with the fields each sets.
 const (
-	// EventRegistered: the worker's row was written, at start or again after a leader reaped
-	// the worker (Reregistered): then the tasks it held were recovered, and its outcomes for
-	// them will be refused.
+	// EventRegistered: the worker's row was written, at start or again (Reregistered) after a
+	// leader reaped the worker or its session was lost: then the tasks it held may have been
+	// recovered, and its outcomes for them will be refused. Tasks: the tasks of a previous
+	// process under the same id that the registration recovered (taking the id over).
 	EventRegistered EventKind = iota + 1
 	// EventHeartbeat: one heartbeat was written.
 	EventHeartbeat
@@ -30,18 +31,26 @@ const (
 	// EventHistory: a retention pass as leader (Term) maintained the partitioned history
 	// (queues.maintain_history): History says what it created, moved and dropped.
 	EventHistory
+	// EventSessionLost: this worker's session connection was lost (Err); it registers again on
+	// a new one.
+	EventSessionLost
+	// EventSessionCheck: a pass of the session reaper as leader (Term), which recovered the
+	// tasks of Workers (none, mostly; each recovery is also an EventReaped).
+	EventSessionCheck
 )
 
 var eventKindNames = map[EventKind]string{
-	EventRegistered: "registered",
-	EventHeartbeat:  "heartbeat",
-	EventElected:    "elected",
-	EventDeposed:    "deposed",
-	EventReaped:     "reaped",
-	EventPruned:     "pruned",
-	EventScheduled:  "scheduled",
-	EventError:      "error",
-	EventHistory:    "history",
+	EventRegistered:   "registered",
+	EventHeartbeat:    "heartbeat",
+	EventElected:      "elected",
+	EventDeposed:      "deposed",
+	EventReaped:       "reaped",
+	EventPruned:       "pruned",
+	EventScheduled:    "scheduled",
+	EventError:        "error",
+	EventHistory:      "history",
+	EventSessionLost:  "session_lost",
+	EventSessionCheck: "session_check",
 }
 
 func (k EventKind) String() string {
@@ -56,12 +65,12 @@ type Event struct {
 	Kind         EventKind
 	Reregistered bool           // EventRegistered
 	Term         int64          // leadership and leader actions
-	Workers      []ReapedWorker // EventReaped
-	Tasks        int            // EventReaped (recovered), EventPruned (deleted)
+	Workers      []ReapedWorker // EventReaped, EventSessionCheck
+	Tasks        int            // EventReaped (recovered), EventPruned (deleted), EventRegistered (taken over)
 	Schedule     string         // EventScheduled
 	Tick         time.Time      // EventScheduled
 	TaskID       int64          // EventScheduled
 	History      HistoryResult  // EventHistory
-	Op           string         // EventError: register, heartbeat, leadership, reap, prune, history, schedule, resign, deregister
-	Err          error          // EventError
+	Op           string         // EventError: register, session, heartbeat, leadership, reap, session_reap, prune, history, schedule, resign, deregister
+	Err          error          // EventError, EventSessionLost
 }

@@ -35,6 +35,11 @@ func TestWorkerRoleGrants(t *testing.T) {
 		`select queues.enqueue_schedule_tick('s', '* * * * *', date_trunc('minute', now()), now() + interval '1 minute', 1)`,
 		`select queues.resign_leadership('w')`,
 		`select queues.deregister_worker('w')`,
+		`select * from queues.register_worker_instance('w2', 'i', 'h', 1, 4, 'v', 'postgres', null, true, interval '30 seconds')`,
+		`select queues.heartbeat_worker('w2', 'i')`,
+		`select queues.acquire_leadership('w2', interval '1 minute', 'i')`,
+		`select * from queues.reap_lost_sessions(interval '1 second', 1)`,
+		`select queues.deregister_worker('w2', 'i')`,
 	} {
 		_, err := tx.Exec(ctx, sql)
 		require.NoError(t, err, sql)
@@ -48,6 +53,10 @@ func TestWorkerRoleGrants(t *testing.T) {
 		`select queues.add_schedule('x', '* * * * *', 't')`,
 		`select queues.remove_schedule('s')`,
 		`select internal.holds_leader_term(1)`,
+		`select internal.worker_session_state(1, now())`,
+		`select internal.worker_session_class()`,
+		`select * from internal.recover_worker_tasks('{w}', '%s', '{}')`,
+		`select nextval('queues.worker_session_key_seq')`,
 		`select internal.schedule_tick_key('s', now())`,
 		`select internal.history_partition('task_lease', current_date + 10)`,
 		`select * from queues.task_lease`,

@@ -89,6 +89,13 @@ func (e *events) wait(t testing.TB, what string, match func(string, Event) bool)
 	return e.waitFrom(t, &from, what, match)
 }
 
+// len returns the number of events so far: waitFrom from it waits for a later one.
+func (e *events) len() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.list)
+}
+
 // count returns the number of events for which match is true.
 func (e *events) count(match func(string, Event) bool) int {
 	e.mu.Lock()
@@ -192,4 +199,12 @@ func mustExec(t testing.TB, db DB, sql string, args ...any) {
 	t.Helper()
 	_, err := db.Exec(t.Context(), sql, args...)
 	require.NoError(t, err, sql)
+}
+
+// lead registers worker id (without a session) and makes it the leader for an hour; it returns
+// the term.
+func lead(t testing.TB, db DB, id string) int64 {
+	t.Helper()
+	mustExec(t, db, `select queues.register_worker($1, 'testhost')`, id)
+	return scalar[int64](t, db, `select queues.acquire_leadership($1, interval '1 hour')`, id)
 }

@@ -35,7 +35,7 @@ func TestMissingPartitionCaughtAndRepaired(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	pool := dbtest.NewDB(t)
-	term := scalar[int64](t, pool, `select queues.acquire_leadership('boss', interval '1 hour')`)
+	term := lead(t, pool, "boss")
 	today := dbNow(t, pool)
 	for _, table := range []string{"task_lease", "task_event"} {
 		mustExec(t, pool, fmt.Sprintf(`drop table if exists queues.%s`, dayName(table, today)))
@@ -84,7 +84,7 @@ func TestMaintainHistoryDropsOldDays(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	pool := dbtest.NewDB(t)
-	term := scalar[int64](t, pool, `select queues.acquire_leadership('boss', interval '1 hour')`)
+	term := lead(t, pool, "boss")
 	now := dbNow(t, pool)
 	old, recent := now.AddDate(0, 0, -10), now.AddDate(0, 0, -3)
 	for _, at := range []time.Time{old, recent} {
@@ -168,7 +168,7 @@ func TestPartitionedHistoryRefusesUpdate(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	pool := dbtest.NewDB(t)
-	term := scalar[int64](t, pool, `select queues.acquire_leadership('boss', interval '1 hour')`)
+	term := lead(t, pool, "boss")
 	_, _, err := MaintainHistory(ctx, pool, term, KeepForever, 0)
 	require.NoError(t, err)
 	mustExec(t, pool, `select queues.enqueue('t', '{}')`)

@@ -35,30 +35,58 @@ func (m *Maintainer) Term() int64 {
 	return m.leader.term
 }
 
-// runLeadership tries to take or renew the leader lease every LeaderTTL/3, once the worker is
-// registered.
+// runLeadership tries to take the leader lease every LeaderPollInterval (a read while the
+// leader lives), and renews it every LeaderTTL/3 while it holds it, once the worker is
+// registered. A registration or a lost session makes it try at once.
 func (m *Maintainer) runLeadership(ctx context.Context) {
-	interval := m.cfg.LeaderTTL / 3
-	every(ctx, interval, func(ctx context.Context) {
-		if !m.registered.Load() {
-			m.setLeader(0, time.Time{})
+	renew := m.cfg.LeaderTTL / 3
+	poll := min(renew, m.cfg.LeaderPollInterval)
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
 			return
+		case <-t.C:
+		case <-m.leaderWake:
 		}
-		start := time.Now()
-		cctx, cancel := context.WithTimeout(ctx, callTimeout(interval))
-		defer cancel()
-		var term *int64
-		err := m.pool.QueryRow(cctx, `select queues.acquire_leadership($1, $2)`, m.cfg.WorkerID, m.cfg.LeaderTTL).Scan(&term)
-		switch {
-		case err != nil:
-			m.fail(ctx, "leadership", fmt.Errorf("acquire leadership: %w", err))
-			m.reportLeadership() // the lease runs until its deadline, unrenewed
-		case term == nil:
-			m.setLeader(0, time.Time{})
-		default:
-			m.setLeader(*term, start.Add(m.cfg.LeaderTTL))
+		m.tryLeadership(ctx, renew)
+		wait := poll
+		if m.IsLeader() {
+			wait = renew
 		}
-	})
+		t.Reset(wait)
+	}
+}
+
+// tryLeadership takes or renews the leader lease once.
+func (m *Maintainer) tryLeadership(ctx context.Context, renew time.Duration) {
+	if !m.registered.Load() {
+		m.setLeader(0, time.Time{})
+		return
+	}
+	start := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, callTimeout(renew))
+	defer cancel()
+	var term *int64
+	err := m.pool.QueryRow(cctx, `select queues.acquire_leadership($1, $2, $3)`, m.cfg.WorkerID, m.cfg.LeaderTTL, m.instance).Scan(&term)
+	switch {
+	case err != nil:
+		m.fail(ctx, "leadership", fmt.Errorf("acquire leadership: %w", err))
+		m.reportLeadership() // the lease runs until its deadline, unrenewed
+	case term == nil:
+		m.setLeader(0, time.Time{})
+	default:
+		m.setLeader(*term, start.Add(m.cfg.LeaderTTL))
+	}
+}
+
+// wakeLeadership makes runLeadership try now.
+func (m *Maintainer) wakeLeadership() {
+	select {
+	case m.leaderWake <- struct{}{}:
+	default:
+	}
 }
 
 // setLeader records the outcome of a leadership attempt: term 0 means not the leader.

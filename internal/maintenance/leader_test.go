@@ -107,6 +107,7 @@ func TestDeposedLeaderCannotAct(t *testing.T) {
 	mustExec(t, pool, `select queues.add_schedule('s', '* * * * *', 'tick', _next_run_at => now() - interval '1 minute')`)
 
 	// Another worker takes over with the next term; the old leader's lock is released.
+	mustExec(t, pool, `select queues.register_worker('usurper', 'h')`)
 	_, err = tx.Exec(ctx, `update queues.leader set worker_id = 'usurper', term = term + 1, expires_at = now() + interval '1 hour'`)
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
@@ -149,6 +150,10 @@ func TestAcquireLeadershipConcurrent(t *testing.T) {
 	ctx := t.Context()
 	pool := dbtest.NewDBWith(t, dbtest.DBOptions{MaxConns: 10})
 	const callers = 8
+	for i := range callers {
+		mustExec(t, pool, `select queues.register_worker($1, 'h')`, fmt.Sprintf("c%d", i))
+	}
+	mustExec(t, pool, `select queues.register_worker('someone-else', 'h')`)
 	var lastTerm int64
 	for round := range 20 {
 		mustExec(t, pool, `update queues.leader set expires_at = now() - interval '1 second'`)

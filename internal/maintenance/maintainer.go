@@ -20,6 +20,9 @@ type Maintainer struct {
 	pool *pgxpool.Pool
 	cfg  Config
 	log  *slog.Logger
+	// instance names this process in queues.worker: another process under the same worker id
+	// takes the id over only once this one is gone.
+	instance string
 
 	running    atomic.Bool
 	registered atomic.Bool
@@ -27,6 +30,10 @@ type Maintainer struct {
 	// registration that fails is retried by the next tick, still as a re-registration.
 	reaped atomic.Bool
 	leader leaderState
+
+	sessionOff   atomic.Bool   // the session went through a transaction pooler: heartbeats alone
+	sessionReset chan struct{} // the heartbeat found the row gone: register on a new session
+	leaderWake   chan struct{} // registered, or lost the session: try the leadership now
 
 	// badCrons remembers the schedules whose cron expression failed to parse, so that each is
 	// logged once rather than every ScheduleInterval.
@@ -44,30 +51,42 @@ func New(pool *pgxpool.Pool, cfg Config) (*Maintainer, error) {
 		return nil, err
 	}
 	return &Maintainer{
-		pool:     pool,
-		cfg:      cfg,
-		log:      cfg.Logger.With(slog.String("worker_id", cfg.WorkerID)),
-		badCrons: map[string]string{},
+		pool:         pool,
+		cfg:          cfg,
+		log:          cfg.Logger.With(slog.String("worker_id", cfg.WorkerID)),
+		instance:     newInstance(),
+		sessionReset: make(chan struct{}, 1),
+		leaderWake:   make(chan struct{}, 1),
+		badCrons:     map[string]string{},
 	}, nil
 }
 
 // WorkerID returns the worker's id, as given in Config or generated.
 func (m *Maintainer) WorkerID() string { return m.cfg.WorkerID }
 
-// Run registers the worker and runs until ctx is done: a heartbeat every HeartbeatInterval
-// (registering again when a leader reaped the worker), an attempt at the leader lease every
-// LeaderTTL/3, and while leader, reaping, pruning and scheduling at their intervals. Database
-// errors are logged and retried at the next interval, so Run outlives a database restart. When
-// ctx is done it resigns the leadership, deregisters the worker (bounded by 5 seconds) and
-// returns nil. It may be called once.
+// Run registers the worker (on its session, when Config.Session is set) and runs until ctx is
+// done: a heartbeat every HeartbeatInterval (registering again when a leader reaped the
+// worker), an attempt at the leader lease every LeaderPollInterval (renewed every LeaderTTL/3
+// while leading), and while leader, recovering the tasks of dead workers, pruning and
+// scheduling at their intervals. Database errors are logged and retried, so Run outlives a
+// database restart. When ctx is done it resigns the leadership, deregisters the worker (bounded
+// by 5 seconds), closes the session and returns nil. It may be called once.
 func (m *Maintainer) Run(ctx context.Context) error {
 	if !m.running.CompareAndSwap(false, true) {
 		return errors.New("maintenance: Run called twice")
+	}
+	// The session outlives ctx until the worker is deregistered.
+	hold, release := context.WithCancel(context.WithoutCancel(ctx))
+	defer release()
+	var session sync.WaitGroup
+	if m.cfg.Session != nil {
+		session.Go(func() { m.runSession(ctx, hold) })
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { m.runHeartbeats(ctx) })
 	wg.Go(func() { m.runLeadership(ctx) })
 	wg.Go(func() { m.runReaper(ctx) })
+	wg.Go(func() { m.runSessionReaper(ctx) })
 	wg.Go(func() { m.runRetention(ctx) })
 	wg.Go(func() { m.runScheduler(ctx) })
 	wg.Wait()
@@ -76,6 +95,8 @@ func (m *Maintainer) Run(ctx context.Context) error {
 	defer cancel()
 	m.resign(sctx)
 	m.deregister(sctx)
+	release()
+	session.Wait()
 	return nil
 }
 

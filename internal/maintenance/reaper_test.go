@@ -108,7 +108,7 @@ func TestReapSkipsLeaderAndLockedTasks(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	pool := dbtest.NewDB(t)
-	term := scalar[int64](t, pool, `select queues.acquire_leadership('boss', interval '1 hour')`)
+	term := lead(t, pool, "boss")
 	mustExec(t, pool, `select queues.register_worker('boss', 'h')`)
 	mustExec(t, pool, `select queues.register_worker('ghost', 'h')`)
 	mustExec(t, pool, `update queues.worker set last_heartbeat = now() - interval '1 hour'`)

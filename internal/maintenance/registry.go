@@ -28,8 +28,12 @@ func NewWorkerID(hostname string, pid int) string {
 	return hostname + "-" + strconv.Itoa(pid) + "-" + hex.EncodeToString(b[:])
 }
 
-// register writes the worker's row (queues.register_worker, an upsert).
-func (m *Maintainer) register(ctx context.Context) error {
+// registerOn registers this worker process (queues.register_worker_instance) through db: its
+// session when session is true (db is then the session's connection, which takes the session
+// lock), else the pool. It returns the number of running tasks of a previous process under the
+// same id that it recovered (taking the id over); it fails with SQLSTATE 55006 while that
+// process lives.
+func (m *Maintainer) registerOn(ctx context.Context, db DB, session bool) (int, error) {
 	var version *string
 	if m.cfg.Version != "" {
 		version = &m.cfg.Version
@@ -38,17 +42,29 @@ func (m *Maintainer) register(ctx context.Context) error {
 	if m.cfg.Transport != nil {
 		transport = m.cfg.Transport.Name()
 	}
-	_, err := m.pool.Exec(ctx, `select queues.register_worker($1, $2, $3, $4, $5, $6, $7)`,
-		m.cfg.WorkerID, m.cfg.Hostname, m.cfg.PID, m.cfg.PoolSize, version, transport, m.cfg.TaskTypes)
-	return err
+	var key *int32
+	var recovered int
+	err := db.QueryRow(ctx, `select session_key, tasks_recovered
+		from queues.register_worker_instance($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		m.cfg.WorkerID, m.instance, m.cfg.Hostname, m.cfg.PID, m.cfg.PoolSize, version, transport, m.cfg.TaskTypes,
+		session, m.cfg.WorkerTimeout).Scan(&key, &recovered)
+	return recovered, err
 }
 
-// deregister removes the worker's row at shutdown (and its leadership, if it still held it).
+// deregister removes the worker's row at shutdown (and its leadership, if it still held it):
+// the row of this process, not of another that took its id over.
 func (m *Maintainer) deregister(ctx context.Context) {
-	if _, err := m.pool.Exec(ctx, `select queues.deregister_worker($1)`, m.cfg.WorkerID); err != nil {
+	if _, err := m.pool.Exec(ctx, `select queues.deregister_worker($1, $2)`, m.cfg.WorkerID, m.instance); err != nil {
 		m.log.Warn("maintenance: deregister failed; the leader will reap this worker after the worker timeout",
 			slog.Any("error", err))
 		return
 	}
 	m.registered.Store(false)
+}
+
+// newInstance returns a random name for this worker process (16 hex digits).
+func newInstance() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
 }

@@ -84,7 +84,7 @@ func TestPruneFinishedBatches(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	pool := dbtest.NewDB(t)
-	term := scalar[int64](t, pool, `select queues.acquire_leadership('boss', interval '1 hour')`)
+	term := lead(t, pool, "boss")
 	mustExec(t, pool, `insert into queues.task (task_type, status, attempt, lease_id, completed_at)
 		select 'old', 'completed', 1, g, now() - interval '2 days' from generate_series(1, 2500) g`)
 	mustExec(t, pool, `insert into queues.task (task_type, status, attempt, lease_id, dead_at)

@@ -41,7 +41,7 @@ func TestScheduleTicksOnceAcrossOverlappingLeaders(t *testing.T) {
 	ctx := t.Context()
 	pool := dbtest.NewDB(t)
 	clock := &fakeClock{now: t0}
-	term := scalar[int64](t, pool, `select queues.acquire_leadership('a', interval '1 hour')`)
+	term := lead(t, pool, "a")
 	mustExec(t, pool, `select queues.add_schedule('every-minute', '* * * * *', 'tick', '{"x": 1}', _next_run_at => $1)`, t0)
 
 	var ms []*Maintainer
@@ -136,7 +136,7 @@ func TestScheduleCatchUpAndStart(t *testing.T) {
 	ctx := t.Context()
 	pool := dbtest.NewDB(t)
 	clock := &fakeClock{now: t0.Add(10*time.Minute + 30*time.Second)}
-	term := scalar[int64](t, pool, `select queues.acquire_leadership('a', interval '1 hour')`)
+	term := lead(t, pool, "a")
 	mustExec(t, pool, `select queues.add_schedule('behind', '* * * * *', 'tick', _next_run_at => $1)`, t0)
 	mustExec(t, pool, `select queues.add_schedule('fresh', '*/5 * * * *', 'tick')`)
 	mustExec(t, pool, `select queues.add_schedule('off', '* * * * *', 'tick', _enabled => false, _next_run_at => $1)`, t0)
