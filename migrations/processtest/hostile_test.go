@@ -272,8 +272,19 @@ func TestHostileWorkerRole(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.NewDB(t)
 	id := scalar[int64](t, pool, `select queues.enqueue('t.a', '{}')`)
+	scalar[int64](t, pool, `select queues.enqueue('t.b', '{}')`) // left for the claims without a worker id
 	tx := asRole(t, pool, "worker_service_user")
-	lease := scalar[int64](t, tx, `select lease_id from queues.claim_tasks('w1', 1)`)
+	lease := scalar[int64](t, tx, `select lease_id from queues.claim_tasks('w1', 1, _task_types => array['t.a'])`)
+	// Leadership only for a registered, live worker and a bounded time; claims only for a worker.
+	for _, sql := range []string{
+		`select queues.acquire_leadership('evil', interval '100 years')`,
+		`select * from queues.claim_tasks(null, 1)`,
+		`select * from queues.claim_tasks('', 1)`,
+	} {
+		requireSQLState(t, probe(t, tx, sql), "22023", sql)
+	}
+	require.Nil(t, scalar[*int64](t, tx, `select queues.acquire_leadership('evil', interval '1 minute')`),
+		"no leadership for a worker id nobody registered")
 	for _, sql := range []string{
 		`select queues.snooze_task($1, $2, '-infinity')`,
 		`select queues.snooze_task($1, $2, 'infinity')`,
