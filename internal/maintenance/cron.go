@@ -153,3 +153,38 @@ func skippedFrom(k time.Duration, from time.Time) time.Time {
 	}
 	return from
 }
+
+// Between returns the ticks in [from, to], oldest first; ok is false when there are more than
+// limit. An @every schedule's ticks are anchored at anchor, one of its ticks (its next_run_at or
+// last tick), as the leader enqueues them; a zero anchor anchors them at from.
+func (c *Cron) Between(from, to, anchor time.Time, limit int) (ticks []time.Time, ok bool) {
+	from, to = from.UTC(), to.UTC()
+	if to.Before(from) {
+		return nil, true
+	}
+	next := c.Next
+	first := c.Next(from.Add(-time.Nanosecond)) // ticks are whole seconds; Next is strictly after
+	if every, isEvery := c.sched.(cron.ConstantDelaySchedule); isEvery {
+		d := every.Delay
+		if anchor.IsZero() {
+			anchor = from
+		}
+		anchor = anchor.UTC()
+		k := from.Sub(anchor) / d // toward zero: step to the first tick at or after from
+		first = anchor.Add(k * d)
+		for first.Before(from) {
+			first = first.Add(d)
+		}
+		for first.Add(-d).Compare(from) >= 0 {
+			first = first.Add(-d)
+		}
+		next = func(t time.Time) time.Time { return t.Add(d) }
+	}
+	for t := first; !t.IsZero() && !t.After(to); t = next(t) {
+		if len(ticks) == limit {
+			return ticks, false
+		}
+		ticks = append(ticks, t)
+	}
+	return ticks, true
+}
