@@ -183,29 +183,16 @@ func runTaskActionByID(cmd *cobra.Command, g *globals, action admin.TaskAction, 
 // outcomeError turns a task's outcome into the error the command reports for it: nil when the
 // task was acted on (or was in the state asked for already).
 func outcomeError(action admin.TaskAction, o admin.TaskOutcome) error {
-	st := deref(o.Status)
-	switch o.Outcome {
-	case admin.OutcomeDone, admin.OutcomeUnchanged:
+	msg := admin.Refusal(action, o)
+	switch {
+	case msg == "":
 		return nil
-	case admin.OutcomeNotFound:
-		return fmt.Errorf("%w: task %d does not exist", taskorch.ErrNotFound, o.TaskID)
-	case admin.OutcomeWrongState:
-		var msg string
-		switch {
-		case action == admin.ActionRetry && st == "running":
-			msg = fmt.Sprintf("task %d is running; cancel it or wait for it to finish before retrying", o.TaskID)
-		case action == admin.ActionRetry && st == "completed":
-			msg = fmt.Sprintf("task %d is already completed; enqueue a new task to run it again", o.TaskID)
-		case action == admin.ActionCancel:
-			msg = fmt.Sprintf("task %d is already completed and cannot be cancelled", o.TaskID)
-		default:
-			msg = fmt.Sprintf("task %d is %s; only finished tasks are deleted (cancel it first)", o.TaskID, st)
-		}
+	case o.Outcome == admin.OutcomeNotFound:
+		return fmt.Errorf("%w: %s", taskorch.ErrNotFound, msg)
+	case o.Outcome == admin.OutcomeWrongState || o.Outcome == admin.OutcomeConflict:
 		return fmt.Errorf("%w: %s", taskorch.ErrWrongState, msg)
-	case admin.OutcomeConflict:
-		return fmt.Errorf("%w: task %d was not retried: a pending task of its type holds its debounce key", taskorch.ErrWrongState, o.TaskID)
 	default:
-		return fmt.Errorf("task %d is held by another transaction (its outcome or another action being recorded); try again", o.TaskID)
+		return errors.New(msg)
 	}
 }
 

@@ -322,3 +322,34 @@ func nullIfEmpty(s string) any {
 	}
 	return s
 }
+
+// Refusal says why action was not applied to a task named by id, from its outcome: "task 42
+// is running; cancel it or wait for it to finish before retrying". It is empty when the task
+// was acted on, or was in the state asked for already (OutcomeUnchanged).
+func Refusal(action TaskAction, o TaskOutcome) string {
+	st := ""
+	if o.Status != nil {
+		st = *o.Status
+	}
+	switch o.Outcome {
+	case OutcomeDone, OutcomeUnchanged:
+		return ""
+	case OutcomeNotFound:
+		return fmt.Sprintf("task %d does not exist", o.TaskID)
+	case OutcomeWrongState:
+		switch {
+		case action == ActionRetry && st == "running":
+			return fmt.Sprintf("task %d is running; cancel it or wait for it to finish before retrying", o.TaskID)
+		case action == ActionRetry:
+			return fmt.Sprintf("task %d is already completed; enqueue a new task to run it again", o.TaskID)
+		case action == ActionCancel:
+			return fmt.Sprintf("task %d is already completed and cannot be cancelled", o.TaskID)
+		default:
+			return fmt.Sprintf("task %d is %s; only finished tasks are deleted (cancel it first)", o.TaskID, st)
+		}
+	case OutcomeConflict:
+		return fmt.Sprintf("task %d was not retried: a pending task of its type holds its debounce key", o.TaskID)
+	default:
+		return fmt.Sprintf("task %d is held by another transaction (an outcome or another action being recorded); try again", o.TaskID)
+	}
+}
