@@ -274,7 +274,7 @@ func TestActionsNeedAuthAndCSRF(t *testing.T) {
 	paused, err := tc.PausedQueues(t.Context())
 	require.NoError(t, err)
 	require.Len(t, paused, 2)
-	require.Equal(t, "dashboard", paused[1].PausedBy)
+	require.Equal(t, "dashboard:token", paused[1].PausedBy, "the actor: the token's name")
 	code, _ = post(t, c, srv.URL+"/queues/img.resize/resume", url.Values{"csrf_token": {token}}, bearer()...)
 	require.Equal(t, http.StatusSeeOther, code)
 	paused, err = tc.PausedQueues(t.Context())
