@@ -219,4 +219,3 @@ func TestSchedulesSteer(t *testing.T) {
 	require.Equal(t, exitUsage, r.code)
 	require.Contains(t, r.err, "the window ends in the future")
 }
-
