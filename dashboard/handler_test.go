@@ -477,6 +477,11 @@ func TestConfigValidation(t *testing.T) {
 		{Username: "ops"},                  // no password
 		{Token: testToken, Prefix: "nope"}, // not a path
 		{Token: testToken, SecretKey: []byte("short")},
+		{Tokens: map[string]string{"ann": "short"}},                              // guessable
+		{Tokens: map[string]string{"ann bee": testToken}},                        // a space in the name
+		{Tokens: map[string]string{"": testToken}},                               // no name
+		{Tokens: map[string]string{"ann": testToken, "bob": testToken}},          // one token, two names
+		{Token: testToken, Tokens: map[string]string{"token": testToken + "-2"}}, // Token's holder's name
 	} {
 		_, err := dashboard.New(pool, cfg)
 		require.Error(t, err, "%+v", cfg)
