@@ -100,14 +100,14 @@ func TestActionOnAllMatching(t *testing.T) {
 		code int
 	}{
 		{"/bulk/retry", url.Values{"status": {"dead"}, "type": {"bulk.job"}}, bearer(), http.StatusForbidden}, // no CSRF token
-		{"/bulk/retry", form, nil, http.StatusUnauthorized},                                                  // not signed in
+		{"/bulk/retry", form, nil, http.StatusUnauthorized},                                                   // not signed in
 		{"/bulk/restart", form, bearer(), http.StatusNotFound},
 	} {
 		code, _ := post(t, c, srv.URL+bad.path, bad.form, bad.hdr...)
 		require.Equal(t, bad.code, code, "%+v", bad)
 	}
 	for _, f := range []url.Values{
-		{"csrf_token": {token}, "type": {"bulk.job"}},                         // no status
+		{"csrf_token": {token}, "type": {"bulk.job"}},                          // no status
 		{"csrf_token": {token}, "status": {"completed"}, "type": {"bulk.job"}}, // retry takes no completed task
 		{"csrf_token": {token}, "status": {"dead"}, "type": {"bad type"}},
 	} {
