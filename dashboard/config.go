@@ -39,7 +39,8 @@ type Config struct {
 	Username string
 	Password string
 
-	// ReadOnly refuses every action (retry, cancel, pause, resume) and hides their buttons.
+	// ReadOnly refuses every action (retry, cancel, delete, pause, resume, schedule changes)
+	// and hides their buttons.
 	// Without credentials, its pages are open to anyone who can reach the address. Defaults
 	// to false.
 	ReadOnly bool
@@ -78,7 +79,7 @@ type Config struct {
 	Logger *slog.Logger
 
 	// ReadPool, when set, is a pool on a read replica (a streaming standby) of New's database:
-	// every page reads from it, while every action (retry, cancel, pause, resume) goes to New's
+	// every page reads from it, while every action (retry, cancel, delete, pause, ...) goes to New's
 	// pool, the primary. Each page says how far behind the replica is. Defaults to nil: pages
 	// read from New's pool. See docs/operations.md, "Production topology".
 	ReadPool *pgxpool.Pool

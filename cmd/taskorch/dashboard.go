@@ -31,7 +31,8 @@ func newDashboardCmd(g *globals) *cobra.Command {
 		Use:   "dashboard",
 		Short: "Serve the web dashboard",
 		Long: `Serves the web dashboard (docs/dashboard.md): every task, lease, event, error, process, worker,
-schedule and outbox message of the database, with retry, cancel, pause and resume.
+schedule and outbox message of the database, with retry, cancel, delete, pause and resume,
+schedule controls, and who did each.
 
 Actions need the token (--token or TASKORCH_DASHBOARD_TOKEN; without one a token is generated
 and printed): sign in with it on the page, or send it as "Authorization: Bearer <token>".
@@ -208,6 +209,6 @@ func printDashboard(w io.Writer, d *runningDashboard) {
 		fmt.Fprintf(w, "Sign in with your token from --tokens-file (%d %s).\n", d.Named, plural(int64(d.Named), "name", "names"))
 	}
 	if d.ReadOnly {
-		fmt.Fprintln(w, "Read-only: retry, cancel, pause and resume are off.")
+		fmt.Fprintln(w, "Read-only: every action (retry, cancel, delete, pause, resume, schedule changes) is off.")
 	}
 }
