@@ -2480,6 +2480,7 @@ $$;
 CREATE FUNCTION internal.apply_task_action(_action text, _ids bigint[], _statuses queues.task_status[], _actor text, _reason text) RETURNS TABLE(task_id bigint, from_status queues.task_status)
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
     AS $$
 #variable_conflict use_column
 declare
@@ -3522,6 +3523,7 @@ CREATE FUNCTION internal.matching_tasks(_statuses queues.task_status[], _task_ty
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_custom_plan'
+    SET jit TO 'off'
     AS $$
 begin
     return query
