@@ -28,7 +28,13 @@
 -- Granted to nobody, the worker role included: grant them to an operator's role
 -- (docs/security.md, "An operator's role").
 
+-- Adding a nullable column without a default changes the catalog only, but takes the table's
+-- (and each partition's) exclusive lock for a moment, behind any transaction that has written an
+-- event and not committed (a long db_function's): waiting longer than 5 seconds fails the
+-- migration, which is then run again, instead of stalling every worker behind it.
+set local lock_timeout = '5s';
 alter table queues.task_event add column actor text;
+reset lock_timeout;
 comment on column queues.task_event.actor is
     'Who did it, for an operator''s action (retried, cancelled, deleted by hand through queues.retry_tasks, cancel_tasks, delete_tasks and their _matching forms): the dashboard''s signed-in name or the CLI''s --actor, else the database role. NULL for what workers and the leader do.';
 
