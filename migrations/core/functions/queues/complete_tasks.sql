@@ -1,0 +1,17 @@
+-- One completion body. queues.complete_tasks (0002), which workers before results call, now
+-- completes through queues.complete_tasks_with_results (0021) with no results, instead of
+-- repeating its statements: same arguments, same rows returned (the tasks completed, repeats
+-- under the completing lease included), same refusals recorded in queues.error, same error for
+-- arrays of different lengths. Grants are kept (create or replace).
+create or replace function queues.complete_tasks(_task_ids bigint[], _lease_ids bigint[])
+returns setof bigint
+language plpgsql volatile security definer set search_path = pg_catalog, pg_temp as $$
+begin
+    if coalesce(cardinality(_task_ids), 0) <> coalesce(cardinality(_lease_ids), 0) then
+        raise exception 'complete_tasks: % task ids but % lease ids', cardinality(_task_ids), cardinality(_lease_ids)
+            using errcode = 'invalid_parameter_value';
+    end if;
+    return query select c.task_id from queues.complete_tasks_with_results(_task_ids, _lease_ids, null) c;
+end $$;
+revoke all on function queues.complete_tasks(bigint[], bigint[]) from public;
+grant execute on function queues.complete_tasks(bigint[], bigint[]) to worker_service_user;

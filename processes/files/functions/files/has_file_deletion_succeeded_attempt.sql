@@ -1,0 +1,24 @@
+-- Plans. The functions that run once per attempt (the facts helpers, the before handler, the
+-- success and error handlers) plan their statements at every call (plan_cache_mode =
+-- force_custom_plan): a plan cached by a worker's session while the attempts table was nearly
+-- empty would scan the whole table at every later call (a sequential scan is the cheapest plan
+-- for a table of a few pages), and the process would slow down as it grows. Planning these
+-- index lookups costs less than such a scan of a few thousand rows.
+--
+-- The facts helpers: same names, arguments and answers as before.
+create or replace function files.has_file_deletion_succeeded_attempt(_file_deletion_task_id bigint) returns boolean
+language plpgsql stable set search_path = pg_catalog, pg_temp set plan_cache_mode = force_custom_plan as $$
+begin
+    return exists (select 1 from files.file_deletion_attempt a
+                   join files.file_deletion_attempt_succeeded s using (file_deletion_attempt_id)
+                   where a.file_deletion_task_id = _file_deletion_task_id);
+end $$;
+alter function files.has_file_deletion_succeeded_attempt(bigint) reset plan_cache_mode;
+alter function files.has_file_deletion_succeeded_attempt(bigint) set enable_seqscan = off;
+alter function files.has_file_deletion_succeeded_attempt(bigint) set enable_hashjoin = off;
+alter function files.has_file_deletion_succeeded_attempt(bigint) set enable_mergejoin = off;
+alter function files.has_file_deletion_succeeded_attempt(bigint) reset plan_cache_mode;
+alter function files.has_file_deletion_succeeded_attempt(bigint) set enable_seqscan = off;
+alter function files.has_file_deletion_succeeded_attempt(bigint) set enable_hashjoin = off;
+alter function files.has_file_deletion_succeeded_attempt(bigint) set enable_mergejoin = off;
+revoke all on function files.has_file_deletion_succeeded_attempt(bigint) from public;
