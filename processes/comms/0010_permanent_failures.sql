@@ -4,7 +4,8 @@
 --
 -- Permanent failures (docs/processes.md, "Permanent failures"): a failure the provider says
 -- retrying cannot fix (an SMTP 5xx reply, a 4xx from an HTTP API, a storage 403) ends its process
--- at once, instead of being retried until max_attempts.
+-- at once, instead of being retried until max_attempts. The functions that record and act on it
+-- are the kit's function files (functions/).
 
 -- comms.send_email: a permanent failure ends the process at once --------------------------
 -- (docs/processes.md, "Permanent failures"). The worker tells the error handler the failure's
@@ -31,4 +32,3 @@ alter table comms.send_email_attempt_failed add column error_class text not null
 -- The failure's class. The failures recorded before are retriable (they were retried).
 alter table comms.send_sms_attempt_failed add column error_class text not null default 'retriable'
     check (error_class in ('retriable', 'permanent'));
-

@@ -1,7 +1,8 @@
 -- Before handler: the provider request for one attempt. The idempotency key is derived from the
 -- attempt (Twilio has no idempotency key: a re-run after a crash may send twice).
 create or replace function comms.get_sms_payload(_payload jsonb) returns jsonb
-language plpgsql stable security definer set search_path = pg_catalog, pg_temp as $$
+language plpgsql stable security definer set search_path = pg_catalog, pg_temp
+    set enable_seqscan = off set enable_hashjoin = off set enable_mergejoin = off as $$
 declare
     _attempt_id bigint;
     _r record;
@@ -32,14 +33,5 @@ begin
         'send_sms_attempt_id', _attempt_id,
         'idempotency_key', 'comms-send-sms-attempt-' || _attempt_id)));
 end $$;
-alter function comms.get_sms_payload(jsonb) set plan_cache_mode = force_custom_plan;
-alter function comms.get_sms_payload(jsonb) reset plan_cache_mode;
-alter function comms.get_sms_payload(jsonb) set enable_seqscan = off;
-alter function comms.get_sms_payload(jsonb) set enable_hashjoin = off;
-alter function comms.get_sms_payload(jsonb) set enable_mergejoin = off;
-alter function comms.get_sms_payload(jsonb) reset plan_cache_mode;
-alter function comms.get_sms_payload(jsonb) set enable_seqscan = off;
-alter function comms.get_sms_payload(jsonb) set enable_hashjoin = off;
-alter function comms.get_sms_payload(jsonb) set enable_mergejoin = off;
 revoke all on function comms.get_sms_payload(jsonb) from public;
 grant execute on function comms.get_sms_payload(jsonb) to worker_service_user;

@@ -1,7 +1,8 @@
 -- Before handler: resolves the file of one attempt into {bucket, object_key}. The worker asks
 -- for a signed DELETE URL for it and sends the DELETE.
 create or replace function files.get_file_delete_payload(_payload jsonb) returns jsonb
-language plpgsql stable security definer set search_path = pg_catalog, pg_temp as $$
+language plpgsql stable security definer set search_path = pg_catalog, pg_temp
+    set enable_seqscan = off set enable_hashjoin = off set enable_mergejoin = off as $$
 declare
     _attempt_id bigint;
     _r record;
@@ -26,14 +27,5 @@ begin
         'file_id', _r.file_id,
         'file_deletion_attempt_id', _attempt_id));
 end $$;
-alter function files.get_file_delete_payload(jsonb) set plan_cache_mode = force_custom_plan;
-alter function files.get_file_delete_payload(jsonb) reset plan_cache_mode;
-alter function files.get_file_delete_payload(jsonb) set enable_seqscan = off;
-alter function files.get_file_delete_payload(jsonb) set enable_hashjoin = off;
-alter function files.get_file_delete_payload(jsonb) set enable_mergejoin = off;
-alter function files.get_file_delete_payload(jsonb) reset plan_cache_mode;
-alter function files.get_file_delete_payload(jsonb) set enable_seqscan = off;
-alter function files.get_file_delete_payload(jsonb) set enable_hashjoin = off;
-alter function files.get_file_delete_payload(jsonb) set enable_mergejoin = off;
 revoke all on function files.get_file_delete_payload(jsonb) from public;
 grant execute on function files.get_file_delete_payload(jsonb) to worker_service_user;
