@@ -1,6 +1,5 @@
 package scaffold
 
-
 // CommsKit is the shipped comms processes' spec.
 var CommsKit = []ChannelProcess{
 	{Schema: "comms", Name: "send_email", Key: "message_id", KeyTable: "comms.email_message", KeyNoun: "email message",
