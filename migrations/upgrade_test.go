@@ -219,4 +219,3 @@ func randomHex(t *testing.T) string {
 	require.NoError(t, err)
 	return hex.EncodeToString(b)
 }
-
