@@ -2,10 +2,12 @@ package migrations_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -94,6 +96,82 @@ func applyLanded(t *testing.T, conn *pgx.Conn) {
 	}
 }
 
+// landedDB is a populated database of the last landed version, and what it held.
+type landedDB struct {
+	url     string
+	conn    *pgx.Conn
+	role    string              // the application's role
+	tables  []string            // every table of taskorch's schemas
+	columns map[string][]string // their columns
+	rows    map[string]string   // their rows (rowsOf)
+}
+
+// newLandedDB builds a database as the last landed version did and fills it through that
+// version's API (testdata/a4939dc_data.sql).
+func newLandedDB(t *testing.T) *landedDB {
+	t.Helper()
+	ctx := t.Context()
+	db := &landedDB{url: dbtest.NewEmptyDBURL(t), columns: map[string][]string{}, rows: map[string]string{}}
+	conn, err := pgx.Connect(ctx, db.url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.WithoutCancel(ctx)) })
+	db.conn = conn
+
+	applyLanded(t, conn)
+	require.False(t, scalarOf[bool](t, conn, `select to_regclass('queues.schema_definition') is not null`))
+	db.role = "taskorch_upgrade_app_" + randomHex(t)
+	execOn(t, conn, `create role `+db.role)
+	t.Cleanup(func() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), `drop owned by `+db.role)
+		_, _ = conn.Exec(context.WithoutCancel(ctx), `drop role if exists `+db.role)
+	})
+	data, err := os.ReadFile("testdata/a4939dc_data.sql")
+	require.NoError(t, err)
+	execOn(t, conn, strings.ReplaceAll(string(data), ":app", db.role))
+
+	db.tables = scalarOf[[]string](t, conn, `select array_agg(c.oid::regclass::text order by 1) from pg_class c
+		join pg_namespace n on n.oid = c.relnamespace
+		where c.relkind in ('r', 'p') and not c.relispartition and n.nspname in ('queues', 'comms', 'files', 'accounts')
+		  and c.oid not in ('queues.schema_migration'::regclass)`)
+	require.Contains(t, db.tables, "queues.task_lease")
+	for _, tbl := range db.tables {
+		db.columns[tbl] = scalarOf[[]string](t, conn, `select array_agg(attname::text order by attnum) from pg_attribute
+			where attrelid = $1::regclass and attnum > 0 and not attisdropped`, tbl)
+		db.rows[tbl] = rowsOf(t, conn, tbl, db.columns[tbl])
+	}
+	require.Contains(t, db.rows["queues.task"], `"status": "dead"`)
+	require.Contains(t, db.rows["comms.send_sms_task_restarted"], "the carrier is back")
+	return db
+}
+
+// requireRowsKept checks that every row the database held is still there, with its values (the
+// columns it had; new ones have defaults). The one change: with the accounts set, the registry
+// reads file deletions from the view that names their account deletion.
+func (db *landedDB) requireRowsKept(t *testing.T) {
+	t.Helper()
+	for _, tbl := range db.tables {
+		want := db.rows[tbl]
+		if tbl == "queues.process" {
+			want = strings.Replace(want, `"instances_view": "file_deletion_instances"`, `"instances_view": "file_deletion_account_instances"`, 1)
+		}
+		require.JSONEq(t, want, rowsOf(t, db.conn, tbl, db.columns[tbl]), "%s: rows survive the upgrade", tbl)
+	}
+}
+
+// requireFreshSchema drops the application role's grants (its own, not taskorch's) and checks
+// that the database's schema is a fresh install's, byte for byte.
+func (db *landedDB) requireFreshSchema(t *testing.T) {
+	t.Helper()
+	execOn(t, db.conn, `drop owned by `+db.role)
+	got, err := schemadump.Dump(t.Context(), db.url)
+	require.NoError(t, err)
+	want, err := schemadump.Dump(t.Context(), dbtest.NewDBURL(t))
+	require.NoError(t, err)
+	if string(got) != string(want) {
+		t.Fatalf("the upgraded schema differs from a fresh install's\n%s", firstDifference(string(want), string(got)))
+	}
+}
+
 // A database of the last landed version, populated through its API (testdata/a4939dc_data.sql:
 // tasks in every state with their leases, events and errors, workers and a leader, schedules,
 // limits, a paused type, a signal, processes with their facts, an application role granted the
@@ -107,37 +185,8 @@ func TestUpgradeFromLastLandedVersion(t *testing.T) {
 		t.Skipf("cannot compare the upgraded schema with a fresh install's without pg_dump: %v", err)
 	}
 	ctx := t.Context()
-	url := dbtest.NewEmptyDBURL(t)
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close(context.WithoutCancel(ctx)) })
-
-	applyLanded(t, conn)
-	require.False(t, scalarOf[bool](t, conn, `select to_regclass('queues.schema_definition') is not null`))
-	role := "taskorch_upgrade_app_" + randomHex(t)
-	execOn(t, conn, `create role `+role)
-	t.Cleanup(func() {
-		_, _ = conn.Exec(context.WithoutCancel(ctx), `drop owned by `+role)
-		_, _ = conn.Exec(context.WithoutCancel(ctx), `drop role if exists `+role)
-	})
-	data, err := os.ReadFile("testdata/a4939dc_data.sql")
-	require.NoError(t, err)
-	execOn(t, conn, strings.ReplaceAll(string(data), ":app", role))
-
-	tables := scalarOf[[]string](t, conn, `select array_agg(c.oid::regclass::text order by 1) from pg_class c
-		join pg_namespace n on n.oid = c.relnamespace
-		where c.relkind in ('r', 'p') and not c.relispartition and n.nspname in ('queues', 'comms', 'files', 'accounts')
-		  and c.oid not in ('queues.schema_migration'::regclass)`)
-	require.Contains(t, tables, "queues.task_lease")
-	columns := map[string][]string{}
-	before := map[string]string{}
-	for _, tbl := range tables {
-		columns[tbl] = scalarOf[[]string](t, conn, `select array_agg(attname::text order by attnum) from pg_attribute
-			where attrelid = $1::regclass and attnum > 0 and not attisdropped`, tbl)
-		before[tbl] = rowsOf(t, conn, tbl, columns[tbl])
-	}
-	require.Contains(t, before["queues.task"], `"status": "dead"`)
-	require.Contains(t, before["comms.send_sms_task_restarted"], "the carrier is back")
+	db := newLandedDB(t)
+	conn, role := db.conn, db.role
 	lastLease := scalarOf[int64](t, conn, `select max(task_lease_id) from queues.task_lease`)
 	running := scalarOf[int64](t, conn, `select lease_id from queues.task where task_id = 9 and status = 'running'`)
 
@@ -150,17 +199,7 @@ func TestUpgradeFromLastLandedVersion(t *testing.T) {
 	again, err := migrate.Up(ctx, conn, sets)
 	require.NoError(t, err)
 	require.Empty(t, again)
-
-	// Every row is still there, with its values (the columns it had; new ones have defaults). The
-	// one change: with the accounts set, the registry reads file deletions from the view that
-	// names their account deletion.
-	for _, tbl := range tables {
-		want := before[tbl]
-		if tbl == "queues.process" {
-			want = strings.Replace(want, `"instances_view": "file_deletion_instances"`, `"instances_view": "file_deletion_account_instances"`, 1)
-		}
-		require.JSONEq(t, want, rowsOf(t, conn, tbl, columns[tbl]), "%s: rows survive the upgrade", tbl)
-	}
+	db.requireRowsKept(t)
 
 	// The application kept its rights: it enqueues (the invoker functions, a permit) and adds
 	// schedules.
@@ -181,7 +220,7 @@ func TestUpgradeFromLastLandedVersion(t *testing.T) {
 	require.Equal(t, 2, scalarOf[int](t, conn, `select count(*)::int from queues.process_instances(_process => 'files.file_deletion')
 		where parent_process = 'accounts.account_deletion'`))
 	require.Equal(t, 4, scalarOf[int](t, conn, `select count(*)::int from queues.process_instances(_process => 'files.file_deletion')`))
-	pool, err := pgxpool.New(ctx, url)
+	pool, err := pgxpool.New(ctx, db.url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	opts := &taskorch.MigrateOpts{Processes: taskorch.ProcessSets()}
@@ -191,16 +230,42 @@ func TestUpgradeFromLastLandedVersion(t *testing.T) {
 	for _, s := range st {
 		require.Equal(t, "applied", s.State, s.ID)
 	}
+	db.requireFreshSchema(t)
+}
 
-	// The schema is a fresh install's. (The application role's grants are its own: gone first.)
-	execOn(t, conn, `drop owned by `+role)
-	got, err := schemadump.Dump(ctx, url)
-	require.NoError(t, err)
-	want, err := schemadump.Dump(ctx, dbtest.NewDBURL(t))
-	require.NoError(t, err)
-	if string(got) != string(want) {
-		t.Fatalf("the upgraded schema differs from a fresh install's\n%s", firstDifference(string(want), string(got)))
+// The same upgrade, by the script `taskorch migrate sql` prints, applied with psql as a DBA
+// would (twice: the second run changes nothing): the same schema, every row kept, everything
+// recorded as applied.
+func TestUpgradeFromLastLandedVersionWithPsql(t *testing.T) {
+	t.Parallel()
+	if _, err := schemadump.PgDump(); err != nil {
+		t.Skipf("cannot compare the upgraded schema with a fresh install's without pg_dump: %v", err)
 	}
+	psql, err := exec.LookPath("psql")
+	if err != nil {
+		t.Skipf("psql is not installed: %v", err) // .ci/run installs it
+	}
+	db := newLandedDB(t)
+	sets, err := migrate.Shipped(migrations.Sets...)
+	require.NoError(t, err)
+	var script bytes.Buffer
+	require.NoError(t, migrate.WriteSQL(&script, sets))
+	for range 2 {
+		cmd := exec.CommandContext(t.Context(), psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", db.url)
+		cmd.Stdin = bytes.NewReader(script.Bytes())
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, string(out))
+	}
+	db.requireRowsKept(t)
+	st, err := migrate.StatusOf(t.Context(), db.conn, sets)
+	require.NoError(t, err)
+	for _, s := range st {
+		require.Equal(t, migrate.StateApplied, s.State, s.ID)
+	}
+	applied, err := migrate.Up(t.Context(), db.conn, sets)
+	require.NoError(t, err)
+	require.Empty(t, applied)
+	db.requireFreshSchema(t)
 }
 
 // rowsOf returns the rows of table as a JSON array of objects of the given columns, in a
