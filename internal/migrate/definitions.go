@@ -86,7 +86,9 @@ func ApplyDefinitions(ctx context.Context, conn *pgx.Conn, s Set, before func(id
 	if _, err := tx.Exec(ctx, "set local check_function_bodies = off"); err != nil {
 		return nil, err
 	}
-	var changed, functions []string
+	var changed, functions, paths, sums []string
+	var versions []int
+	var text strings.Builder
 	for _, d := range work.apply {
 		if work.state[d.Path] != DefStale {
 			changed = append(changed, d.ID())
@@ -94,15 +96,22 @@ func ApplyDefinitions(ctx context.Context, conn *pgx.Conn, s Set, before func(id
 				before(d.ID())
 			}
 		}
-		if _, err := tx.Exec(ctx, d.SQL); err != nil {
-			return nil, fmt.Errorf("migrate %s: %w", d.ID(), err)
-		}
-		if _, err := tx.Exec(ctx, recordDefinitionSQL, d.Set, d.Path, d.Version, d.Checksum, work.migrations); err != nil {
-			return nil, fmt.Errorf("migrate %s: record: %w", d.ID(), err)
-		}
 		if d.Kind == KindFunction {
 			functions = append(functions, d.Object)
 		}
+		paths, versions, sums = append(paths, d.Path), append(versions, d.Version), append(sums, d.Checksum)
+		text.WriteString(terminated(d.SQL))
+	}
+	// One round trip for all of them; when it fails, they are applied again one by one to name
+	// the file that fails.
+	if _, err := tx.Exec(ctx, "savepoint taskorch_definitions"); err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, text.String()); err != nil {
+		return nil, applyOneByOne(ctx, tx, work.apply, err)
+	}
+	if _, err := tx.Exec(ctx, recordDefinitionsSQL, s.Name, paths, versions, sums, work.migrations); err != nil {
+		return nil, fmt.Errorf("migrate %s definitions: record: %w", s.Name, err)
 	}
 	for p, v := range work.deleted {
 		if _, err := tx.Exec(ctx, `delete from queues.schema_definition where migration_set = $1 and path = $2 and version <= $3`, s.Name, p, v); err != nil {
@@ -123,10 +132,29 @@ func ApplyDefinitions(ctx context.Context, conn *pgx.Conn, s Set, before func(id
 	return changed, nil
 }
 
-const recordDefinitionSQL = `insert into queues.schema_definition (migration_set, path, version, checksum, migrations)
-values ($1, $2, $3, $4, $5)
+const recordDefinitionsSQL = `insert into queues.schema_definition (migration_set, path, version, checksum, migrations)
+select $1, d.path, d.version, d.checksum, $5 from unnest($2::text[], $3::integer[], $4::text[]) as d(path, version, checksum)
 on conflict (migration_set, path) do update
 set version = excluded.version, checksum = excluded.checksum, migrations = excluded.migrations, applied_at = now()`
+
+// terminated returns sql followed by a line with a semicolon, so that files can be run one after
+// the other in one string (an empty statement is allowed; a last statement without a semicolon,
+// or a comment after it, ends there).
+func terminated(sql string) string { return sql + "\n;\n" }
+
+// applyOneByOne applies defs one at a time after the savepoint taskorch_definitions, to name the
+// one that fails with the error of applying them together.
+func applyOneByOne(ctx context.Context, tx pgx.Tx, defs []Definition, together error) error {
+	if _, err := tx.Exec(ctx, "rollback to savepoint taskorch_definitions"); err != nil {
+		return fmt.Errorf("migrate definitions: %w (and rolling back: %w)", together, err)
+	}
+	for _, d := range defs {
+		if _, err := tx.Exec(ctx, d.SQL); err != nil {
+			return fmt.Errorf("migrate %s: %w", d.ID(), err)
+		}
+	}
+	return fmt.Errorf("migrate definitions: %w", together)
+}
 
 // validateSQL checks each function named (schema.name, every overload) with its language's
 // validator, as CREATE FUNCTION does with check_function_bodies on: after all of them exist, so

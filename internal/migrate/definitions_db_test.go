@@ -166,6 +166,14 @@ func TestBrokenDefinitionAppliesNothing(t *testing.T) {
 	require.ErrorContains(t, err, `app.nope`)
 	require.Equal(t, "one", scalar[string](t, conn, "select app.f()"), "rolled back with the rest")
 	require.Equal(t, "one", scalar[string](t, conn, "select app.g()"))
+
+	// A file that cannot be applied is named: here a result type that create or replace cannot
+	// change (a migration must drop the old function first).
+	fsys["functions/app/g.sql"] = &fstest.MapFile{Data: []byte(strings.Replace(fn("g", "1"), "returns text", "returns integer", 1))}
+	_, err = migrate.Up(ctx, conn, load(t, fsys))
+	require.ErrorContains(t, err, "migrate s/functions/app/g.sql: ")
+	require.ErrorContains(t, err, "cannot change return type")
+	require.Equal(t, "one", scalar[string](t, conn, "select app.f()"))
 }
 
 // A definition file deleted (definitions.sum keeps its line, marked deleted) is forgotten by
