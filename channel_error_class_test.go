@@ -33,7 +33,9 @@ func TestChannelErrorHandlerGetsErrorClass(t *testing.T) {
 		}
 		return nil, errors.New("503 try later")
 	})
-	startWorker(t, pool, &taskorch.WorkerConfig{Channels: map[string]taskorch.ChannelProvider{taskorch.TypeEmail: provider}})
+	// ClaimUnknownTypes: the worker claims the sms task although it has no sms provider, to
+	// record the "no provider" failure (docs/worker.md, "Which tasks a worker claims").
+	startWorker(t, pool, &taskorch.WorkerConfig{Channels: map[string]taskorch.ChannelProvider{taskorch.TypeEmail: provider}, ClaimUnknownTypes: true})
 
 	handlers := `"before_handler": "wbiz.before", "success_handler": "wbiz.on_success", "error_handler": "wbiz.on_error"`
 	var ids []int64
