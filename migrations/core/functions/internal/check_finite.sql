@@ -1,3 +1,4 @@
+-- Raises 22023 naming _label and _arg when _value is not a time internal.time_in_range accepts.
 create or replace function internal.check_finite(_label text, _arg text, _value timestamptz) returns void
 language plpgsql immutable set search_path = pg_catalog, pg_temp as $$
 begin

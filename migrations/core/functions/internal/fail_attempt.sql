@@ -1,3 +1,6 @@
+-- A failed attempt, under its lease (fail_task, fail_task_with_policy): retried after _retry_delay
+-- while attempts are left and _retriable, else failed or dead; a stale lease's outcome is refused
+-- and recorded in queues.error.
 create or replace function internal.fail_attempt(
     _caller text, _task_id bigint, _error_message text, _lease_id bigint, _retriable boolean,
     _retry_delay interval, _max_attempts integer, _context jsonb)

@@ -1,16 +1,15 @@
 -- Chooses and locks up to _want pending, due tasks of the limited types _types (NULL: every
 -- limited type) that their limits let run now; with _only_ids, only among those tasks. For each
 -- limit it can lock (a limit another claim holds is skipped this round: that claim serves it),
--- each bucket (key) gets at most its free running slots and its whole tokens. A claim looks at
--- no more than max(4 × _want, 64) keys, starting after the furthest key the previous claim took
--- from, and wrapping around. The
--- candidates rotate across buckets, fewest running first: a task's rank is its bucket's running tasks plus
--- its place in the bucket, and lower ranks come first, so an idle key's first task goes before
--- a busy key's next one, and one key's backlog cannot starve the others; among equal ranks, keys
--- come in order from the cursor, so that successive claims rotate through the keys even when
--- every task finishes between two claims (priority and age order the tasks within a key).
--- Tokens are
--- not taken here: see internal.take_limit_tokens, called with what the claim finally leases.
+-- each bucket (key) gets at most its free running slots and its whole tokens. A claim looks at no
+-- more than max(4 × _want, 64) keys, starting after the furthest key the previous claim took from,
+-- and wrapping around. The candidates rotate across buckets, fewest running first: a task's rank
+-- is its bucket's running tasks plus its place in the bucket, and lower ranks come first, so an
+-- idle key's first task goes before a busy key's next one, and one key's backlog cannot starve the
+-- others; among equal ranks, keys come in order from the cursor, so that successive claims rotate
+-- through the keys even when every task finishes between two claims (priority and age order the
+-- tasks within a key). Tokens are not taken here: see internal.take_limit_tokens, called with what
+-- the claim finally leases.
 create or replace function internal.limited_candidates(_types text[], _want integer, _only_ids bigint[], _clock timestamptz)
 returns setof bigint
 language plpgsql volatile security definer set search_path = pg_catalog, pg_temp as $$

@@ -1,3 +1,5 @@
+-- Trigger of queues.task (after insert, per statement): one NOTIFY taskorch_task per inserting
+-- statement, coalesced by queues.notify_coalesce_ms() (docs/design.md, "Enqueue").
 create or replace function internal.notify_task_inserted() returns trigger
 language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
 declare

@@ -1,7 +1,7 @@
 -- Gives every pending and running task that the limit _limit_name could govern its limit and
--- bucket as the limits now are (none: NULL). Holds queues.task in SHARE ROW EXCLUSIVE mode until the caller commits, so
--- that no insert made under the old limit commits after this: writers wait for the change (at
--- most 5 seconds are spent waiting for writers already in flight).
+-- bucket as the limits now are (none: NULL). Holds queues.task in SHARE ROW EXCLUSIVE mode until
+-- the caller commits, so that no insert made under the old limit commits after this: writers wait
+-- for the change (at most 5 seconds are spent waiting for writers already in flight).
 create or replace function internal.rekey_limited_tasks(_limit_name text)
 returns void
 language plpgsql volatile security definer set search_path = pg_catalog, pg_temp as $$

@@ -1,4 +1,4 @@
--- internal.runnable_function makes the runner's checks (core/0003: the name's form, the payload
+-- internal.runnable_function makes the runner's checks (the name's form, the payload
 -- a JSON object, no system schema, USAGE on the schema, schema.name(jsonb) existing, EXECUTE on
 -- it, a function returning jsonb) and returns the function as a quoted, callable
 -- "schema"."name". Security invoker: the checks are the caller's privileges.

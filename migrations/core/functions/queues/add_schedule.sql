@@ -1,3 +1,6 @@
+-- Adds or updates a periodic schedule as its caller (SECURITY INVOKER): asks for a permit for the
+-- functions its task names, then queues.put_schedule writes it (docs/security.md, "Who may name a
+-- function").
 create or replace function queues.add_schedule(
     _name text,
     _cron text,

@@ -1,3 +1,5 @@
+-- Cancels a task that is not completed; a running one's worker is told (docs/worker.md,
+-- "Cancellation"). Returns its status.
 create or replace function queues.cancel_task(_task_id bigint, _reason text default null)
 returns queues.task_status
 language plpgsql security definer set search_path = pg_catalog, pg_temp as $$

@@ -1,7 +1,9 @@
--- claim_tasks (0002, 0007, 0013), same signature and results: the next pending, due tasks in
--- claim order, except that a task of a limited type is handed out only within its limit
--- (queues.set_limit). Unlimited tasks are chosen as before; when limits exist, the limited
--- candidates join them and the first _limit of both, in claim order, are leased.
+-- Claims up to _limit of the next pending, due tasks in claim order (priority, then run_at, then
+-- task_id) for _worker_id, of _task_types when given, none of a paused type; a task of a
+-- limited type is handed out only within its limit (queues.set_limit): when limits exist, the
+-- limited candidates (internal.limited_claimable) join the unlimited ones and the first _limit of
+-- both, in claim order, are leased. Every claim first returns expired leases
+-- (queues.rescue_expired_leases). Returns the leased tasks (internal.lease_tasks).
 create or replace function queues.claim_tasks(
     _worker_id text,
     _limit integer,

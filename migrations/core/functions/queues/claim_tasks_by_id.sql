@@ -1,5 +1,5 @@
--- claim_tasks_by_id (0008, 0013), same signature and results: of the given tasks, those pending
--- and due, except that a task of a limited type is leased only within its limit.
+-- Claims, of the given tasks (those a transport delivered), those pending and due; a task of a
+-- limited type is leased only within its limit.
 create or replace function queues.claim_tasks_by_id(
     _worker_id text,
     _task_ids bigint[],

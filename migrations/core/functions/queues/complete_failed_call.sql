@@ -1,3 +1,5 @@
+-- Completes a channel task whose provider call failed but must not run again (docs/providers.md,
+-- "When a provider fails"): completed under its lease, with call_failure and last_error.
 create or replace function queues.complete_failed_call(_task_id bigint, _lease_id bigint, _reason text, _error_message text)
 returns boolean
 language plpgsql security definer set search_path = pg_catalog, pg_temp as $$

@@ -1,8 +1,6 @@
--- One completion body. queues.complete_tasks (0002), which workers before results call, now
--- completes through queues.complete_tasks_with_results (0021) with no results, instead of
--- repeating its statements: same arguments, same rows returned (the tasks completed, repeats
--- under the completing lease included), same refusals recorded in queues.error, same error for
--- arrays of different lengths. Grants are kept (create or replace).
+-- Completes tasks under their leases, without results: queues.complete_tasks_with_results with
+-- none (one completion body). Returns the tasks completed (repeats under the completing lease
+-- included); refusals are recorded in queues.error; arrays of different lengths raise.
 create or replace function queues.complete_tasks(_task_ids bigint[], _lease_ids bigint[])
 returns setof bigint
 language plpgsql volatile security definer set search_path = pg_catalog, pg_temp as $$

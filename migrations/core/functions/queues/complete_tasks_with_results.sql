@@ -1,3 +1,6 @@
+-- Completes tasks under their leases, each with its result (or none): the one completion body.
+-- Returns each task with what became of it; a stale lease's completion is refused and recorded in
+-- queues.error.
 create or replace function queues.complete_tasks_with_results(_task_ids bigint[], _lease_ids bigint[], _results jsonb[])
 returns table (task_id bigint, status text)
 language plpgsql security definer set search_path = pg_catalog, pg_temp

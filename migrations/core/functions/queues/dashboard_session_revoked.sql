@@ -1,3 +1,4 @@
+-- Whether a dashboard session was signed out (docs/dashboard.md, "Sessions").
 create or replace function queues.dashboard_session_revoked(_session_id text)
 returns boolean
 language sql stable security definer set search_path = pg_catalog, pg_temp as $$

@@ -1,5 +1,6 @@
--- dispatch_tasks (0008), same signature and results, except that tasks of limited types are not
--- sent: workers on a transport claim them with claim_limited_tasks.
+-- Picks the due pending tasks not yet dispatched, in claim order within a window, marks them
+-- dispatched to _transport and returns their ids, for the dispatcher to send. Tasks of limited
+-- types are not sent: workers on a transport claim them with claim_limited_tasks.
 create or replace function queues.dispatch_tasks(
     _transport text,
     _limit integer default 500,

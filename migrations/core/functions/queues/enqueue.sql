@@ -1,3 +1,5 @@
+-- Enqueues a task as its caller (SECURITY INVOKER): a permit for the functions it names, then
+-- queues.insert_task. Returns the task's id (an existing one's for a known idempotency key).
 create or replace function queues.enqueue(
     _task_type text,
     _payload jsonb,

@@ -1,3 +1,4 @@
+-- Enqueues a debounced task as its caller: a permit, then queues.insert_debounced_task.
 create or replace function queues.enqueue_debounced(
     _task_type text,
     _payload jsonb,

@@ -1,3 +1,5 @@
+-- Enqueues many tasks in one statement as their caller: a permit, then queues.insert_tasks.
+-- Returns the ids in input order.
 create or replace function queues.enqueue_many(
     _task_types text[],
     _payloads jsonb[],

@@ -1,3 +1,5 @@
+-- queues.enqueue_many that also says which tasks were duplicates (what the Go client's EnqueueMany
+-- calls).
 create or replace function queues.enqueue_many_with_result(
     _task_types text[],
     _payloads jsonb[],

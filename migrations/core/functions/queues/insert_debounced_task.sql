@@ -1,3 +1,6 @@
+-- Inserts a debounced task (SECURITY DEFINER; what enqueue_debounced calls after its permit): one
+-- pending task per (type, debounce key), its run time pushed back by _delay at each call while it
+-- waits.
 create or replace function queues.insert_debounced_task(
     _task_type text,
     _payload jsonb,

@@ -1,3 +1,6 @@
+-- Inserts one task (SECURITY DEFINER; what the enqueue functions call after their permit),
+-- checking its input (22023) and finite times; a known idempotency key returns the existing task
+-- as a duplicate.
 create or replace function queues.insert_task(
     _task_type text,
     _payload jsonb,

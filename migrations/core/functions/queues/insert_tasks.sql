@@ -1,3 +1,6 @@
+-- Inserts many tasks in one statement (SECURITY DEFINER; what enqueue_many calls after its
+-- permit); keys repeated within the batch map to one task. Returns each id in input order and
+-- whether it was a duplicate.
 create or replace function queues.insert_tasks(
     _task_types text[],
     _payloads jsonb[],

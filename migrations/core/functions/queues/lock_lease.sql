@@ -1,3 +1,6 @@
+-- Locks a running task under its lease for a db_function's or handler's transaction, FOR KEY SHARE
+-- (docs/design.md, "Which statement locks what"): false when the lease is not the task's current
+-- one.
 create or replace function queues.lock_lease(_task_id bigint, _lease_id bigint) returns boolean
 language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
 begin

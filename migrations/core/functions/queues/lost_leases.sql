@@ -1,3 +1,5 @@
+-- Of the given leases, those no longer their task's current one (cancelled, taken over, finished),
+-- with the task's status: the worker stops their runs.
 create or replace function queues.lost_leases(_task_ids bigint[], _lease_ids bigint[])
 returns table (task_id bigint, lease_id bigint, status queues.task_status)
 language plpgsql stable security definer set search_path = pg_catalog, pg_temp as $$

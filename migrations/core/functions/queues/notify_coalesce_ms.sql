@@ -1,4 +1,4 @@
--- How long after a wake-up notification an enqueue may skip its own (0012): read by the enqueue
+-- How long after a wake-up notification an enqueue may skip its own: read by the enqueue
 -- trigger once per inserting statement. A primary key lookup, planned once per session (in
 -- PL/pgSQL; a SQL function's query would be planned again in every transaction): about 2.5 us.
 create or replace function queues.notify_coalesce_ms() returns integer

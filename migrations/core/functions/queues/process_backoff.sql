@@ -1,5 +1,6 @@
--- queues.process_backoff (0010), with the same answers, as PL/pgSQL: a tick computes it for
--- every instance it decides.
+-- The backoff of a process's next attempt after _failures failed ones: exponential from _base,
+-- capped at _max. PL/pgSQL (its plan cached): a supervisor tick computes it for every instance
+-- it decides.
 create or replace function queues.process_backoff(_failures integer, _base interval, _max interval) returns interval
 language plpgsql immutable parallel safe set search_path = pg_catalog, pg_temp as $$
 begin

@@ -1,8 +1,8 @@
--- Retention (core/0004) without the lease and event rows: those go with their day partitions
--- (queues.maintain_history). Deletes up to _limit tasks in one of _statuses (finished statuses
--- only) that finished more than _older_than ago, with their error rows. Call it again while it
--- returns _limit: each call is one short transaction. Returns the number of tasks deleted; NULL
--- when _term is not the current leader term (nothing is deleted).
+-- Retention of finished tasks (the leader's), without the lease and event rows: those go with
+-- their day partitions (queues.maintain_history). Deletes up to _limit tasks in one of _statuses
+-- (finished statuses only) that finished more than _older_than ago, with their error rows. Call it
+-- again while it returns _limit: each call is one short transaction. Returns the number of tasks
+-- deleted; NULL when _term is not the current leader term (nothing is deleted).
 create or replace function queues.prune_finished(
     _older_than interval,
     _limit integer,

@@ -1,3 +1,4 @@
+-- Writes a periodic schedule (SECURITY DEFINER; what add_schedule calls after its permit).
 create or replace function queues.put_schedule(
     _name text,
     _cron text,

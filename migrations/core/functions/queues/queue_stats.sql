@@ -1,3 +1,4 @@
+-- Pending and running tasks by type and status (see the comment below).
 create or replace function queues.queue_stats()
 returns table (task_type text, status text, tasks bigint, oldest_pending_age_seconds double precision,
                due bigint, workers bigint)

@@ -1,4 +1,5 @@
--- The heartbeat path of orphan recovery, as in core/0004, with the cause in the error rows'
+-- The heartbeat path of orphan recovery (the leader's): deletes the workers whose heartbeat is
+-- older than _timeout and returns their running tasks, with the cause in the error rows'
 -- context ('heartbeat_timeout'; the session path records 'session_lost', a takeover
 -- 'worker_restarted'). It applies to every worker, with a session or not: a stopped or
 -- partitioned worker keeps its session alive, and only its silence tells.

@@ -1,3 +1,5 @@
+-- Gives tasks back to pending under their leases (a worker that stops), without counting the
+-- attempt; returns the tasks released.
 create or replace function queues.release_tasks(_task_ids bigint[], _lease_ids bigint[], _reason text default null)
 returns setof bigint
 language plpgsql security definer set search_path = pg_catalog, pg_temp as $$

@@ -1,3 +1,4 @@
+-- Gives back every running task of a worker (its graceful stop); returns the tasks released.
 create or replace function queues.release_worker_tasks(_worker_id text, _reason text default null)
 returns setof bigint
 language plpgsql volatile security definer set search_path = pg_catalog, pg_temp as $$

@@ -1,3 +1,5 @@
+-- Extends the leases a worker holds, in task_id order, skipping a row locked at that moment
+-- (renewed at the next tick): returns each task renewed with its new expiry and lease.
 create or replace function queues.renew_leases(_task_ids bigint[], _lease_ids bigint[], _lease_duration interval default '5 minutes')
 returns table (task_id bigint, lease_expires_at timestamptz, lease_id bigint)
 language sql security definer set search_path = pg_catalog, pg_temp as $$

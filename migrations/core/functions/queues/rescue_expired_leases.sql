@@ -1,3 +1,6 @@
+-- Returns tasks whose lease expired to pending (or dead after their last attempt), each an attempt
+-- that failed, with a lease_expired event and an error; every claim runs it first. Skips a row
+-- locked by a running db_function.
 create or replace function queues.rescue_expired_leases(_limit integer default 1000) returns integer
 language plpgsql security definer set search_path = pg_catalog, pg_temp
 set plan_cache_mode = force_generic_plan as $$

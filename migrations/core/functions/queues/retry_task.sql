@@ -1,3 +1,5 @@
+-- Brings a dead, failed or cancelled task back to pending by hand, its attempts reset and its
+-- history kept. Returns its status.
 create or replace function queues.retry_task(_task_id bigint) returns queues.task_status
 language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
 declare

@@ -1,3 +1,4 @@
+-- Signs a dashboard session out for every dashboard process (see the comment below).
 create or replace function queues.revoke_dashboard_session(_session_id text, _expires_at timestamptz)
 returns void
 language plpgsql security definer set search_path = pg_catalog, pg_temp as $$

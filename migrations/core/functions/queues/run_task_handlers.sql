@@ -1,9 +1,7 @@
--- queues.run_task_handlers (core/0027), the success handlers the completer runs with its
--- completions, now locks every lease first and then runs the handlers through
--- internal.run_functions: each distinct handler checked once and called for all its tasks in
--- one query, instead of the runner's checks and a dynamic statement per task. Same rows, same
--- contract: a handler that raises aborts the whole call, and the worker then runs each task of
--- the batch on its own.
+-- queues.run_task_handlers, the success handlers the completer runs with its completions: it
+-- locks every lease first and then runs the handlers through internal.run_functions, each
+-- distinct handler checked once and called for all its tasks in one query. A handler that raises
+-- aborts the whole call, and the worker then runs each task of the batch on its own.
 create or replace function queues.run_task_handlers(_task_ids bigint[], _lease_ids bigint[], _handlers text[], _bodies jsonb[])
 returns table (task_id bigint, held boolean, envelope jsonb)
 language plpgsql volatile security invoker set search_path = pg_catalog, pg_temp as $$

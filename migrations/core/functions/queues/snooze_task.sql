@@ -1,3 +1,5 @@
+-- Puts a running task back to pending until _run_at under its lease, without counting the attempt;
+-- false under a stale lease.
 create or replace function queues.snooze_task(_task_id bigint, _lease_id bigint, _run_at timestamptz)
 returns boolean
 language plpgsql security definer set search_path = pg_catalog, pg_temp as $$

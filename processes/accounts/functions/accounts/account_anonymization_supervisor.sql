@@ -1,4 +1,4 @@
--- The anonymization (0001), run-aware: a failed fact of an earlier run is not terminal; the
+-- The anonymization's supervisor, run-aware: a failed fact of an earlier run is not terminal; the
 -- attempt budget, the backoff and the give-up message count the current run's attempts only.
 create or replace function accounts.account_anonymization_supervisor(_payload jsonb) returns jsonb
 language plpgsql volatile security definer set search_path = pg_catalog, pg_temp as $$

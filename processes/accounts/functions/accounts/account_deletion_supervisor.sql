@@ -1,6 +1,6 @@
--- The root (0001), run-aware: a failed fact of an earlier run is not terminal; a child fails the
--- account deletion only by the failed fact of the child's current run, and a child restarted by
--- hand is waited for.
+-- The account deletion's supervisor (the root process), run-aware: a failed fact of an earlier run
+-- is not terminal; a child fails the account deletion only by the failed fact of the child's
+-- current run, and a child restarted by hand is waited for.
 create or replace function accounts.account_deletion_supervisor(_payload jsonb) returns jsonb
 language plpgsql volatile security definer set search_path = pg_catalog, pg_temp as $$
 declare

@@ -1,4 +1,5 @@
--- Waiting, run-aware (0002): a child whose current run has no terminal fact is still running.
+-- When an account deletion waits until (its instances view: 'waiting' with this time), run-aware:
+-- a child whose current run has no terminal fact is still running.
 create or replace function accounts.account_deletion_wait_until(_account_deletion_task_id bigint) returns timestamptz
 language sql stable security definer set search_path = pg_catalog, pg_temp as $$
     select case

@@ -1,3 +1,4 @@
+-- Facts helper: how many attempts the anonymization's current run made.
 create or replace function accounts.count_account_anonymization_attempts(_account_anonymization_task_id bigint) returns integer
 language plpgsql stable set search_path = pg_catalog, pg_temp as $$
 begin

@@ -1,3 +1,4 @@
+-- Facts helper: whether an attempt of the anonymization succeeded.
 create or replace function accounts.has_account_anonymization_succeeded_attempt(_account_anonymization_task_id bigint) returns boolean
 language sql stable set search_path = pg_catalog, pg_temp as $$
     select exists (select 1 from accounts.account_anonymization_attempt a

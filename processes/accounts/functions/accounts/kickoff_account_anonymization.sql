@@ -1,3 +1,4 @@
+-- Kickoff of an account's anonymization (by its account deletion), once.
 create or replace function accounts.kickoff_account_anonymization(
     _account_id bigint,
     out account_anonymization_task_id bigint,

@@ -1,4 +1,5 @@
--- accounts.account_anonymization (0002), the same way; attempts count every run's.
+-- The instances of accounts.account_anonymization (docs/processes.md, "Seeing processes"): a
+-- failed fact of a run that was restarted is not terminal; attempts count every run's.
 create or replace view accounts.account_anonymization_instances as
 select t.account_anonymization_task_id as instance_id, 'succeeded'::text as state, null::timestamptz as wait_until,
        (select count(*)::integer from accounts.account_anonymization_attempt a where a.account_anonymization_task_id = t.account_anonymization_task_id) as attempts,

@@ -1,5 +1,5 @@
--- accounts.account_deletion (0002): a failed fact of a run that was restarted is not terminal
--- (the instance is running or waiting again).
+-- The instances of accounts.account_deletion (docs/processes.md, "Seeing processes"): a failed
+-- fact of a run that was restarted is not terminal (the instance is running or waiting again).
 create or replace view accounts.account_deletion_instances as
 select t.account_deletion_task_id as instance_id, 'succeeded'::text as state, null::timestamptz as wait_until,
        null::integer as attempts,

@@ -1,3 +1,5 @@
+-- Facts helper: whether a file's deletion can succeed no more: no success, and its attempts used
+-- up or one failed permanently.
 create or replace function files.is_file_deletion_stuck(_file_id bigint) returns boolean
 language sql stable set search_path = pg_catalog, pg_temp as $$
     select exists (
