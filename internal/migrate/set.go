@@ -242,9 +242,7 @@ func loadDefinitions(fsys fs.FS, set string) ([]Definition, map[string]int, erro
 		}
 	}
 	for _, d := range append(slices.Clone(funcs), views...) {
-		if _, gone := deleted[d.Path]; gone {
-			delete(deleted, d.Path) // a file deleted once and written again: the next version
-		}
+		delete(deleted, d.Path) // a file deleted once and written again: the next version
 	}
 	return append(funcs, orderViews(views)...), deleted, nil
 }
