@@ -102,16 +102,18 @@ func ApplyDefinitions(ctx context.Context, conn *pgx.Conn, s Set, before func(id
 		paths, versions, sums = append(paths, d.Path), append(versions, d.Version), append(sums, d.Checksum)
 		text.WriteString(terminated(d.SQL))
 	}
-	// One round trip for all of them; when it fails, they are applied again one by one to name
-	// the file that fails.
-	if _, err := tx.Exec(ctx, "savepoint taskorch_definitions"); err != nil {
-		return nil, err
-	}
-	if _, err := tx.Exec(ctx, text.String()); err != nil {
-		return nil, applyOneByOne(ctx, tx, work.apply, err)
-	}
-	if _, err := tx.Exec(ctx, recordDefinitionsSQL, s.Name, paths, versions, sums, work.migrations); err != nil {
-		return nil, fmt.Errorf("migrate %s definitions: record: %w", s.Name, err)
+	if len(work.apply) > 0 {
+		// One round trip for all of them; when it fails, they are applied again one by one to
+		// name the file that fails.
+		if _, err := tx.Exec(ctx, "savepoint taskorch_definitions"); err != nil {
+			return nil, err
+		}
+		if _, err := tx.Exec(ctx, text.String()); err != nil {
+			return nil, applyOneByOne(ctx, tx, work.apply, err)
+		}
+		if _, err := tx.Exec(ctx, recordDefinitionsSQL, s.Name, paths, versions, sums, work.migrations); err != nil {
+			return nil, fmt.Errorf("migrate %s definitions: record: %w", s.Name, err)
+		}
 	}
 	for p, v := range work.deleted {
 		if _, err := tx.Exec(ctx, `delete from queues.schema_definition where migration_set = $1 and path = $2 and version <= $3`, s.Name, p, v); err != nil {
@@ -123,7 +125,7 @@ func ApplyDefinitions(ctx context.Context, conn *pgx.Conn, s Set, before func(id
 	}
 	if len(functions) > 0 {
 		if _, err := tx.Exec(ctx, validateSQL(functions)); err != nil {
-			return nil, fmt.Errorf("migrate %s definitions: a function no longer compiles: %w", s.Name, err)
+			return nil, fmt.Errorf("migrate %s definitions: a function does not compile: %w", s.Name, err)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -162,7 +162,7 @@ func TestBrokenDefinitionAppliesNothing(t *testing.T) {
 	fsys["functions/app/f.sql"] = &fstest.MapFile{Data: []byte(fn("f", "two"))}
 	fsys["functions/app/g.sql"] = &fstest.MapFile{Data: []byte(strings.Replace(fn("g", "x"), "select 'x'::text", "select y::text from app.nope", 1))}
 	_, err = migrate.Up(ctx, conn, load(t, fsys))
-	require.ErrorContains(t, err, "a function no longer compiles")
+	require.ErrorContains(t, err, "a function does not compile")
 	require.ErrorContains(t, err, `app.nope`)
 	require.Equal(t, "one", scalar[string](t, conn, "select app.f()"), "rolled back with the rest")
 	require.Equal(t, "one", scalar[string](t, conn, "select app.g()"))
