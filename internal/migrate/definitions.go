@@ -56,8 +56,8 @@ func needsApply(st DefinitionState) bool { return st != DefApplied && st != DefN
 // ApplyDefinitions applies, in one transaction under the advisory lock, the function and view
 // files of s that are pending, modified or stale: the functions with check_function_bodies off
 // (so their order does not matter), then the views in order, then it checks every function of
-// the applied files with its language's validator. It deletes the rows of files the set no
-// longer has (Set.Deleted). It returns the ids of the definitions that were new or changed
+// the applied files with its language's validator. It records the deletion of the files the
+// set no longer has (Set.Deleted) at their deletion's version. It returns the ids of the definitions that were new or changed
 // (not those only applied again after a migration). When every definition is applied it takes
 // no lock and writes nothing.
 func ApplyDefinitions(ctx context.Context, conn *pgx.Conn, s Set, before func(id string)) ([]string, error) {
@@ -115,9 +115,9 @@ func ApplyDefinitions(ctx context.Context, conn *pgx.Conn, s Set, before func(id
 			return nil, fmt.Errorf("migrate %s definitions: record: %w", s.Name, err)
 		}
 	}
-	for p, v := range work.deleted {
-		if _, err := tx.Exec(ctx, `delete from queues.schema_definition where migration_set = $1 and path = $2 and version <= $3`, s.Name, p, v); err != nil {
-			return nil, fmt.Errorf("migrate %s/%s: forget the deleted file: %w", s.Name, p, err)
+	for _, p := range sortedKeys(work.deleted) {
+		if _, err := tx.Exec(ctx, recordDefinitionsSQL, s.Name, []string{p}, []int{work.deleted[p]}, []string{deletedMark}, work.migrations); err != nil {
+			return nil, fmt.Errorf("migrate %s/%s: record the deletion: %w", s.Name, p, err)
 		}
 	}
 	if _, err := tx.Exec(ctx, "set local check_function_bodies = on"); err != nil {
@@ -219,7 +219,7 @@ func definitionWork(ctx context.Context, q queryer, s Set) (work, error) {
 		}
 	}
 	for p, v := range s.Deleted {
-		if r, ok := rows[p]; ok && r.Version <= v {
+		if r, ok := rows[p]; !ok || r.Version < v {
 			w.deleted[p] = v
 		}
 	}

@@ -176,27 +176,42 @@ func TestBrokenDefinitionAppliesNothing(t *testing.T) {
 	require.Equal(t, "one", scalar[string](t, conn, "select app.f()"))
 }
 
-// A definition file deleted (definitions.sum keeps its line, marked deleted) is forgotten by
-// the bookkeeping once a migration dropped what it defined.
-func TestDeletedDefinitionForgotten(t *testing.T) {
+// A definition file deleted (definitions.sum keeps its line at the next version, marked deleted,
+// and a migration drops its function) is recorded as deleted at that version: an older binary,
+// which still has the file, neither creates the function again nor reports it pending.
+func TestDeletedDefinitionRecorded(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	conn := connect(t)
-	fsys := fstest.MapFS{"0001_a.sql": {Data: []byte(schemaSQL)}, "functions/app/f.sql": {Data: []byte(fn("f", "one"))},
+	older := fstest.MapFS{"0001_a.sql": {Data: []byte(schemaSQL)}, "functions/app/f.sql": {Data: []byte(fn("f", "one"))},
 		"functions/app/g.sql": {Data: []byte(fn("g", "one"))}}
-	_, err := migrate.Up(ctx, conn, load(t, fsys))
+	_, err := migrate.Up(ctx, conn, load(t, older))
 	require.NoError(t, err)
 
-	delete(fsys, "functions/app/g.sql")
-	fsys["0002_b.sql"] = &fstest.MapFile{Data: []byte("drop function app.g();\n")}
-	fsys["definitions.sum"] = &fstest.MapFile{Data: []byte("functions/app/g.sql 1 deleted\n")}
-	ids, err := migrate.Up(ctx, conn, load(t, fsys))
+	newer := fstest.MapFS{"0001_a.sql": {Data: []byte(schemaSQL)}, "functions/app/f.sql": {Data: []byte(fn("f", "one"))},
+		"0002_b.sql": {Data: []byte("drop function app.g();\n")}, "definitions.sum": {Data: []byte("functions/app/g.sql 2 deleted\n")}}
+	ids, err := migrate.Up(ctx, conn, load(t, newer))
 	require.NoError(t, err)
 	require.Equal(t, []string{"s/0002_b"}, ids)
-	require.Equal(t, "functions/app/f.sql", scalar[string](t, conn, "select string_agg(path, ',') from queues.schema_definition"))
-	st, err := migrate.StatusOf(ctx, conn, load(t, fsys))
+	require.Equal(t, "functions/app/f.sql 1,functions/app/g.sql 2 deleted", scalar[string](t, conn,
+		"select string_agg(path || ' ' || version || case when checksum = 'deleted' then ' deleted' else '' end, ',' order by path) from queues.schema_definition"))
+	st, err := migrate.StatusOf(ctx, conn, load(t, newer))
 	require.NoError(t, err)
 	for _, s := range st {
 		require.NotContains(t, s.ID, "g.sql")
+		require.Equal(t, migrate.StateApplied, s.State, s.ID)
 	}
+	ids, err = migrate.Up(ctx, conn, load(t, newer))
+	require.NoError(t, err)
+	require.Empty(t, ids, "recorded once")
+
+	// The older binary: its g.sql is older than the deletion (and it does not know 0002).
+	ids, err = migrate.Up(ctx, conn, load(t, older))
+	require.NoError(t, err)
+	require.Empty(t, ids)
+	require.False(t, scalar[bool](t, conn, "select to_regproc('app.g') is not null"), "not created again")
+	st, err = migrate.StatusOf(ctx, conn, load(t, older))
+	require.NoError(t, err)
+	require.Equal(t, "s/functions/app/g.sql", st[len(st)-1].ID)
+	require.Equal(t, migrate.StateUnknown, st[len(st)-1].State)
 }

@@ -199,17 +199,20 @@ func TestUpdateSums(t *testing.T) {
 	s := load()
 	require.NoError(t, SumsCurrent(s))
 	require.Equal(t, 2, s.Definitions[0].Version)
-	require.Equal(t, map[string]int{"functions/app/g.sql": 1}, s.Deleted)
+	require.Equal(t, map[string]int{"functions/app/g.sql": 2}, s.Deleted, "the deletion is the next version")
 	sums, err := os.ReadFile(filepath.Join(dir, SumsFile))
 	require.NoError(t, err)
-	require.Contains(t, string(sums), "functions/app/g.sql 1 deleted\n")
+	require.Contains(t, string(sums), "functions/app/g.sql 2 deleted\n")
+	changed, err = UpdateSums(dir)
+	require.NoError(t, err)
+	require.False(t, changed, "a deletion is recorded once")
 
 	// Written again, a deleted file comes back at the next version.
 	write("functions/app/g.sql", strings.ReplaceAll(fnF, "app.f", "app.g"))
 	_, err = UpdateSums(dir)
 	require.NoError(t, err)
 	s = load()
-	require.Equal(t, 2, s.Definitions[1].Version)
+	require.Equal(t, 3, s.Definitions[1].Version)
 	require.Empty(t, s.Deleted)
 }
 

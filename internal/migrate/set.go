@@ -50,9 +50,10 @@ type Set struct {
 	// Definitions are the function files by path, then the view files in an order in which
 	// each view comes after the views it reads.
 	Definitions []Definition
-	// Deleted are the paths of definition files that existed once, with their last version
-	// (definitions.sum keeps them): a database that applied them at that version or before had
-	// them dropped by a migration.
+	// Deleted are the paths of definition files that existed once, with the version of their
+	// deletion (definitions.sum keeps them): a migration dropped what they defined, and the
+	// databases record the deletion at that version, so that an older binary, which still has
+	// the file, leaves it alone.
 	Deleted map[string]int
 }
 

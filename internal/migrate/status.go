@@ -95,7 +95,7 @@ func StatusOf(ctx context.Context, conn *pgx.Conn, sets []Set) ([]Status, error)
 			out = append(out, st)
 		}
 		for p, a := range rows {
-			if v, gone := s.Deleted[p]; mine[p] || (gone && a.Version <= v) {
+			if v, gone := s.Deleted[p]; mine[p] || (gone && a.Version <= v) || a.Checksum == deletedMark {
 				continue
 			}
 			at := a.AppliedAt
@@ -157,7 +157,10 @@ func WriteSQL(w io.Writer, sets []Set) error {
 			}
 		}
 		for _, path := range sortedKeys(s.Deleted) {
-			p("delete from queues.schema_definition where migration_set = '%s' and path = '%s' and version <= %d;\n", s.Name, path, s.Deleted[path])
+			p("insert into queues.schema_definition (migration_set, path, version, checksum, migrations)\nvalues ('%s', '%s', %d, '%s', :taskorch_migrations)\n",
+				s.Name, path, s.Deleted[path], deletedMark)
+			p("on conflict (migration_set, path) do update\nset version = excluded.version, checksum = excluded.checksum, migrations = excluded.migrations, applied_at = now()\n")
+			p("where queues.schema_definition.version < excluded.version;\n")
 		}
 		p("\nset local check_function_bodies = on;\n")
 		if len(functions) > 0 {

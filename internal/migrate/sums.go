@@ -21,8 +21,9 @@ import (
 // A file's version grows by one each time its text changes (UpdateSums, which `make schema`
 // runs, writes it). A database records the version it applied, so a taskorch binary can tell a
 // definition older than its own (re-applied) from a newer one (left alone: an older worker must
-// not undo what a newer one migrated). A deleted file keeps its line, with "deleted" for a
-// checksum.
+// not undo what a newer one migrated). A deleted file keeps its line, at the next version, with
+// "deleted" for a checksum: the databases record the deletion at that version, so that an older
+// binary, which still has the file, does not create again what a migration dropped.
 
 const (
 	deletedMark = "deleted"
@@ -95,7 +96,8 @@ func SumsCurrent(s Set) error {
 
 // UpdateSums rewrites dir/definitions.sum for the function and view files under dir (a set's
 // folder on disk): a new file gets version 1, a changed one its version plus one, a deleted one
-// keeps its line marked deleted. It reports whether the file changed.
+// its version plus one, marked deleted (and one written again after that, the next). It reports
+// whether the file changed.
 func UpdateSums(dir string) (bool, error) {
 	fsys := os.DirFS(dir)
 	old, err := readSums(fsys)
@@ -133,8 +135,12 @@ func UpdateSums(dir string) (bool, error) {
 		}
 	}
 	for p, e := range old.entries {
-		if _, ok := next[p]; !ok {
-			next[p] = sumEntry{e.version, deletedMark}
+		switch _, ok := next[p]; {
+		case ok:
+		case e.checksum == deletedMark:
+			next[p] = e
+		default:
+			next[p] = sumEntry{e.version + 1, deletedMark}
 		}
 	}
 	paths := make([]string, 0, len(next))
