@@ -41,6 +41,7 @@ type metrics struct {
 	sessionLost prometheus.Counter
 	pruned      prometheus.Counter
 	scheduled   prometheus.Counter
+	missed      *prometheus.CounterVec
 	maintErrors *prometheus.CounterVec
 
 	queue *queueCollector
@@ -84,6 +85,7 @@ func newMetrics(reg prometheus.Registerer, pool *pgxpool.Pool) (*metrics, error)
 		sessionLost: counter("worker_sessions_lost_total", "Times this worker's session connection was lost and opened again (docs/operations.md, \"Crashed workers\")."),
 		pruned:      counter("tasks_pruned_total", "Finished tasks this worker deleted as leader (retention)."),
 		scheduled:   counter("schedule_ticks_total", "Periodic schedule ticks this worker enqueued (or found enqueued) as leader."),
+		missed:      counterVec("schedule_ticks_missed_total", "Schedule ticks this worker as leader enqueued late (reason=late) or skipped as older than the catch-up window (reason=skipped).", "reason"),
 		maintErrors: counterVec("maintenance_errors_total", "Failed maintenance operations, retried at their next interval.", "op"),
 		queue:       &queueCollector{},
 	}
@@ -91,9 +93,11 @@ func newMetrics(reg prometheus.Registerer, pool *pgxpool.Pool) (*metrics, error)
 	for _, op := range []string{"register", "session", "heartbeat", "leadership", "reap", "session_reap", "prune", "schedule", "resign", "deregister", "queue_stats"} {
 		m.maintErrors.WithLabelValues(op)
 	}
+	m.missed.WithLabelValues("late")
+	m.missed.WithLabelValues("skipped")
 	for _, c := range []prometheus.Collector{m.claimed, m.completed, m.failed, m.snoozed, m.duration, m.startDelay,
 		m.leasesLost, m.refused, m.notifications, m.leader, m.reaped, m.recovered, m.sessionLost, m.pruned, m.scheduled,
-		m.maintErrors, m.queue, newPoolCollector(pool)} {
+		m.missed, m.maintErrors, m.queue, newPoolCollector(pool)} {
 		if err := reg.Register(c); err != nil {
 			return nil, inputErrorf("registering worker metrics: %v (give each worker its own registry, or wrap each worker's with prometheus.WrapRegistererWith and a distinct label)", err)
 		}
@@ -184,6 +188,11 @@ func (m *metrics) maintenanceEvent(e maintenance.Event) {
 		m.pruned.Add(float64(e.Tasks))
 	case maintenance.EventScheduled:
 		m.scheduled.Inc()
+		if e.Late {
+			m.missed.WithLabelValues("late").Inc()
+		}
+	case maintenance.EventTicksMissed:
+		m.missed.WithLabelValues("skipped").Add(float64(e.Missed))
 	case maintenance.EventError:
 		m.maintErrors.WithLabelValues(e.Op).Inc()
 	}
