@@ -40,7 +40,7 @@ test: deps ## Run every test against one private PostgreSQL
 	$(WITHPG) -- $(GO) test -count=1 $(PKGS)
 
 .PHONY: schema
-schema: deps-demo ## Regenerate schema.sql (every definition after all migrations; make test checks it)
+schema: deps-demo ## Regenerate schema.sql (every definition after all migrations) and the sets' definitions.sum; make test checks both
 	$(WITHPG) -- $(GO) run ./internal/cmd/schemadump -o schema.sql
 
 .PHONY: test-hostile
