@@ -54,9 +54,11 @@ func TestRun(t *testing.T) {
 	if url == "" {
 		t.Skip("TASKORCH_TEST_DATABASE_URL is not set: run under go run ./internal/cmd/withpg from the repository's root")
 	}
-	r, err := run(t.Context(), config{DatabaseURL: url, Jobs: 3000, MaxWorkers: 100, Insert: "many",
+	v, err := run(t.Context(), config{DatabaseURL: url, Jobs: 3000, MaxWorkers: 100, Insert: "many",
 		FetchCooldown: 2 * time.Millisecond, FetchPollInterval: 20 * time.Millisecond}, io.Discard)
 	require.NoError(t, err)
+	r, ok := v.(*result)
+	require.True(t, ok, "%T", v)
 	require.EqualValues(t, 3000, r.Tasks)
 	require.Positive(t, r.TasksPerSecond)
 	require.Positive(t, r.Seconds)
