@@ -47,6 +47,7 @@ terminal. The method and the figures: docs/benchmarks.md.
   taskorch bench memory --tasks 100
   taskorch bench slots --concurrency 16 --work 1ms
   taskorch bench pressure --rate 2000 --phase 60s
+  taskorch bench pressure --rate 10000 --phases clean --phase 10m --sample 1m
   taskorch bench app-tx --connections 32 --duration 10s`,
 	}
 	pf := cmd.PersistentFlags()
@@ -213,6 +214,8 @@ func newBenchPressureCmd(g *globals, f *benchFlags) *cobra.Command {
 	cmd.Flags().DurationVar(&c.Warmup, "warmup", time.Second, "how long to run before the clean phase, from the first task handled")
 	cmd.Flags().IntVar(&c.Readers, "readers", 4, "REPEATABLE READ transactions scanning the queue tables in the readers phase")
 	cmd.Flags().DurationVar(&c.ReaderPause, "reader-pause", 0, "how long each reader waits, its snapshot held, between scans (0: back to back)")
+	cmd.Flags().StringSliceVar(&c.Phases, "phases", nil, "the phases to run, in order (default clean,open_xid,readers,recovery; a sustained-load run: clean)")
+	cmd.Flags().DurationVar(&c.Sample, "sample", 0, "also measure each phase in windows of this length (throughput, claim p99, depth, dead tuples of queues.task), and compare the last with the first")
 	return cmd
 }
 

@@ -178,6 +178,10 @@ func AppTx(ctx context.Context, e *Env, cfg AppTxConfig) (*AppTxResult, error) {
 		}
 		defer g.stop()
 	}
+	mark, err := e.taskMark(ctx)
+	if err != nil {
+		return nil, err
+	}
 	heard, stopListen, err := e.countNotifications(ctx)
 	if err != nil {
 		return nil, err
@@ -231,7 +235,7 @@ func AppTx(ctx context.Context, e *Env, cfg AppTxConfig) (*AppTxResult, error) {
 		r.Ratio = round3(r.Enqueue.TxPerSecond / r.Order.TxPerSecond)
 	}
 	var tasks int64
-	if err := e.admin.QueryRow(ctx, `select count(*) from queues.task where task_type = $1`, appTxType).Scan(&tasks); err != nil {
+	if err := e.admin.QueryRow(ctx, `select count(*) from queues.task where task_id > $1 and task_type = $2`, mark, appTxType).Scan(&tasks); err != nil {
 		return nil, err
 	}
 	if tasks != r.Tasks {
