@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -141,9 +142,8 @@ func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}) {
 			flying = append(flying, seq)
 			go func() {
 				if r.announced {
-					r.clear, r.err = w.announceWaiting(inner)
-				}
-				if r.err == nil {
+					r.tasks, r.clear, r.err = w.claimAnnounced(inner, r.asked, lease, types)
+				} else {
 					r.tasks, r.err = w.claim(inner, claimSQL, r.asked, lease, types)
 				}
 				results <- r
@@ -345,6 +345,28 @@ func (w *Worker) announceWaiting(ctx context.Context) (clear bool, err error) {
 	defer cancel()
 	err = w.pool.QueryRow(ctx, workerWaitingSQL).Scan(&clear)
 	return clear, err
+}
+
+// claimAnnounced calls queues.worker_waiting and then claims up to n tasks, in one round trip
+// (a batch: the claim's snapshot is taken after the announcement). clear is worker_waiting's
+// answer. ctx as for claim.
+func (w *Worker) claimAnnounced(ctx context.Context, n int, lease string, types []string) (tasks []*Task, clear bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
+	defer cancel()
+	b := &pgx.Batch{}
+	b.Queue(workerWaitingSQL)
+	b.Queue(claimSQL, w.cfg.ID, n, lease, types)
+	br := w.pool.SendBatch(ctx, b)
+	defer func() { err = errors.Join(err, br.Close()) }()
+	if err := br.QueryRow().Scan(&clear); err != nil {
+		return nil, false, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, false, err
+	}
+	tasks, err = w.collectClaimed(ctx, rows)
+	return tasks, clear, err
 }
 
 // claim claims up to n tasks. ctx must not be the one whose end stops the worker (see
