@@ -256,7 +256,7 @@ type claimStart struct{}
 
 // TraceQueryStart implements pgx.QueryTracer.
 func (t *claimTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if strings.Contains(d.SQL, "queues.claim_tasks(") || strings.Contains(d.SQL, "queues.claim_limited_tasks(") {
+	if isClaim(d.SQL) {
 		return context.WithValue(ctx, claimStart{}, time.Now())
 	}
 	return ctx
@@ -274,6 +274,34 @@ func (t *claimTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.Trac
 	if t.phase >= 0 && t.phase < len(t.ds) {
 		t.ds[t.phase] = append(t.ds[t.phase], took)
 	}
+}
+
+// TraceBatchStart implements pgx.BatchTracer: the worker sends the claim after which it may
+// wait in one batch with queues.worker_waiting (fetcher.go); the claim's time runs from the
+// batch's start, one round trip like a claim alone.
+func (t *claimTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	if d.Batch != nil {
+		for _, q := range d.Batch.QueuedQueries {
+			if isClaim(q.SQL) {
+				return context.WithValue(ctx, claimStart{}, time.Now())
+			}
+		}
+	}
+	return ctx
+}
+
+// TraceBatchQuery implements pgx.BatchTracer.
+func (t *claimTracer) TraceBatchQuery(ctx context.Context, c *pgx.Conn, d pgx.TraceBatchQueryData) {
+	if isClaim(d.SQL) {
+		t.TraceQueryEnd(ctx, c, pgx.TraceQueryEndData{CommandTag: d.CommandTag, Err: d.Err})
+	}
+}
+
+// TraceBatchEnd implements pgx.BatchTracer.
+func (t *claimTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+func isClaim(sql string) bool {
+	return strings.Contains(sql, "queues.claim_tasks(") || strings.Contains(sql, "queues.claim_limited_tasks(")
 }
 
 // cut returns the durations recorded in the current phase since the last cut.
