@@ -17,7 +17,9 @@
 # environment may set ROUNDS (3), TASKS (200000), WORKLOADS ("throughput app-tx"),
 # APPTX_CONNECTIONS (32), APPTX_DURATION (10s), TASKORCH (bin/taskorch), RIVERBENCH
 # (bin/riverbench), TASKORCH_FLAGS and RIVER_FLAGS (extra flags for each throughput run),
-# APPTX_TASKORCH_FLAGS and APPTX_RIVER_FLAGS (for each app-tx run), OUT (a new temp dir).
+# APPTX_TASKORCH_FLAGS and APPTX_RIVER_FLAGS (for each app-tx run), OUT (a new temp dir), and
+# BEFORE: a taskorch binary of an earlier commit (with a `bench app-tx` mode), whose app-tx runs
+# in each round too (before and after in the same run; the three take turns going first).
 # The method and the figures: docs/benchmarks.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,7 +39,8 @@ case $conns in '' | *[!0-9]* | 0) echo "bench-peers: APPTX_CONNECTIONS must be a
 for w in $workloads; do
   case $w in throughput | app-tx) ;; *) echo "bench-peers: WORKLOADS: unknown workload '$w' (throughput, app-tx)" >&2; exit 2 ;; esac
 done
-for b in "$taskorch" "$riverbench"; do
+before=${BEFORE:-}
+for b in "$taskorch" "$riverbench" ${before:+"$before"}; do
   [ -x "$b" ] || { echo "bench-peers: $b is not built (make bench-peers builds it)" >&2; exit 2; }
 done
 mkdir -p "$out"
@@ -58,6 +61,11 @@ run_river() {
 run_taskorch_apptx() {
   # shellcheck disable=SC2086 # APPTX_TASKORCH_FLAGS is a list of flags
   "$taskorch" bench app-tx --rounds 1 --connections "$conns" --duration "$dur" --json ${APPTX_TASKORCH_FLAGS:-} >"$out/taskorch-app-tx-$1.json"
+}
+run_before_apptx() {
+  [ -n "$before" ] || return 0
+  # shellcheck disable=SC2086 # APPTX_TASKORCH_FLAGS is a list of flags
+  "$before" bench app-tx --rounds 1 --connections "$conns" --duration "$dur" --json ${APPTX_TASKORCH_FLAGS:-} >"$out/before-app-tx-$1.json"
 }
 run_river_apptx() {
   # shellcheck disable=SC2086 # APPTX_RIVER_FLAGS is a list of flags
@@ -82,13 +90,21 @@ for w in $workloads; do
       printf 'round %d (%s first): taskorch %8.0f tasks/s   River %8.0f jobs/s   ratio %s   load %s -> %s\n' \
         "$i" "$first" "$t" "$r" "$ratio" "$l0" "$(load)"
     else
-      if [ $((i % 2)) -eq 1 ]; then run_taskorch_apptx "$i"; run_river_apptx "$i"; first=taskorch; else run_river_apptx "$i"; run_taskorch_apptx "$i"; first=river; fi
+      case $((i % 3)) in
+        1) run_taskorch_apptx "$i"; run_river_apptx "$i"; run_before_apptx "$i"; first=taskorch ;;
+        2) run_river_apptx "$i"; run_before_apptx "$i"; run_taskorch_apptx "$i"; first=river ;;
+        0) run_before_apptx "$i"; run_taskorch_apptx "$i"; run_river_apptx "$i"; first=${before:+before}; first=${first:-taskorch} ;;
+      esac
       tf="$out/taskorch-app-tx-$i.json" rf="$out/river-app-tx-$i.json"
       t=$(num enqueue_tx_per_second "$tf") r=$(num enqueue_tx_per_second "$rf")
       [ -n "$t" ] && [ -n "$r" ] || { echo "bench-peers: app-tx round $i: no enqueue_tx_per_second in $out" >&2; exit 1; }
       ratio=$(awk -v t="$t" -v r="$r" 'BEGIN { printf "%.2f", t / r }')
       printf 'round %d (%s first): taskorch %6.0f tx/s (%s of its order rows)   River %6.0f tx/s (%s of its order rows)   ratio %s   load %s -> %s\n' \
         "$i" "$first" "$t" "$(num ratio "$tf")" "$r" "$(num ratio "$rf")" "$ratio" "$l0" "$(load)"
+      if [ -n "$before" ]; then
+        bf="$out/before-app-tx-$i.json"
+        printf '         before (%s): %6.0f tx/s (%s of its order rows)\n' "$before" "$(num enqueue_tx_per_second "$bf")" "$(num ratio "$bf")"
+      fi
     fi
     ratios+=("$ratio")
   done
