@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -50,11 +51,13 @@ func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}) {
 	go func() { defer close(starterDone); w.runStarter(sctx, inner) }()
 
 	type claimResult struct {
-		tasks []*Task
-		err   error
-		asked int
-		sent  time.Time
-		seq   int64
+		tasks     []*Task
+		err       error
+		asked     int
+		sent      time.Time
+		seq       int64
+		announced bool // the claim was sent after queues.worker_waiting
+		clear     bool // and that call saw no enqueue in flight
 	}
 	results := make(chan claimResult, maxClaimsInFlight)
 	inFlight, asked := 0, 0 // claims in flight, and the tasks they asked for
@@ -104,6 +107,16 @@ func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}) {
 	idle := false  // the last claim came back short (or failed): wait for a wake-up or the timer
 	short := false // a claim came back short while another was in flight: claim no more for now
 	hinted, empty := false, false
+	// Wake-ups (docs/worker.md, "The loop"): an enqueue notifies only while a worker waits, so
+	// the claim after which the fetcher waits must be sent after queues.worker_waiting. Claims
+	// are announced from the moment the fetcher leaves a wait until one comes back full (a
+	// backlog: it will claim again without waiting); a short claim that was not announced is
+	// followed at once by one that is. unsure: the last announcement saw an enqueue in flight,
+	// whose task may commit unseen by the claim and unannounced: poll every PollInterval until an
+	// announcement sees none.
+	announce := !w.cfg.PollOnly
+	var lastAnnounced int64 // the sequence number of the latest announced claim that landed
+	unsure := false
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -121,14 +134,18 @@ func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}) {
 				break
 			}
 			seq++
-			r := claimResult{asked: min(want, w.cfg.FetchBatch), sent: time.Now(), seq: seq}
+			r := claimResult{asked: min(want, w.cfg.FetchBatch), sent: time.Now(), seq: seq, announced: announce}
 			inFlight, asked = inFlight+1, asked+r.asked
 			if len(flying) == 0 {
 				w.ready.setGate(seq)
 			}
 			flying = append(flying, seq)
 			go func() {
-				r.tasks, r.err = w.claim(inner, claimSQL, r.asked, lease, types)
+				if r.announced {
+					r.tasks, r.clear, r.err = w.claimAnnounced(inner, r.asked, lease, types)
+				} else {
+					r.tasks, r.err = w.claim(inner, claimSQL, r.asked, lease, types)
+				}
 				results <- r
 			}()
 		}
@@ -149,6 +166,9 @@ func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}) {
 			}
 			landed(r)
 			ahead.observe(time.Since(r.sent), w.freed.Load(), w.busy.Load())
+			if r.announced && r.err == nil && r.seq > lastAnnounced {
+				lastAnnounced, unsure = r.seq, !r.clear
+			}
 			switch {
 			case r.err != nil:
 				w.log.Warn("claim failed; retrying", "error", r.err, "retry_in", wait)
@@ -157,11 +177,18 @@ func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}) {
 				short = true
 			default:
 				wait = w.cfg.PollInterval
+				announce = false // a backlog: the fetcher claims again without waiting
 			}
 			if !short || inFlight > 0 {
 				continue // there may be more; or the backlog is gone, and the other claim returns first
 			}
 			short = false
+			if r.err == nil && !w.cfg.PollOnly && lastAnnounced != seq {
+				// The backlog is gone, but the latest claim was not announced: an enqueue
+				// committing after it would not wake this worker. Announce, and claim again.
+				announce = true
+				continue
+			}
 			// A short claim may be a limit holding tasks back: then wait as long as it says.
 			d := wait
 			hinted, empty = false, len(r.tasks) == 0
@@ -169,6 +196,9 @@ func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}) {
 				if hint, ok := w.limitWait(inner, types); ok {
 					d, hinted = hint, true
 				}
+			}
+			if unsure {
+				d = min(d, w.cfg.PollInterval)
 			}
 			// Idle (or the database is unreachable): wait for a NOTIFY or the poll timer.
 			idle = true
@@ -178,9 +208,11 @@ func (w *Worker) runFetcher(ctx, inner context.Context, until <-chan struct{}) {
 		case <-wake:
 			timer.Stop()
 			idle, wait = false, w.cfg.PollInterval
+			announce = !w.cfg.PollOnly
 		case <-timerC:
 			idle = false
-			if hinted {
+			announce = !w.cfg.PollOnly
+			if hinted || unsure {
 				wait = w.cfg.PollInterval
 			} else if empty {
 				wait = min(wait*2, w.cfg.MaxPollInterval) // backing off while nothing comes
@@ -298,6 +330,43 @@ func (w *Worker) takeSlots(ctx context.Context, until <-chan struct{}) int {
 		}
 	}
 	return n
+}
+
+// workerWaitingSQL tells the database this worker is about to wait for NOTIFY taskorch_task
+// (docs/worker.md, "The loop"): the next enqueue notifies. It answers false when an enqueue that
+// began before it is still in flight.
+const workerWaitingSQL = `select queues.worker_waiting()`
+
+// announceWaiting calls queues.worker_waiting before a claim after which the fetcher may wait:
+// clear is false when an enqueue was in flight, whose task may commit after the claim without
+// a notification.
+func (w *Worker) announceWaiting(ctx context.Context) (clear bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
+	defer cancel()
+	err = w.pool.QueryRow(ctx, workerWaitingSQL).Scan(&clear)
+	return clear, err
+}
+
+// claimAnnounced calls queues.worker_waiting and then claims up to n tasks, in one round trip
+// (a batch: the claim's snapshot is taken after the announcement). clear is worker_waiting's
+// answer. ctx as for claim.
+func (w *Worker) claimAnnounced(ctx context.Context, n int, lease string, types []string) (tasks []*Task, clear bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
+	defer cancel()
+	b := &pgx.Batch{}
+	b.Queue(workerWaitingSQL)
+	b.Queue(claimSQL, w.cfg.ID, n, lease, types)
+	br := w.pool.SendBatch(ctx, b)
+	defer func() { err = errors.Join(err, br.Close()) }()
+	if err := br.QueryRow().Scan(&clear); err != nil {
+		return nil, false, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, false, err
+	}
+	tasks, err = w.collectClaimed(ctx, rows)
+	return tasks, clear, err
 }
 
 // claim claims up to n tasks. ctx must not be the one whose end stops the worker (see

@@ -2879,6 +2879,22 @@ $$;
 
 
 --
+-- Name: enqueue_lock_key(); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.enqueue_lock_key() RETURNS bigint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ select -7863903173047144394::bigint $$;
+
+
+--
+-- Name: FUNCTION enqueue_lock_key(); Type: COMMENT; Schema: internal; Owner: -
+--
+
+COMMENT ON FUNCTION internal.enqueue_lock_key() IS 'The advisory lock (one bigint key: hashtextextended(''taskorch.enqueue_in_flight'', 0)) every enqueue holds shared until its transaction ends; queues.worker_waiting tries it exclusively.';
+
+
+--
 -- Name: fail_attempt(text, bigint, text, bigint, boolean, interval, integer, jsonb); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -3047,18 +3063,6 @@ $$;
 
 
 --
--- Name: time_in_range(timestamp with time zone); Type: FUNCTION; Schema: internal; Owner: -
---
-
-CREATE FUNCTION internal.time_in_range(_t timestamp with time zone) RETURNS boolean
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-    select _t is null or (_t >= '0001-01-01 00:00:00+00' and _t < '10000-01-01 00:00:00+00')
-$$;
-
-
---
 -- Name: default_max_attempts(); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -3109,7 +3113,7 @@ CREATE TABLE queues.task (
     CONSTRAINT task_payload_is_object CHECK ((jsonb_typeof(payload) = 'object'::text)),
     CONSTRAINT task_running_has_lease CHECK (((status = 'running'::queues.task_status) = (lease_expires_at IS NOT NULL))),
     CONSTRAINT task_running_lease_id CHECK (((status <> 'running'::queues.task_status) OR (lease_id IS NOT NULL))),
-    CONSTRAINT task_times_finite CHECK ((internal.time_in_range(enqueued_at) AND internal.time_in_range(scheduled_at) AND internal.time_in_range(run_at) AND internal.time_in_range(lease_expires_at) AND internal.time_in_range(claimed_at) AND internal.time_in_range(completed_at) AND internal.time_in_range(failed_at) AND internal.time_in_range(dead_at) AND internal.time_in_range(cancelled_at) AND internal.time_in_range(dispatched_at))),
+    CONSTRAINT task_times_finite CHECK (('["0001-01-01 00:00:00+00","10000-01-01 00:00:00+00")'::tstzrange @> ALL (ARRAY[enqueued_at, scheduled_at, run_at, lease_expires_at, claimed_at, completed_at, failed_at, dead_at, cancelled_at, dispatched_at]))),
     CONSTRAINT task_type_valid CHECK (((task_type ~ '^[A-Za-z][A-Za-z0-9_.:-]*$'::text) AND (length(task_type) <= 128)))
 )
 WITH (fillfactor='85', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='50000', vacuum_index_cleanup='on');
@@ -3176,6 +3180,13 @@ COMMENT ON COLUMN queues.task.call_failure IS 'A channel task completed although
 --
 
 COMMENT ON COLUMN queues.task.result IS 'What the task returned (a Go handler''s result, a db_function envelope''s payload), written with its completion; NULL when none.';
+
+
+--
+-- Name: CONSTRAINT task_times_finite ON task; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON CONSTRAINT task_times_finite ON queues.task IS 'Every time is NULL or within the years 1 to 9999 (the rule of internal.time_in_range, without a function call per time).';
 
 
 --
@@ -3446,6 +3457,18 @@ $$;
 
 
 --
+-- Name: time_in_range(timestamp with time zone); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.time_in_range(_t timestamp with time zone) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select _t is null or (_t >= '0001-01-01 00:00:00+00' and _t < '10000-01-01 00:00:00+00')
+$$;
+
+
+--
 -- Name: schedule; Type: TABLE; Schema: queues; Owner: -
 --
 
@@ -3598,21 +3621,29 @@ CREATE FUNCTION internal.notify_task_inserted() RETURNS trigger
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    _window integer := queues.notify_coalesce_ms();
+    _waiting bigint;
+    _window integer;
     _now bigint;
     _until bigint;
 begin
-    if _window is null or _window <= 0 then
-        perform pg_notify('taskorch_task', '');
-        return null;
+    -- Held until this transaction ends: a worker going idle sees this enqueue in flight.
+    perform pg_advisory_xact_lock_shared(internal.enqueue_lock_key());
+    _waiting := pg_sequence_last_value('internal.task_waiter_seq');
+    if _waiting is null or _waiting <= coalesce(pg_sequence_last_value('internal.task_woken_seq'), 0) then
+        return null; -- no worker waits, or an enqueue since it began to wait has woken it
     end if;
-    _now := (extract(epoch from clock_timestamp()) * 1000)::bigint;
-    _until := (select last_value from internal.task_notify_clock);
-    -- A stamp further ahead than one window means the clock went back: notify, and restart.
-    if _now >= _until or _until - _now > _window then
+    _window := queues.notify_coalesce_ms();
+    if _window > 0 then
+        _now := (extract(epoch from clock_timestamp()) * 1000)::bigint;
+        _until := (select last_value from internal.task_notify_clock);
+        -- A stamp further ahead than one window means the clock went back: notify, and restart.
+        if _now < _until and _until - _now <= _window then
+            return null;
+        end if;
         perform setval('internal.task_notify_clock', _now + _window);
-        perform pg_notify('taskorch_task', '');
     end if;
+    perform setval('internal.task_woken_seq', _waiting);
+    perform pg_notify('taskorch_task', '');
     return null;
 end $$;
 
@@ -5329,13 +5360,19 @@ end $$;
 CREATE FUNCTION queues.insert_task(_task_type text, _payload jsonb, _scheduled_at timestamp with time zone DEFAULT now(), _priority integer DEFAULT 0, _idempotency_key text DEFAULT NULL::text, _max_attempts integer DEFAULT NULL::integer) RETURNS TABLE(task_id bigint, duplicate boolean)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+    AS $_$
 declare
     _id bigint;
     _dup boolean := false;
 begin
-    perform internal.check_task_input(_task_type, _payload, _max_attempts, _idempotency_key);
-    perform internal.check_finite('enqueue', '_scheduled_at', _scheduled_at);
+    -- Every rule in one test; the functions that word the error run only when one is broken.
+    if _task_type is null or _task_type !~ '^[A-Za-z][A-Za-z0-9_.:-]*$' or length(_task_type) > 128
+       or _payload is null or jsonb_typeof(_payload) <> 'object' or pg_column_size(_payload) > 8388608
+       or _max_attempts < 1 or length(_idempotency_key) not between 1 and 512
+       or _scheduled_at < '0001-01-01 00:00:00+00' or _scheduled_at >= '10000-01-01 00:00:00+00' then
+        perform internal.check_task_input(_task_type, _payload, _max_attempts, _idempotency_key);
+        perform internal.check_finite('enqueue', '_scheduled_at', _scheduled_at);
+    end if;
     _scheduled_at := coalesce(_scheduled_at, now());
 
     if _idempotency_key is null then
@@ -5370,8 +5407,10 @@ begin
     if _task_type in ('db_function', 'email', 'sms', 'file_delete') then
         perform internal.drop_enqueue_permits();
     end if;
-    return query select _id, _dup;
-end $$;
+    task_id := _id;
+    duplicate := _dup;
+    return next;
+end $_$;
 
 
 --
@@ -5401,7 +5440,9 @@ begin
         return;
     end if;
 
-    -- Validate the whole batch in one pass; report the first bad task by its position.
+    -- Validate the whole batch in one pass; report the first bad task by its position. The time
+    -- check is inline (internal.time_in_range, an SQL function with a SET clause, is not
+    -- inlined: a call per task).
     select u.ord, u.task_type, u.payload, u.max_attempts, u.idempotency_key, u.scheduled_at into _bad
     from unnest(_task_types, _payloads,
                 coalesce(_max_attempts, array_fill(null::integer, array[_n])),
@@ -5414,7 +5455,7 @@ begin
        or u.max_attempts < 1
        or length(u.idempotency_key) not between 1 and 512
        or pg_column_size(u.payload) > internal.max_payload_bytes()
-       or not internal.time_in_range(u.scheduled_at)
+       or u.scheduled_at < '0001-01-01 00:00:00+00' or u.scheduled_at >= '10000-01-01 00:00:00+00'
     order by u.ord
     limit 1;
     if found then
@@ -7283,6 +7324,37 @@ end $$;
 
 
 --
+-- Name: worker_waiting(); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.worker_waiting() RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _clear boolean := false;
+begin
+    perform nextval('internal.task_waiter_seq');
+    -- The lock is taken in a block that always fails, so that it is released at once: a lock
+    -- taken after a savepoint is released when the savepoint is rolled back.
+    begin
+        _clear := pg_try_advisory_xact_lock(internal.enqueue_lock_key());
+        raise sqlstate 'TOW01';
+    exception when sqlstate 'TOW01' then
+        null;
+    end;
+    return _clear;
+end $$;
+
+
+--
+-- Name: FUNCTION worker_waiting(); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.worker_waiting() IS 'Called by a worker about to wait for NOTIFY taskorch_task, before its last claim: the next enqueue notifies. False when an enqueue that began before the call is still in flight (its task may commit after the claim without a notification: poll). docs/worker.md, "The loop".';
+
+
+--
 -- Name: account; Type: TABLE; Schema: accounts; Owner: -
 --
 
@@ -8537,6 +8609,30 @@ CREATE TABLE files.process_config (
 --
 
 CREATE SEQUENCE internal.task_notify_clock
+    START WITH 0
+    INCREMENT BY 1
+    MINVALUE 0
+    NO MAXVALUE
+    CACHE 1;
+
+
+--
+-- Name: task_waiter_seq; Type: SEQUENCE; Schema: internal; Owner: -
+--
+
+CREATE SEQUENCE internal.task_waiter_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+
+--
+-- Name: task_woken_seq; Type: SEQUENCE; Schema: internal; Owner: -
+--
+
+CREATE SEQUENCE internal.task_woken_seq
     START WITH 0
     INCREMENT BY 1
     MINVALUE 0
@@ -11561,6 +11657,13 @@ REVOKE ALL ON FUNCTION internal.drop_enqueue_permits() FROM PUBLIC;
 
 
 --
+-- Name: FUNCTION enqueue_lock_key(); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.enqueue_lock_key() FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION fail_attempt(_caller text, _task_id bigint, _error_message text, _lease_id bigint, _retriable boolean, _retry_delay interval, _max_attempts integer, _context jsonb); Type: ACL; Schema: internal; Owner: -
 --
 
@@ -11593,13 +11696,6 @@ REVOKE ALL ON FUNCTION internal.holds_leader_term(_term bigint) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION internal.is_dispatched(_dispatched_at timestamp with time zone, _dispatch_lease_id bigint, _lease_id bigint) FROM PUBLIC;
-
-
---
--- Name: FUNCTION time_in_range(_t timestamp with time zone); Type: ACL; Schema: internal; Owner: -
---
-
-REVOKE ALL ON FUNCTION internal.time_in_range(_t timestamp with time zone) FROM PUBLIC;
 
 
 --
@@ -11656,6 +11752,13 @@ REVOKE ALL ON FUNCTION internal.limited_candidates(_types text[], _want integer,
 --
 
 REVOKE ALL ON FUNCTION internal.limited_claimable(_limited text[], _task_types text[], _paused text[], _limit integer, _clock timestamp with time zone) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION time_in_range(_t timestamp with time zone); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.time_in_range(_t timestamp with time zone) FROM PUBLIC;
 
 
 --
@@ -12566,6 +12669,14 @@ REVOKE ALL ON FUNCTION queues.wake_supervisor(_supervisor text, _at timestamp wi
 --
 
 REVOKE ALL ON FUNCTION queues.watch_task(_task_id bigint) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION worker_waiting(); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.worker_waiting() FROM PUBLIC;
+GRANT ALL ON FUNCTION queues.worker_waiting() TO worker_service_user;
 
 
 --

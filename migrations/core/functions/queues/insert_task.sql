@@ -1,6 +1,6 @@
--- Inserts one task (SECURITY DEFINER; what the enqueue functions call after their permit),
--- checking its input (22023) and finite times; a known idempotency key returns the existing task
--- as a duplicate.
+-- Inserts one task (SECURITY DEFINER; what the enqueue functions call after their permit, and
+-- what the Go client calls directly for a task that names no function), checking its input
+-- (22023) and finite times; a known idempotency key returns the existing task as a duplicate.
 create or replace function queues.insert_task(
     _task_type text,
     _payload jsonb,
@@ -14,8 +14,14 @@ declare
     _id bigint;
     _dup boolean := false;
 begin
-    perform internal.check_task_input(_task_type, _payload, _max_attempts, _idempotency_key);
-    perform internal.check_finite('enqueue', '_scheduled_at', _scheduled_at);
+    -- Every rule in one test; the functions that word the error run only when one is broken.
+    if _task_type is null or _task_type !~ '^[A-Za-z][A-Za-z0-9_.:-]*$' or length(_task_type) > 128
+       or _payload is null or jsonb_typeof(_payload) <> 'object' or pg_column_size(_payload) > 8388608
+       or _max_attempts < 1 or length(_idempotency_key) not between 1 and 512
+       or _scheduled_at < '0001-01-01 00:00:00+00' or _scheduled_at >= '10000-01-01 00:00:00+00' then
+        perform internal.check_task_input(_task_type, _payload, _max_attempts, _idempotency_key);
+        perform internal.check_finite('enqueue', '_scheduled_at', _scheduled_at);
+    end if;
     _scheduled_at := coalesce(_scheduled_at, now());
 
     if _idempotency_key is null then
@@ -50,6 +56,8 @@ begin
     if _task_type in ('db_function', 'email', 'sms', 'file_delete') then
         perform internal.drop_enqueue_permits();
     end if;
-    return query select _id, _dup;
+    task_id := _id;
+    duplicate := _dup;
+    return next;
 end $$;
 revoke all on function queues.insert_task(text, jsonb, timestamp with time zone, integer, text, integer) from public;

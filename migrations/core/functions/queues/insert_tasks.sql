@@ -29,7 +29,9 @@ begin
         return;
     end if;
 
-    -- Validate the whole batch in one pass; report the first bad task by its position.
+    -- Validate the whole batch in one pass; report the first bad task by its position. The time
+    -- check is inline (internal.time_in_range, an SQL function with a SET clause, is not
+    -- inlined: a call per task).
     select u.ord, u.task_type, u.payload, u.max_attempts, u.idempotency_key, u.scheduled_at into _bad
     from unnest(_task_types, _payloads,
                 coalesce(_max_attempts, array_fill(null::integer, array[_n])),
@@ -42,7 +44,7 @@ begin
        or u.max_attempts < 1
        or length(u.idempotency_key) not between 1 and 512
        or pg_column_size(u.payload) > internal.max_payload_bytes()
-       or not internal.time_in_range(u.scheduled_at)
+       or u.scheduled_at < '0001-01-01 00:00:00+00' or u.scheduled_at >= '10000-01-01 00:00:00+00'
     order by u.ord
     limit 1;
     if found then
