@@ -169,12 +169,14 @@ func TestE2ELimitRate(t *testing.T) {
 		from (select claimed_at from queues.task where task_type = 'taskorch.noop' order by claimed_at offset 24) c`)
 	t.Logf("claims per second: %.1f", rate)
 	require.InDelta(t, 50, rate, 5, "claims per second after the first burst")
-	// In no second more than 50 + 25 (the burst), give or take the clock: claimed_at is the claim
-	// transaction's start, and a claim that waited for another worker's claim to release the
-	// bucket took its tokens later than that (under the race detector on 2 cores, up to about
-	// 100 ms: 5 tokens at 50/s).
+	// In no second more than 50 + 25 (the burst), give or take the clock: the bucket counts
+	// time by the clock its claim read before choosing its tasks, and claimed_at is the moment
+	// the claim leased them, later by however long the claim's backend ran in between. On a
+	// loaded 2-core machine that reached past 100 ms (81 claims in a second against 75 + 5), so
+	// the slack is 10 tokens: 200 ms at 50/s. A limiter that let the rate through would show
+	// hundreds.
 	require.LessOrEqual(t, q[int64](t, pool, `select max(n) from (
 		select count(*) as n from queues.task a join queues.task b
 		  on b.task_type = a.task_type and b.claimed_at >= a.claimed_at and b.claimed_at < a.claimed_at + interval '1 second'
-		where a.task_type = 'taskorch.noop' group by a.task_id) w`), int64(75+5))
+		where a.task_type = 'taskorch.noop' group by a.task_id) w`), int64(75+10))
 }
