@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch"
-	"github.com/taskorch/taskorch/internal/dbtest"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
 )
 
 // claimed is what a worker gets back from queues.claim_tasks.

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch"
-	"github.com/taskorch/taskorch/internal/dbtest"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
 )
 
 // Enqueueing wakes idle workers with one NOTIFY per statement, not one per row.

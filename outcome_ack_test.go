@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch"
-	"github.com/taskorch/taskorch/internal/dbtest"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
 )
 
 // ackOutcomeSQL is the business side of TestTransportAckAfterOutcome, in schema ackt, granted as

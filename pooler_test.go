@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/taskorch/taskorch"
-	"github.com/taskorch/taskorch/internal/dbtest"
-	"github.com/taskorch/taskorch/internal/pgbouncertest"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
+	"github.com/taskorch/taskorch/internal/testing/pgbouncertest"
 )
 
 // Behind a transaction pooler (a real PgBouncer in transaction mode), as docs/operations.md,

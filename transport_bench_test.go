@@ -11,16 +11,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch"
-	"github.com/taskorch/taskorch/internal/dbtest"
-	"github.com/taskorch/taskorch/internal/redistest"
-	"github.com/taskorch/taskorch/internal/sqstest"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
+	"github.com/taskorch/taskorch/internal/testing/redistest"
+	"github.com/taskorch/taskorch/internal/testing/sqstest"
 	"github.com/taskorch/taskorch/transport/redisstream"
 	"github.com/taskorch/taskorch/transport/sqs"
 )
 
 // The transports side by side, in one run (the machine is shared: compare the ratios, not the
 // absolute figures): postgres (LISTEN/NOTIFY and polling), redis (a real redis-server) and sqs
-// (the local server of internal/sqstest, through the real AWS SDK). docs/transports.md quotes
+// (the local server of internal/testing/sqstest, through the real AWS SDK). docs/transports.md quotes
 // them.
 
 // benchTransport sets cfg up for the named transport (postgres: nothing to do).

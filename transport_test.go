@@ -15,10 +15,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch"
-	"github.com/taskorch/taskorch/internal/dbtest"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
 	"github.com/taskorch/taskorch/internal/dispatch"
-	"github.com/taskorch/taskorch/internal/redistest"
-	"github.com/taskorch/taskorch/internal/sqstest"
+	"github.com/taskorch/taskorch/internal/testing/redistest"
+	"github.com/taskorch/taskorch/internal/testing/sqstest"
 	"github.com/taskorch/taskorch/transport"
 	"github.com/taskorch/taskorch/transport/redisstream"
 	"github.com/taskorch/taskorch/transport/sqs"

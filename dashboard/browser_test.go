@@ -21,7 +21,7 @@ import (
 
 	"github.com/taskorch/taskorch"
 	"github.com/taskorch/taskorch/dashboard"
-	"github.com/taskorch/taskorch/internal/dbtest"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
 )
 
 // The browser tests drive Debian's headless chromium through the DevTools protocol (chromedp):

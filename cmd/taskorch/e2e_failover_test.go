@@ -16,8 +16,8 @@ import (
 
 	"github.com/taskorch/taskorch/internal/chaos"
 	"github.com/taskorch/taskorch/internal/pgcluster"
-	"github.com/taskorch/taskorch/internal/replicatest"
-	"github.com/taskorch/taskorch/internal/testfixtures"
+	"github.com/taskorch/taskorch/internal/testing/replicatest"
+	"github.com/taskorch/taskorch/internal/testing/testfixtures"
 )
 
 // A primary and a streaming standby (pg_basebackup -R), workers on a multi-host URL

@@ -11,7 +11,7 @@ import (
 
 	"github.com/taskorch/taskorch"
 	"github.com/taskorch/taskorch/internal/bench"
-	"github.com/taskorch/taskorch/internal/dbtest"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
 )
 
 // The benchmarks migrate the database they work in themselves: the test databases start empty.

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/taskorch/taskorch/internal/redistest"
+	"github.com/taskorch/taskorch/internal/testing/redistest"
 )
 
 // redisServer is a redis-server run by the harness on 127.0.0.1 without persistence, so that a

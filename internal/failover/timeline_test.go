@@ -12,7 +12,7 @@ import (
 
 	"github.com/taskorch/taskorch/internal/failover"
 	"github.com/taskorch/taskorch/internal/pgcluster"
-	"github.com/taskorch/taskorch/internal/replicatest"
+	"github.com/taskorch/taskorch/internal/testing/replicatest"
 )
 
 // connect opens one connection with g installed, to the first host of ports that is writable

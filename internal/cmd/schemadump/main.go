@@ -14,7 +14,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/taskorch/taskorch/internal/dbtest"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
 	"github.com/taskorch/taskorch/internal/schemadump"
 )
 

@@ -26,7 +26,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/taskorch/taskorch/internal/dbtest"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
 	"github.com/taskorch/taskorch/internal/pgcluster"
 )
 

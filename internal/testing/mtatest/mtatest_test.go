@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/taskorch/taskorch/internal/mtatest"
+	"github.com/taskorch/taskorch/internal/testing/mtatest"
 )
 
 // Postfix delivers a message for a mailbox of its domain to that maildir, refuses a recipient
