@@ -14,10 +14,6 @@ import (
 	"github.com/taskorch/taskorch/internal/envelope"
 )
 
-// TypeDBFunction is the task type whose payload names a SQL function to run:
-// {"db_function": "schema.function", ...}. The function gets the whole payload.
-const TypeDBFunction = "db_function"
-
 // runDBFunction runs internal.run_function(payload.db_function, payload) inside the task's
 // lease-locked transaction (inLeaseTx): the function's writes and the task's outcome commit
 // together, so SQL work takes effect exactly once. An exception in the function rolls

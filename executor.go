@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/taskorch/taskorch/internal/pgtext"
 	"github.com/taskorch/taskorch/internal/redact"
 )
 
@@ -67,7 +66,7 @@ func (w *Worker) run(ctx context.Context, r *runningTask) *outcome {
 	if !builtin {
 		e, known = w.cfg.Handlers.lookup(t.Type)
 	}
-	timeout := e.opts.timeout(w.cfg.TaskTimeout)
+	timeout := attemptTimeout(e.opts, w.cfg.TaskTimeout)
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, timeout, errTimeout)
@@ -220,21 +219,8 @@ func collectInt64s(rows pgx.Rows) ([]int64, error) {
 	return pgx.CollectRows(rows, pgx.RowTo[int64])
 }
 
-// truncate makes s storable and bounded: valid UTF-8 without NUL bytes (PostgreSQL text cannot
-// hold them), at most n bytes, cut on a rune boundary.
-func truncate(s string, n int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	s = strings.ReplaceAll(s, "\x00", `\x00`)
-	if len(s) <= n {
-		return s
-	}
-	const mark = "…(truncated)"
-	cut := n - len(mark)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + mark
-}
+// truncate makes s storable and bounded (pgtext.Bound).
+func truncate(s string, n int) string { return pgtext.Bound(s, n) }
 
 // logValue masks the secrets of a message (internal/redact: URL passwords, key=value secrets)
 // and shortens it for a log line; the full message is in queues.error.

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch"
-	"github.com/taskorch/taskorch/internal/testing/dbtest"
 	"github.com/taskorch/taskorch/internal/dispatch"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
 )
 
 // Bad limits are refused with a clear error and write nothing; a type with no tasks may be

@@ -103,8 +103,16 @@ func snoozed(d time.Duration) *outcome { return &outcome{kind: outcomeSnooze, sn
 // rateLimited is the outcome of a call the service refused as too many: a snooze for as long as
 // it asked, which spends no attempt, logged with what it said.
 func rateLimited(e *RateLimitedError) *outcome {
-	return snoozed(e.wait()).withNote(slog.LevelInfo, "rate limited; the task runs again later without spending an attempt",
-		"error", logValue(e.Err.Error()), "retry_in", e.wait())
+	return snoozed(rateLimitWait(e)).withNote(slog.LevelInfo, "rate limited; the task runs again later without spending an attempt",
+		"error", logValue(e.Err.Error()), "retry_in", rateLimitWait(e))
+}
+
+// rateLimitWait is how long a rate-limited task waits before it runs again.
+func rateLimitWait(e *RateLimitedError) time.Duration {
+	if e.RetryAfter <= 0 {
+		return DefaultRateLimitBackoff
+	}
+	return e.RetryAfter
 }
 
 func noOutcome(why string) *outcome { return &outcome{kind: outcomeNone, msg: why} }

@@ -1,8 +1,10 @@
-package taskorch
+package tasktype
 
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/taskorch/taskorch/internal/pgtext"
 )
 
 // Status is a task's state. docs/design.md draws the states and the transitions between them.
@@ -90,7 +92,7 @@ func (t *Task) Function() string {
 	if json.Unmarshal(t.Payload, &p) != nil {
 		return ""
 	}
-	return truncate(p.DBFunction, 130)
+	return pgtext.Bound(p.DBFunction, 130)
 }
 
 // Label is the task's type as listings show it: the type, and for a db_function task the
@@ -136,39 +138,4 @@ type Task struct {
 	// AddHandlerWithResult value, a db_function envelope's "payload". nil when it returned none,
 	// and in listings (List leaves it out: results may be large); Get, GetTx and Wait read it.
 	Result json.RawMessage `json:"result,omitempty"`
-}
-
-// taskColumns is the select list that scanTask reads, in order.
-const taskColumns = `task_id, task_type, payload, priority, idempotency_key, scheduled_at, enqueued_at,
-	max_attempts, status::text, run_at, attempt, lease_id, lease_expires_at, worker_id, last_error,
-	call_failure, claimed_at, completed_at, failed_at, dead_at, cancelled_at`
-
-type rowScanner interface {
-	Scan(dest ...any) error
-}
-
-// taskWithResultColumns is taskColumns and the result, which scanTaskWithResult reads.
-const taskWithResultColumns = taskColumns + `, result`
-
-func scanTask(r rowScanner) (*Task, error) {
-	var t Task
-	if err := r.Scan(t.dest()...); err != nil {
-		return nil, err
-	}
-	return &t, nil
-}
-
-func scanTaskWithResult(r rowScanner) (*Task, error) {
-	var t Task
-	if err := r.Scan(append(t.dest(), (*[]byte)(&t.Result))...); err != nil {
-		return nil, err
-	}
-	return &t, nil
-}
-
-// dest is the scan destinations of taskColumns.
-func (t *Task) dest() []any {
-	return []any{&t.ID, &t.Type, (*[]byte)(&t.Payload), &t.Priority, &t.IdempotencyKey, &t.ScheduledAt, &t.EnqueuedAt,
-		&t.MaxAttempts, &t.Status, &t.RunAt, &t.Attempt, &t.LeaseID, &t.LeaseExpiresAt, &t.WorkerID, &t.LastError,
-		&t.CallFailure, &t.ClaimedAt, &t.CompletedAt, &t.FailedAt, &t.DeadAt, &t.CancelledAt}
 }

@@ -1,4 +1,4 @@
-package taskorch
+package tasktype
 
 import (
 	"errors"
@@ -63,14 +63,6 @@ func (e *RateLimitedError) Error() string { return "taskorch: rate limited: " + 
 // Unwrap returns the wrapped error.
 func (e *RateLimitedError) Unwrap() error { return e.Err }
 
-// wait is how long the task waits before it runs again.
-func (e *RateLimitedError) wait() time.Duration {
-	if e.RetryAfter <= 0 {
-		return DefaultRateLimitBackoff
-	}
-	return e.RetryAfter
-}
-
 // ErrLeaseLost is the cause of a handler's context cancellation when the worker lost the
 // task's lease: it was cancelled, or it expired and another worker took it.
 var ErrLeaseLost = errors.New("taskorch: the task's lease was lost")
@@ -84,3 +76,7 @@ var ErrTaskCancelled = fmt.Errorf("%w: the task was cancelled", ErrLeaseLost)
 // ErrShutdown is the cause of a handler's context cancellation when the worker shuts down and
 // the grace period is over; the task is given back to pending.
 var ErrShutdown = errors.New("taskorch: worker shutting down")
+
+// ErrListenProbe: a worker's direct LISTEN connection (WorkerConfig.ListenConfig) did not
+// receive a NOTIFY sent through its pool, so it would never wake the worker.
+var ErrListenProbe = errors.New("taskorch: the LISTEN connection does not hear the pool's notifications")
