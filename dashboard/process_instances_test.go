@@ -12,8 +12,8 @@ import (
 
 	"github.com/taskorch/taskorch"
 	"github.com/taskorch/taskorch/dashboard"
-	"github.com/taskorch/taskorch/internal/testing/dbtest"
 	"github.com/taskorch/taskorch/internal/scaffold"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
 	"github.com/taskorch/taskorch/providers"
 )
 

@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/taskorch/taskorch/internal/testing/dbtest"
 	"github.com/taskorch/taskorch/internal/schemadump"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
 	"github.com/taskorch/taskorch/migrations"
 )
 

@@ -14,8 +14,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/taskorch/taskorch/internal/testing/dbtest"
 	"github.com/taskorch/taskorch/internal/schemadump"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
 )
 
 func main() {
