@@ -33,7 +33,8 @@ func TestChannelErrorHandlerGetsErrorClass(t *testing.T) {
 		}
 		return nil, errors.New("503 try later")
 	})
-	startWorker(t, pool, &taskorch.WorkerConfig{Channels: map[string]taskorch.ChannelProvider{taskorch.TypeEmail: provider}})
+	// It claims the sms task it has no provider for (ClaimUnknownTypes), to fail it.
+	startWorker(t, pool, &taskorch.WorkerConfig{Channels: map[string]taskorch.ChannelProvider{taskorch.TypeEmail: provider}, ClaimUnknownTypes: true})
 
 	handlers := `"before_handler": "wbiz.before", "success_handler": "wbiz.on_success", "error_handler": "wbiz.on_error"`
 	var ids []int64

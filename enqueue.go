@@ -225,9 +225,7 @@ func (c *Client) enqueue(ctx context.Context, db DBTX, args TaskArgs, opts *Enqu
 	if err != nil {
 		return nil, err
 	}
-	if c.cfg.PropagateTraceContext {
-		row.payload = injectTraceParent(ctx, row.payload)
-	}
+	row.payload = c.withTraceContext(ctx, row.payload)
 	var res EnqueueResult
 	if row.debounceKey != "" {
 		err = db.QueryRow(ctx, enqueueDebouncedSQL, row.taskType, row.payload, row.debounceKey, row.debounce, row.priority, row.maxAttempts).
@@ -279,9 +277,7 @@ func (c *Client) enqueueMany(ctx context.Context, db DBTX, params []EnqueueParam
 			return nil, fmt.Errorf("task %d of %d: %w", i+1, n, inputErrorf("EnqueueMany does not debounce: enqueue debounced tasks with Enqueue"))
 		}
 		validType = row.taskType
-		if c.cfg.PropagateTraceContext {
-			row.payload = injectTraceParent(ctx, row.payload)
-		}
+		row.payload = c.withTraceContext(ctx, row.payload)
 		types[i], payloads[i] = row.taskType, row.payload
 		// Optional columns are sent only when some task sets them.
 		if row.scheduledAt != nil && scheduled == nil {

@@ -9,7 +9,7 @@ func SetTestTransport(cfg *WorkerConfig, tr transport.Transport) { cfg.Transport
 // Transport names, for tests that run one scenario per transport. The package has no such
 // constants: a transport is a value (WorkerConfig.Transport), named by its Name method.
 const (
-	TransportPostgres = postgresTransport
+	TransportPostgres = "postgres"
 	TransportRedis    = "redis" // redisstream.Name
 	TransportSQS      = "sqs"   // sqs.Name
 )

@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
-	"time"
+
+	"github.com/taskorch/taskorch/internal/worker"
 )
 
 // TaskFor is a task whose payload has been decoded into its args type.
@@ -18,19 +19,6 @@ type TaskFor[T TaskArgs] struct {
 func validateHandlerOpts(o HandlerOpts, taskType string) {
 	if o.MaxAttempts < 0 {
 		panic(fmt.Sprintf("taskorch: handler options of %q: MaxAttempts must not be negative, got %d", taskType, o.MaxAttempts))
-	}
-}
-
-// attemptTimeout is the bound of one attempt given the handler's options and the worker's
-// TaskTimeout: 0 for none.
-func attemptTimeout(o HandlerOpts, workerTimeout time.Duration) time.Duration {
-	switch {
-	case o.Timeout < 0:
-		return 0
-	case o.Timeout > 0:
-		return o.Timeout
-	default:
-		return workerTimeout
 	}
 }
 
@@ -58,7 +46,7 @@ func (hs *Handlers) Handle(taskType string, h Handler, opts ...*HandlerOpts) {
 	if err := ValidateTaskType(taskType); err != nil {
 		panic(err)
 	}
-	if builtinTaskType(taskType) {
+	if taskType == TypeDBFunction || worker.IsChannelType(taskType) {
 		panic(fmt.Sprintf("taskorch: task type %q is built in; it cannot have a Go handler", taskType))
 	}
 	if h == nil {
@@ -108,6 +96,18 @@ func (h typedHandler[T]) Work(ctx context.Context, t *Task) error {
 	}
 	return h.fn(ctx, &TaskFor[T]{Task: t, Args: args})
 }
+
+// handlerSet is the worker's view of a Handlers (worker.Handlers).
+type handlerSet struct{ hs *Handlers }
+
+// Lookup returns the handler of taskType and its options.
+func (s handlerSet) Lookup(taskType string) (Handler, HandlerOpts, bool) {
+	e, ok := s.hs.lookup(taskType)
+	return e.h, e.opts, ok
+}
+
+// Types lists the registered types.
+func (s handlerSet) Types() []string { return s.hs.Types() }
 
 func (hs *Handlers) lookup(taskType string) (handlerEntry, bool) {
 	if hs == nil {

@@ -19,6 +19,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/taskorch/taskorch"
+	taskorchprom "github.com/taskorch/taskorch/contrib/prometheus"
 	"github.com/taskorch/taskorch/internal/testing/dbtest"
 )
 
@@ -50,7 +51,7 @@ func TestWorkerMetrics(t *testing.T) {
 		return nil
 	})
 	_, stop := startWorker(t, pool, &taskorch.WorkerConfig{
-		Handlers: hs, Registerer: reg, LeaseDuration: time.Second, QueueStatsInterval: 20 * time.Millisecond,
+		Handlers: hs, Observers: []taskorch.Observer{taskorchprom.New(reg)}, LeaseDuration: time.Second, QueueStatsInterval: 20 * time.Millisecond,
 	})
 
 	enq := func(typ string, maxAttempts int, at time.Time) int64 {
@@ -109,7 +110,7 @@ func TestWorkerMetrics(t *testing.T) {
 		}
 		// The leader samples the queues every QueueStatsInterval: a sample taken before the
 		// last tasks ended still shows them running.
-		return countPrefix(got, "taskorch_queue_depth{") == 1
+		return countPrefix(got, "taskorch_queue_depth{") == 2
 	}, 20*time.Second, 10*time.Millisecond, "metrics never matched")
 	for k, v := range want {
 		require.Equal(t, v, got[k], k)
@@ -138,21 +139,22 @@ func TestWorkerMetrics(t *testing.T) {
 	require.Zero(t, countPrefix(got, "taskorch_queue_unserved{"))
 }
 
-// Without a Registerer there are no metrics; two workers cannot share one registry unwrapped.
+// Without the observer there are no metrics; two workers cannot share one registry unwrapped.
 func TestWorkerMetricsRegistration(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.NewDB(t)
 	_, err := taskorch.NewWorker(pool, nil)
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
-	_, err = taskorch.NewWorker(pool, &taskorch.WorkerConfig{Registerer: reg})
+	_, err = taskorch.NewWorker(pool, &taskorch.WorkerConfig{Observers: []taskorch.Observer{taskorchprom.New(reg)}})
 	require.NoError(t, err)
-	_, err = taskorch.NewWorker(pool, &taskorch.WorkerConfig{Registerer: reg})
+	_, err = taskorch.NewWorker(pool, &taskorch.WorkerConfig{Observers: []taskorch.Observer{taskorchprom.New(reg)}})
+	require.ErrorIs(t, err, taskorch.ErrInvalidInput)
 	require.ErrorContains(t, err, "give each worker its own registry")
 	shared := prometheus.NewRegistry()
 	for _, name := range []string{"a", "b"} {
 		_, err = taskorch.NewWorker(pool, &taskorch.WorkerConfig{
-			Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"worker": name}, shared)})
+			Observers: []taskorch.Observer{taskorchprom.New(prometheus.WrapRegistererWith(prometheus.Labels{"worker": name}, shared))}})
 		require.NoError(t, err)
 	}
 }

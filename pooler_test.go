@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
@@ -109,9 +108,9 @@ func TestPoolerWorkerListensDirectly(t *testing.T) {
 		started <- struct{}{}
 		return nil
 	})
-	reg := prometheus.NewRegistry()
+	obs := newCountingObserver()
 	w, err := taskorch.NewWorker(pool, &taskorch.WorkerConfig{
-		Handlers: hs, ListenConfig: listenCfg, Concurrency: 2, Registerer: reg,
+		Handlers: hs, ListenConfig: listenCfg, Concurrency: 2, Observers: []taskorch.Observer{obs},
 		PollInterval: time.Minute, MaxPollInterval: time.Minute, Logger: testLogger(t),
 	})
 	require.NoError(t, err)
@@ -135,7 +134,7 @@ func TestPoolerWorkerListensDirectly(t *testing.T) {
 	// Its first claim may have taken the task; what proves the direct connection is the
 	// notification it received.
 	require.Eventually(t, func() bool {
-		return gather(t, reg)["taskorch_notifications_received_total"] >= 1
+		return obs.notifications.Load() >= 1
 	}, 5*time.Second, 10*time.Millisecond, "no NOTIFY received on the direct LISTEN connection")
 }
 
@@ -206,8 +205,8 @@ func TestPoolerSessionModeWorksAsDirect(t *testing.T) {
 		started <- struct{}{}
 		return nil
 	})
-	reg := prometheus.NewRegistry()
-	startWorker(t, pool, &taskorch.WorkerConfig{Handlers: hs, Registerer: reg, Concurrency: 2,
+	obs := newCountingObserver()
+	startWorker(t, pool, &taskorch.WorkerConfig{Handlers: hs, Observers: []taskorch.Observer{obs}, Concurrency: 2,
 		PollInterval: time.Minute, MaxPollInterval: time.Minute})
 	require.Eventually(t, func() bool {
 		return scalar[int64](t, pool, `select count(*) from queues.worker`) == 1
@@ -224,7 +223,7 @@ func TestPoolerSessionModeWorksAsDirect(t *testing.T) {
 		}
 	}
 	require.Eventually(t, func() bool {
-		return gather(t, reg)["taskorch_notifications_received_total"] >= 1
+		return obs.notifications.Load() >= 1
 	}, 5*time.Second, 10*time.Millisecond, "no NOTIFY through the session pooler")
 }
 

@@ -132,3 +132,9 @@ type ChannelProviderFunc = tasktype.ChannelProviderFunc
 
 // ChannelCall is one provider call.
 type ChannelCall = tasktype.ChannelCall
+
+// Observer watches a worker: the tasks it runs (each told once its outcome is committed) and
+// what happens to it. Give observers in WorkerConfig.Observers; contrib/prometheus and
+// contrib/otel are two (see tasktype.Observer for the methods, and tasktype.ObserverDefaults to
+// implement only some).
+type Observer = tasktype.Observer

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/taskorch/taskorch"
+	taskorchotel "github.com/taskorch/taskorch/contrib/otel"
 	"github.com/taskorch/taskorch/internal/testing/dbtest"
 )
 
@@ -27,7 +28,7 @@ func TestTracingSpanPerTask(t *testing.T) {
 	pool := dbtest.NewDB(t)
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	client, err := taskorch.NewClient(pool, &taskorch.ClientConfig{PropagateTraceContext: true})
+	client, err := taskorch.NewClient(pool, &taskorch.ClientConfig{TraceContext: taskorchotel.TraceContext})
 	require.NoError(t, err)
 
 	// Enqueue inside an application span: the payload carries its traceparent.
@@ -49,7 +50,7 @@ func TestTracingSpanPerTask(t *testing.T) {
 		}
 		return nil
 	})
-	startWorker(t, pool, &taskorch.WorkerConfig{ID: "tracer-1", Handlers: hs, TracerProvider: tp})
+	startWorker(t, pool, &taskorch.WorkerConfig{ID: "tracer-1", Handlers: hs, Observers: []taskorch.Observer{taskorchotel.New(tp)}})
 	waitStatus(t, pool, ok.TaskID, taskorch.StatusCompleted)
 	waitStatus(t, pool, bad.TaskID, taskorch.StatusDead)
 	require.Eventually(t, func() bool { return len(rec.Ended()) >= 3 }, 5*time.Second, 5*time.Millisecond)

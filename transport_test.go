@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch"
+	taskorchprom "github.com/taskorch/taskorch/contrib/prometheus"
 	"github.com/taskorch/taskorch/internal/dispatch"
 	"github.com/taskorch/taskorch/internal/testing/dbtest"
 	"github.com/taskorch/taskorch/internal/testing/redistest"
@@ -92,7 +93,7 @@ func transportWorker(t *testing.T, pool *pgxpool.Pool, rig *transportRig, id str
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	cfg.ID = id
-	cfg.Registerer = reg
+	cfg.Observers = append(cfg.Observers, taskorchprom.New(reg))
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
@@ -257,7 +258,7 @@ func TestTransportUnreachableAtStart(t *testing.T) {
 	tr, err := redisstream.New(redisstream.Config{URL: "redis://127.0.0.1:1/0"})
 	require.NoError(t, err)
 	_, _ = startWorker(t, pool, &taskorch.WorkerConfig{
-		Handlers: hs, Transport: tr, Registerer: reg,
+		Handlers: hs, Transport: tr, Observers: []taskorch.Observer{taskorchprom.New(reg)},
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	c, err := taskorch.NewClient(pool, nil)

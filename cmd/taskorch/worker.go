@@ -24,6 +24,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/taskorch/taskorch"
+	taskorchotel "github.com/taskorch/taskorch/contrib/otel"
+	taskorchprom "github.com/taskorch/taskorch/contrib/prometheus"
 	"github.com/taskorch/taskorch/internal/builtinhandlers"
 	"github.com/taskorch/taskorch/internal/failover"
 	"github.com/taskorch/taskorch/webhooks"
@@ -317,8 +319,14 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 		defer cancel()
 		_ = stopTracing(sctx)
 	}()
+	// The metrics and the traces watch the worker from outside the library (contrib/prometheus,
+	// contrib/otel).
+	observers := []taskorch.Observer{taskorchprom.New(reg)}
+	if tp != nil {
+		observers = append(observers, taskorchotel.New(tp))
+	}
 	w, err := taskorch.NewWorker(pool, &taskorch.WorkerConfig{
-		TracerProvider:  tp,
+		Observers:       observers,
 		ID:              f.workerID,
 		Concurrency:     f.concurrency,
 		LeaseDuration:   f.leaseDuration,
@@ -340,7 +348,6 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 		Retention:         f.retention,
 		FailedRetention:   f.failedRetention,
 		HistoryRetention:  f.historyRetention,
-		Registerer:        reg,
 
 		Transport:       tr,
 		RedispatchAfter: f.transports.redispatchAfter,

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskorch/taskorch"
+	taskorchprom "github.com/taskorch/taskorch/contrib/prometheus"
 )
 
 // WorkerOptions configure the in-process workers of a run.
@@ -79,7 +80,7 @@ func (e *Env) startWorkers(ctx context.Context, pool *pgxpool.Pool, o WorkerOpti
 			c.ShutdownGrace = 5 * time.Second
 		}
 		if o.Metrics {
-			c.Registerer = prometheus.NewRegistry()
+			c.Observers = append(c.Observers[:len(c.Observers):len(c.Observers)], taskorchprom.New(prometheus.NewRegistry()))
 		}
 		w, err := taskorch.NewWorker(pool, &c)
 		if err != nil {

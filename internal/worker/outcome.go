@@ -1,23 +1,33 @@
-package taskorch
+package worker
 
 import (
 	"context"
 	"encoding/json"
 	"log/slog"
 	"time"
+
+	"github.com/taskorch/taskorch/internal/pgtext"
+	"github.com/taskorch/taskorch/tasktype"
 )
 
 // A claimed task takes one path through the worker (docs/worker.md, "The outcome path"):
 //
-//	start (executor.go)  a goroutine per task, its slot taken by the fetcher
+//	start (executor.go)  a goroutine per task, its slot taken by the starter (buffer.go)
 //	  run                the Go handler, db_function or channel branch; it returns an outcome
-//	  record             writes the outcome: completions go to the completer (batched), the rest
-//	                     is written at once; db_function and channel handlers have written theirs
-//	                     already, in their lease-locked transaction (lease_tx.go)
-//	  finish             once the outcome is written or known to be lost: metrics, the span, the
-//	                     log line and the transport's acknowledgement, in one place
+//	  record             has the outcome written (writer.go): completions go to the completer
+//	                     (batched), the rest is written at once; db_function and channel
+//	                     handlers have had theirs written already, in their lease-locked
+//	                     transaction (writer.go's inLeaseTx)
+//	  finish             once the outcome is written or known to be lost: the observers (metrics,
+//	                     the span), the log line and the transport's acknowledgement, in one place
 //
 // Nothing about a task is observed before its outcome is committed.
+
+// maxErrorBytes bounds an error message the worker records (the SQL side bounds it too).
+const maxErrorBytes = 8192
+
+// truncate makes s storable and bounded (pgtext.Bound).
+func truncate(s string, n int) string { return pgtext.Bound(s, n) }
 
 // outcomeKind is what a branch decided about a task.
 type outcomeKind uint8
@@ -73,11 +83,16 @@ type outcome struct {
 	handler     string
 	handlerBody []byte
 
+	// errs are failures that do not end the task (a channel's failed call, a handler's
+	// non-success), recorded in queues.error in the lease-locked transaction that writes the
+	// outcome (inLeaseTx).
+	errs []errRecord
+
 	// Set by record (or by the branch, for outcomeWritten).
-	status  Status // the task's status after the write: completed, pending (retry or snooze), failed, dead
-	refused bool   // the database refused the write: the lease was lost meanwhile
-	lost    bool   // outcomeNone: the lease was found lost before the work began; nothing done
-	err     error  // the write failed (the database unreachable past the retry budget)
+	status  tasktype.Status // the task's status after the write: completed, pending (retry or snooze), failed, dead
+	refused bool            // the database refused the write: the lease was lost meanwhile
+	lost    bool            // outcomeNone: the lease was found lost before the work began; nothing done
+	err     error           // the write failed (the database unreachable past the retry budget)
 }
 
 func completed() *outcome { return &outcome{kind: outcomeComplete} }
@@ -102,15 +117,15 @@ func snoozed(d time.Duration) *outcome { return &outcome{kind: outcomeSnooze, sn
 
 // rateLimited is the outcome of a call the service refused as too many: a snooze for as long as
 // it asked, which spends no attempt, logged with what it said.
-func rateLimited(e *RateLimitedError) *outcome {
+func rateLimited(e *tasktype.RateLimitedError) *outcome {
 	return snoozed(rateLimitWait(e)).withNote(slog.LevelInfo, "rate limited; the task runs again later without spending an attempt",
 		"error", logValue(e.Err.Error()), "retry_in", rateLimitWait(e))
 }
 
 // rateLimitWait is how long a rate-limited task waits before it runs again.
-func rateLimitWait(e *RateLimitedError) time.Duration {
+func rateLimitWait(e *tasktype.RateLimitedError) time.Duration {
 	if e.RetryAfter <= 0 {
-		return DefaultRateLimitBackoff
+		return tasktype.DefaultRateLimitBackoff
 	}
 	return e.RetryAfter
 }
@@ -118,7 +133,7 @@ func rateLimitWait(e *RateLimitedError) time.Duration {
 func noOutcome(why string) *outcome { return &outcome{kind: outcomeNone, msg: why} }
 
 // written is the outcome of a branch that committed status itself.
-func written(status Status) *outcome { return &outcome{kind: outcomeWritten, status: status} }
+func written(status tasktype.Status) *outcome { return &outcome{kind: outcomeWritten, status: status} }
 
 // refusedOutcome is an outcome the database refused because the lease was lost; what stands
 // for it (a completion, a failure) is named in the log line.
@@ -156,11 +171,23 @@ func (o *outcome) maxAttemptsArg() *int32 {
 // committed reports whether the task's outcome is in the database.
 func (o *outcome) committed() bool { return o.status != "" && !o.refused && o.err == nil }
 
-// record writes o, or hands it to the completer, which writes completions in batches and then
-// finishes them. Every other outcome is finished here.
+// failure is the attempt's failure an outcome stands for, as the observers see it: a failure
+// (written or not), a failure the branch committed itself, or a channel call failure its error
+// handler recorded while the task completed. ok is false for any other outcome.
+func (o *outcome) failure() (msg string, retriable, ok bool) {
+	switch {
+	case o.kind == outcomeFail:
+		return o.msg, o.retriable, true
+	case o.kind == outcomeWritten && o.msg != "":
+		return o.msg, o.retriable, true
+	}
+	return "", false, false
+}
+
+// record has o written (writer.go), or hands it to the completer, which writes completions in
+// batches and then finishes them. Every other outcome is finished here.
 func (w *Worker) record(ctx context.Context, r *runningTask, o *outcome) {
 	r.recording.Store(true)
-	t := r.task
 	switch o.kind {
 	case outcomeComplete:
 		r.result = o.result
@@ -170,46 +197,16 @@ func (w *Worker) record(ctx context.Context, r *runningTask, o *outcome) {
 		}
 		o = noOutcome("the worker stopped before the completion could be written; the task was given back")
 	case outcomeFail:
-		spanFailed(r.ctx, o.msg, o.retriable)
-		octx, cancel := outcomeContext(ctx)
-		var status *string
-		o.err = w.retryDB(octx, "fail task", func(ctx context.Context) error {
-			if o.hasPolicy() {
-				return w.pool.QueryRow(ctx, `select queues.fail_task_with_policy($1, $2, $3, $4::bigint * interval '1 microsecond', $5, $6)::text`,
-					t.ID, o.msg, *t.LeaseID, o.retryDelayMicros(), o.maxAttemptsArg(), o.errCtx).Scan(&status)
-			}
-			return w.pool.QueryRow(ctx, `select queues.fail_task($1, $2, $3, $4, $5)::text`,
-				t.ID, o.msg, *t.LeaseID, o.retriable, o.errCtx).Scan(&status)
-		})
-		cancel()
-		if o.err == nil {
-			if status == nil {
-				o.refused = true
-			} else {
-				o.status = Status(*status)
-			}
-		}
+		w.writeFailure(ctx, r.task, o)
 	case outcomeSnooze:
-		octx, cancel := outcomeContext(ctx)
-		var ok bool
-		o.err = w.retryDB(octx, "snooze task", func(ctx context.Context) error {
-			return w.pool.QueryRow(ctx, `select queues.snooze_task($1, $2, now() + $3::interval)`,
-				t.ID, *t.LeaseID, o.snooze.String()).Scan(&ok)
-		})
-		cancel()
-		if o.err == nil {
-			o.refused = !ok
-			if ok {
-				o.status = StatusPending
-			}
-		}
+		w.writeSnooze(ctx, r.task, o)
 	}
 	w.finish(r, o)
 }
 
-// finish observes a task's final outcome, once: metrics, the span, the log line, and the
-// transport's acknowledgement (only for an outcome that is committed). The task then leaves
-// the worker's running set.
+// finish observes a task's final outcome, once, after it is committed (or known to be lost):
+// the observers (metrics, the span), the log line, and the transport's acknowledgement (only
+// for an outcome that is committed). The task then leaves the worker's running set.
 func (w *Worker) finish(r *runningTask, o *outcome) {
 	t := r.task
 	var logger *slog.Logger // made on first use: most tasks log nothing at the configured level
@@ -219,46 +216,68 @@ func (w *Worker) finish(r *runningTask, o *outcome) {
 		}
 		return logger
 	}
+	f := tasktype.TaskFinish{Status: o.status}
 	switch {
 	case o.err != nil:
+		f.Outcome = tasktype.OutcomeUnrecorded
 		log().Error("could not record the outcome; the lease will expire and the task run again",
 			"error", o.err, "outcome", o.describe())
 	case o.refused:
-		w.metrics.outcomeRefused()
+		f.Outcome = tasktype.OutcomeRefused
 		what := o.note
 		if what == "" {
 			what = o.describe()
 		}
 		log().Warn(what+" refused: the lease was lost", "detail", o.msg)
 	case o.lost:
-		w.metrics.leaseLost()
+		f.Outcome = tasktype.OutcomeLeaseLost
 		log().Warn("lease lost before the task's transaction began; nothing done", "detail", o.msg)
 	case o.kind == outcomeNone:
+		f.Outcome = tasktype.OutcomeStopped
 		log().Info("task stopped without an outcome", "cause", o.msg)
 	case o.kind == outcomeSnooze:
-		w.metrics.taskSnoozed(t)
+		f.Outcome = tasktype.OutcomeSnoozed
 		log().Info("task snoozed", "for", o.snooze)
 	case o.kind == outcomeFail:
-		w.metrics.taskFailed(t, string(o.status))
+		f.Outcome = tasktype.OutcomeFailed
 		log().Warn("task failed", "error", logValue(o.msg), "retriable", o.retriable, "status", o.status)
-	case o.status == StatusCompleted:
-		w.metrics.taskCompleted(t.Type)
+	case o.status == tasktype.StatusCompleted:
+		f.Outcome = tasktype.OutcomeCompleted
 	default: // written by the branch as a failure (a function's named non-success)
-		w.metrics.taskFailed(t, string(o.status))
+		f.Outcome = tasktype.OutcomeFailed
 	}
 	if o.note != "" && o.committed() {
 		log().Log(r.ctx, o.noteLevel, o.note, o.noteAttrs...)
 	}
 	w.dl.outcomeRecorded(t.ID, o.committed())
-	d := time.Since(r.started)
-	w.metrics.taskFinished(t, d)
+	f.Duration = time.Since(r.started)
+	f.Error, f.Retriable, _ = o.failure()
+	w.obs.taskFinished(r.ctx, t, f)
 	if w.log.Enabled(r.ctx, slog.LevelDebug) {
-		log().Debug("task finished", "duration", d, "recorded", o.committed())
+		log().Debug("task finished", "duration", f.Duration, "recorded", o.committed())
 	}
-	r.endSpan()
 	w.mu.Lock()
 	delete(w.running, *t.LeaseID) // by lease: a stale run of the task never removes a newer one
 	w.mu.Unlock()
+}
+
+// errRecord is a failure to record in queues.error with an outcome; what names it in the
+// failure that follows when recording it fails.
+type errRecord struct {
+	what, msg string
+	errCtx    map[string]any
+}
+
+// withError adds a failure to record with the outcome (see outcome.errs).
+func (o *outcome) withError(what, msg string, errCtx map[string]any) *outcome {
+	o.errs = append(o.errs, errRecord{what: what, msg: msg, errCtx: errCtx})
+	return o
+}
+
+// withNote adds a log line to an outcome (see outcome.note).
+func (o *outcome) withNote(level slog.Level, note string, attrs ...any) *outcome {
+	o.note, o.noteLevel, o.noteAttrs = note, level, attrs
+	return o
 }
 
 // describe names the write an outcome stands for, for log lines.

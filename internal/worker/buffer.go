@@ -1,18 +1,20 @@
-package taskorch
+package worker
 
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"math"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/taskorch/taskorch/tasktype"
 )
 
-// Claiming ahead (docs/worker.md, "Claiming ahead"): the fetcher keeps a small buffer of tasks
-// it has claimed but not started, so that a slot that frees starts its next task at once
-// instead of waiting a claim's round trip. The buffer is bounded by what the slots finish in
+// The buffer of claimed tasks, and the starter. Every claimed task waits here for a slot, if
+// only for a moment. Claiming ahead (docs/worker.md, "Claiming ahead"): the fetcher keeps a
+// small buffer of tasks it has claimed but not started, so that a slot that frees starts its
+// next task at once instead of waiting a claim's round trip. The buffer is bounded by what the slots finish in
 // aheadRoundTrips claim round trips (aheadEstimator), and never more than
 // WorkerConfig.ClaimAhead. A buffered task holds its lease from the claim on: the renewer
 // renews it like a running task, and gives it back to pending if it has waited a whole renewal
@@ -20,9 +22,9 @@ import (
 
 // bufferedTask is a claimed task waiting for a slot.
 type bufferedTask struct {
-	task    *Task
+	task    *tasktype.Task
 	claimed time.Time // when the claim that took it was sent: its lease started no earlier
-	claim   int64     // the claim's sequence number
+	claim   int64     // the claim's sequence number (0: a claim the gate does not hold back)
 }
 
 // readyBuffer is the claim-ahead buffer: claimed tasks in claim order, waiting for a slot.
@@ -50,7 +52,7 @@ func (b *readyBuffer) setGate(seq int64) {
 }
 
 // add adds the tasks that claim number seq, sent at claimed, returned.
-func (b *readyBuffer) add(tasks []*Task, claimed time.Time, seq int64) {
+func (b *readyBuffer) add(tasks []*tasktype.Task, claimed time.Time, seq int64) {
 	if len(tasks) == 0 {
 		return
 	}
@@ -74,7 +76,7 @@ func (b *readyBuffer) add(tasks []*Task, claimed time.Time, seq int64) {
 
 // take removes and returns the first task in claim order that may start (its claim is not
 // later than one still in flight); nil when there is none.
-func (b *readyBuffer) take() *Task {
+func (b *readyBuffer) take() *tasktype.Task {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i, bt := range b.queue {
@@ -126,7 +128,7 @@ func (b *readyBuffer) holds(ref leaseRef) bool {
 
 // removeLease takes task ref.task out of the buffer if it is there under lease ref.lease, and
 // returns it; nil when it is not (started, given back, or never buffered).
-func (b *readyBuffer) removeLease(ref leaseRef) *Task {
+func (b *readyBuffer) removeLease(ref leaseRef) *tasktype.Task {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	bt, ok := b.byID[ref.task]
@@ -140,10 +142,10 @@ func (b *readyBuffer) removeLease(ref leaseRef) *Task {
 
 // remove takes the listed tasks out of the buffer (their lease was lost, or they are given
 // back) and returns those that were still in it.
-func (b *readyBuffer) remove(ids []int64) []*Task {
+func (b *readyBuffer) remove(ids []int64) []*tasktype.Task {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var out []*Task
+	var out []*tasktype.Task
 	for _, id := range ids {
 		if bt, ok := b.byID[id]; ok {
 			delete(b.byID, id)
@@ -155,10 +157,10 @@ func (b *readyBuffer) remove(ids []int64) []*Task {
 }
 
 // removeOlder takes out the tasks claimed before cutoff (nil cutoff: all) and returns them.
-func (b *readyBuffer) removeOlder(cutoff time.Time, all bool) []*Task {
+func (b *readyBuffer) removeOlder(cutoff time.Time, all bool) []*tasktype.Task {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var out []*Task
+	var out []*tasktype.Task
 	for id, bt := range b.byID {
 		if all || bt.claimed.Before(cutoff) {
 			delete(b.byID, id)
@@ -182,7 +184,8 @@ func (b *readyBuffer) compactLocked() {
 }
 
 // runStarter starts buffered tasks as slots free, until ctx is done: it waits for a buffered
-// task, then for a slot, and starts the oldest task still buffered. Tasks run on inner.
+// task, then for a slot, and starts the first task in claim order. Tasks run on inner. It is the
+// one place a claimed task starts, whichever source claimed it.
 func (w *Worker) runStarter(ctx, inner context.Context) {
 	for {
 		select {
@@ -204,6 +207,14 @@ func (w *Worker) runStarter(ctx, inner context.Context) {
 			continue
 		}
 		w.start(inner, t)
+	}
+}
+
+// dropped forgets the transport messages of tasks that left the buffer without starting (given
+// back, or their lease lost): unacknowledged, they come back, and the claim decides.
+func (w *Worker) dropped(tasks []*tasktype.Task) {
+	for _, t := range tasks {
+		w.dl.outcomeRecorded(t.ID, false)
 	}
 }
 
@@ -276,34 +287,4 @@ func ewma(avg, x float64) float64 {
 		return x
 	}
 	return avg + (x-avg)/4
-}
-
-// releaseBuffered gives tasks taken out of the buffer back to pending without spending their
-// attempt (queues.release_tasks).
-func (w *Worker) releaseBuffered(ctx context.Context, tasks []*Task, why string) {
-	if len(tasks) == 0 {
-		return
-	}
-	ids := make([]int64, len(tasks))
-	leases := make([]int64, len(tasks))
-	for i, t := range tasks {
-		ids[i], leases[i] = t.ID, *t.LeaseID
-	}
-	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	var released []int64
-	err := w.retryDB(octx, "release buffered tasks", func(ctx context.Context) error {
-		rows, err := w.pool.Query(ctx, `select * from queues.release_tasks($1, $2, $3)`, ids, leases,
-			fmt.Sprintf("worker %s: %s", w.cfg.ID, why))
-		if err != nil {
-			return err
-		}
-		released, err = collectInt64s(rows)
-		return err
-	})
-	if err != nil {
-		w.log.Warn("could not give buffered tasks back; their leases will expire", "tasks", len(ids), "error", err)
-		return
-	}
-	w.log.Debug("gave buffered tasks back to pending", "released", len(released), "why", why)
 }

@@ -1,7 +1,11 @@
-package taskorch
+package prometheus
 
 import (
+	"fmt"
+
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/taskorch/taskorch/tasktype"
 )
 
 // transportMetrics instruments a worker's transport (redis, sqs): taskorch_transport_*, with a
@@ -12,9 +16,6 @@ type transportMetrics struct {
 }
 
 func newTransportMetrics(reg prometheus.Registerer, name string) (*transportMetrics, error) {
-	if reg == nil {
-		return nil, nil
-	}
 	labels := prometheus.Labels{"transport": name}
 	counter := func(n, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "taskorch", Subsystem: "transport", Name: n, Help: help, ConstLabels: labels})
@@ -31,55 +32,36 @@ func newTransportMetrics(reg prometheus.Registerer, name string) (*transportMetr
 	}
 	for _, c := range []prometheus.Collector{m.sent, m.received, m.acked, m.refused, m.redispatched, m.sendFailed, m.fallback} {
 		if err := reg.Register(c); err != nil {
-			return nil, inputErrorf("registering transport metrics: %v (give each worker its own registry)", err)
+			return nil, fmt.Errorf("registering transport metrics: %v (give each worker its own registry)", err)
 		}
 	}
 	return m, nil
 }
 
-func (m *transportMetrics) sentN(n int) {
-	if m != nil {
-		m.sent.Add(float64(n))
-	}
-}
-
-func (m *transportMetrics) receivedN(n int) {
-	if m != nil {
-		m.received.Add(float64(n))
-	}
-}
-
-func (m *transportMetrics) ackedN(n int) {
-	if m != nil {
-		m.acked.Add(float64(n))
-	}
-}
-
-func (m *transportMetrics) refusedN(n int) {
-	if m != nil {
-		m.refused.Add(float64(n))
-	}
-}
-
-func (m *transportMetrics) redispatchedN(n int) {
-	if m != nil {
-		m.redispatched.Add(float64(n))
-	}
-}
-
-func (m *transportMetrics) sendFailedN(n int) {
-	if m != nil {
-		m.sendFailed.Add(float64(n))
-	}
-}
-
-func (m *transportMetrics) setFallback(on bool) {
+// event counts a transport's event.
+func (m *transportMetrics) event(e tasktype.WorkerEvent) {
 	if m == nil {
 		return
 	}
-	if on {
-		m.fallback.Set(1)
-	} else {
-		m.fallback.Set(0)
+	n := float64(e.N)
+	switch e.Kind {
+	case tasktype.EventMessagesSent:
+		m.sent.Add(n)
+	case tasktype.EventMessagesReceived:
+		m.received.Add(n)
+	case tasktype.EventMessagesAcked:
+		m.acked.Add(n)
+	case tasktype.EventMessagesRefused:
+		m.refused.Add(n)
+	case tasktype.EventMessagesRedispatched:
+		m.redispatched.Add(n)
+	case tasktype.EventSendFailed:
+		m.sendFailed.Add(n)
+	case tasktype.EventFallback:
+		if e.On {
+			m.fallback.Set(1)
+		} else {
+			m.fallback.Set(0)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package taskorch
+package worker
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package taskorch
+package worker
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/taskorch/taskorch/tasktype"
 )
 
 // The lazy task logger writes exactly what slog's Logger.With would, groups included.
@@ -34,7 +36,7 @@ func TestTaskLogHandlerMatchesWith(t *testing.T) {
 func BenchmarkTaskLogger(b *testing.B) {
 	w := &Worker{log: slog.New(slog.NewJSONHandler(&bytes.Buffer{}, nil))}
 	lease := int64(3)
-	task := &Task{ID: 7, Type: "mail", LeaseID: &lease, Attempt: 1}
+	task := &tasktype.Task{ID: 7, Type: "mail", LeaseID: &lease, Attempt: 1}
 	b.Run("lazy", func(b *testing.B) {
 		for b.Loop() {
 			w.taskLogger(task).Debug("task started")

@@ -1,9 +1,15 @@
-package taskorch
+package worker
 
 import (
 	"context"
 	"log/slog"
+
+	"github.com/taskorch/taskorch/internal/redact"
 )
+
+// logValue masks the secrets of a message (internal/redact: URL passwords, key=value secrets)
+// and shortens it for a log line; the full message is in queues.error.
+func logValue(s string) string { return truncate(redact.String(s), 512) }
 
 // taskLogHandler adds a task's attributes to the records of the worker's logger, lazily: a
 // worker runs tens of thousands of tasks a second and most of them log nothing at the configured

@@ -1,9 +1,11 @@
-package taskorch
+package worker
 
 import (
+	"context"
 	"errors"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -34,4 +36,29 @@ func transient(err error) bool {
 	}
 	return pgconn.SafeToRetry(err) || strings.Contains(err.Error(), "conn closed") ||
 		strings.Contains(err.Error(), "unexpected EOF") || strings.Contains(err.Error(), "connection reset")
+}
+
+// outcomeContext is the context outcome writes run on: they must happen even when the task's
+// own context was cancelled (a timeout), and are bounded on their own.
+func outcomeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+}
+
+// retryDB runs fn until it succeeds, ctx ends, or it fails with an error that retrying cannot
+// fix. Connection errors (a database restart) are retried with backoff.
+func (w *Worker) retryDB(ctx context.Context, what string, fn func(ctx context.Context) error) error {
+	backoff := 50 * time.Millisecond
+	for {
+		err := fn(ctx)
+		if err == nil || !transient(err) || ctx.Err() != nil {
+			return err
+		}
+		w.log.Warn("database unavailable; retrying", "operation", what, "error", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
 }

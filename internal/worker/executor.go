@@ -1,4 +1,4 @@
-package taskorch
+package worker
 
 import (
 	"context"
@@ -8,24 +8,24 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/taskorch/taskorch/internal/pgtext"
-	"github.com/taskorch/taskorch/internal/redact"
+	"github.com/taskorch/taskorch/tasktype"
 )
-
-// maxErrorBytes bounds an error message the worker records (the SQL side bounds it too).
-const maxErrorBytes = 8192
 
 var errTimeout = errors.New("taskorch: task timed out")
 
+// How a task runs, once the starter (buffer.go) has a slot for it: start gives it a goroutine and
+// a context, run takes the branch for its type (a Go handler here, db_function.go, channel.go),
+// which returns an outcome, and record (outcome.go) has it written.
+
 // start runs t in its own goroutine; its slot is already taken. The goroutine runs the task's
 // branch, records the outcome it returns, and frees the slot: a completion is left to the
-// completer, which finishes the task once it is written (outcome.go).
-func (w *Worker) start(inner context.Context, t *Task) {
+// completer, which finishes the task once it is written (outcome.go). The observers see the
+// task start here (its span begins) and finish once its outcome is written.
+func (w *Worker) start(inner context.Context, t *tasktype.Task) {
 	ctx, cancel := context.WithCancelCause(inner)
 	r := &runningTask{task: t, cancel: cancel, started: time.Now()}
-	w.metrics.taskStarted(t)
+	ctx = w.obs.taskStarted(ctx, t)
+	r.ctx = ctx
 	w.mu.Lock()
 	w.running[*t.LeaseID] = r
 	// Cancelled after the claim committed and before now: its notification found no task.
@@ -46,27 +46,25 @@ func (w *Worker) start(inner context.Context, t *Task) {
 
 // taskLogger returns the logger for lines about t. Its attributes are formatted only when a
 // line is written (taskLogHandler).
-func (w *Worker) taskLogger(t *Task) *slog.Logger {
+func (w *Worker) taskLogger(t *tasktype.Task) *slog.Logger {
 	return slog.New(&taskLogHandler{inner: w.log.Handler(), attrs: []slog.Attr{
 		slog.Int64("task_id", t.ID), slog.String("task_type", t.Type), slog.Int64("lease_id", *t.LeaseID), slog.Int("attempt", t.Attempt),
 	}})
 }
 
 // run dispatches the task by type (a db_function, a channel, or a Go handler) and returns its
-// outcome. It starts the task's span, which finish ends. A Go handler's options (HandlerOpts)
-// apply here: its timeout in place of the worker's, and its attempt cap and retry delay to the
-// failure it returns.
+// outcome. A Go handler's options (HandlerOpts) apply here: its timeout in place of the
+// worker's, and its attempt cap and retry delay to the failure it returns.
 func (w *Worker) run(ctx context.Context, r *runningTask) *outcome {
 	t := r.task
-	ctx, r.endSpan = w.startTaskSpan(ctx, t)
-	r.ctx = ctx
-	builtin := t.Type == TypeDBFunction || isChannelType(t.Type)
-	var e handlerEntry
+	builtin := t.Type == tasktype.TypeDBFunction || IsChannelType(t.Type)
+	var h tasktype.Handler
+	var opts tasktype.HandlerOpts
 	var known bool
-	if !builtin {
-		e, known = w.cfg.Handlers.lookup(t.Type)
+	if !builtin && w.cfg.Handlers != nil {
+		h, opts, known = w.cfg.Handlers.Lookup(t.Type)
 	}
-	timeout := attemptTimeout(e.opts, w.cfg.TaskTimeout)
+	timeout := attemptTimeout(opts, w.cfg.TaskTimeout)
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, timeout, errTimeout)
@@ -76,30 +74,48 @@ func (w *Worker) run(ctx context.Context, r *runningTask) *outcome {
 		w.taskLogger(t).Debug("task started")
 	}
 	switch {
-	case t.Type == TypeDBFunction:
+	case t.Type == tasktype.TypeDBFunction:
 		return w.runDBFunction(ctx, t)
-	case isChannelType(t.Type):
+	case IsChannelType(t.Type):
 		return w.runChannel(ctx, t)
 	case !known:
+		n := 0
+		if w.cfg.Handlers != nil {
+			n = len(w.cfg.Handlers.Types())
+		}
 		return failed(fmt.Sprintf("unknown task type %q: this worker has no handler for it (it runs db_function, the channel types and %d Go handler type(s))",
-			t.Type, len(w.cfg.Handlers.Types())), false, map[string]any{"reason": "unknown_task_type"})
+			t.Type, n), false, map[string]any{"reason": "unknown_task_type"})
 	}
-	if limit := e.opts.MaxAttempts; limit > 0 && t.Attempt > limit {
+	if limit := opts.MaxAttempts; limit > 0 && t.Attempt > limit {
 		// Claimed past the handler's cap: an earlier attempt's lease expired, which counts.
 		o := failed(fmt.Sprintf("attempt %d is past the handler's MaxAttempts of %d (an earlier attempt's lease expired); not run",
 			t.Attempt, limit), true, map[string]any{"handler": "go", "reason": "handler_max_attempts"})
 		o.maxAttempts = limit
 		return o
 	}
-	slot := &resultSlot{max: w.cfg.MaxResultBytes}
-	return w.runHandler(withResultSlot(ctx, slot), t, e, timeout, slot)
+	slot := &ResultSlot{max: w.cfg.MaxResultBytes}
+	return w.runHandler(withResultSlot(ctx, slot), t, h, opts, timeout, slot)
+}
+
+// attemptTimeout is the bound of one attempt given the handler's options and the worker's
+// TaskTimeout: 0 for none.
+func attemptTimeout(o tasktype.HandlerOpts, workerTimeout time.Duration) time.Duration {
+	switch {
+	case o.Timeout < 0:
+		return 0
+	case o.Timeout > 0:
+		return o.Timeout
+	default:
+		return workerTimeout
+	}
 }
 
 // runHandler runs a Go handler and turns what it returned into an outcome. timeout is the
 // attempt's bound (0: none), for the message of a timeout; slot holds the result the handler set
 // (SetResult), which a completion carries.
-func (w *Worker) runHandler(ctx context.Context, t *Task, e handlerEntry, timeout time.Duration, slot *resultSlot) *outcome {
-	err := safeWork(ctx, e.h, t)
+func (w *Worker) runHandler(ctx context.Context, t *tasktype.Task, h tasktype.Handler, opts tasktype.HandlerOpts,
+	timeout time.Duration, slot *ResultSlot) *outcome {
+	err := safeWork(ctx, h, t)
 	if err == nil {
 		// Done, even if the worker is stopping: a completion under a lost lease is refused.
 		result, over := slot.get()
@@ -111,9 +127,9 @@ func (w *Worker) runHandler(ctx context.Context, t *Task, e handlerEntry, timeou
 	if stopped, cause := stoppedBy(ctx); stopped && cause != errTimeout {
 		return noOutcome(fmt.Sprintf("%v (the handler returned: %v)", cause, err))
 	}
-	var snooze *SnoozeError
-	var limited *RateLimitedError
-	var discard *DiscardError
+	var snooze *tasktype.SnoozeError
+	var limited *tasktype.RateLimitedError
+	var discard *tasktype.DiscardError
 	var o *outcome
 	switch {
 	case errors.As(err, &snooze):
@@ -128,13 +144,13 @@ func (w *Worker) runHandler(ctx context.Context, t *Task, e handlerEntry, timeou
 	default:
 		o = failed(err.Error(), true, map[string]any{"handler": "go"})
 	}
-	w.applyRetryPolicy(o, t, e.opts, err)
+	w.applyRetryPolicy(o, t, opts, err)
 	return o
 }
 
 // applyRetryPolicy sets a retriable failure's attempt cap and retry delay from the handler's
 // options; without them the failure is written by fail_task, with the database's policy.
-func (w *Worker) applyRetryPolicy(o *outcome, t *Task, opts HandlerOpts, err error) {
+func (w *Worker) applyRetryPolicy(o *outcome, t *tasktype.Task, opts tasktype.HandlerOpts, err error) {
 	o.maxAttempts = opts.MaxAttempts
 	if opts.RetryDelay == nil {
 		return
@@ -153,7 +169,7 @@ func (w *Worker) applyRetryPolicy(o *outcome, t *Task, opts HandlerOpts, err err
 
 // retryDelay calls a handler's RetryDelay; ok is false when it panicked (logged), and the
 // database's backoff applies.
-func (w *Worker) retryDelay(t *Task, fn func(attempt int, err error) time.Duration, err error) (d time.Duration, ok bool) {
+func (w *Worker) retryDelay(t *tasktype.Task, fn func(attempt int, err error) time.Duration, err error) (d time.Duration, ok bool) {
 	defer func() {
 		if v := recover(); v != nil {
 			w.taskLogger(t).Error("the handler's RetryDelay panicked; the database's backoff applies", "panic", fmt.Sprint(v))
@@ -181,7 +197,7 @@ func (p *panicError) Error() string {
 	return truncate(fmt.Sprintf("handler panicked: %v\n%s", p.value, p.stack), maxErrorBytes)
 }
 
-func safeWork(ctx context.Context, h Handler, t *Task) (err error) {
+func safeWork(ctx context.Context, h tasktype.Handler, t *tasktype.Task) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = &panicError{value: v, stack: debug.Stack()}
@@ -189,39 +205,3 @@ func safeWork(ctx context.Context, h Handler, t *Task) (err error) {
 	}()
 	return h.Work(ctx, t)
 }
-
-// outcomeContext is the context outcome writes run on: they must happen even when the task's
-// own context was cancelled (a timeout), and are bounded on their own.
-func outcomeContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-}
-
-// retryDB runs fn until it succeeds, ctx ends, or it fails with an error that retrying cannot
-// fix. Connection errors (a database restart) are retried with backoff.
-func (w *Worker) retryDB(ctx context.Context, what string, fn func(ctx context.Context) error) error {
-	backoff := 50 * time.Millisecond
-	for {
-		err := fn(ctx)
-		if err == nil || !transient(err) || ctx.Err() != nil {
-			return err
-		}
-		w.log.Warn("database unavailable; retrying", "operation", what, "error", err, "retry_in", backoff)
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 2*time.Second)
-	}
-}
-
-func collectInt64s(rows pgx.Rows) ([]int64, error) {
-	return pgx.CollectRows(rows, pgx.RowTo[int64])
-}
-
-// truncate makes s storable and bounded (pgtext.Bound).
-func truncate(s string, n int) string { return pgtext.Bound(s, n) }
-
-// logValue masks the secrets of a message (internal/redact: URL passwords, key=value secrets)
-// and shortens it for a log line; the full message is in queues.error.
-func logValue(s string) string { return truncate(redact.String(s), 512) }

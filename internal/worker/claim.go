@@ -1,4 +1,4 @@
-package taskorch
+package worker
 
 import (
 	"context"
@@ -7,7 +7,52 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/taskorch/taskorch/internal/taskrow"
+	"github.com/taskorch/taskorch/tasktype"
 )
+
+// The one claim path: every task this worker runs is claimed here, by one of three statements,
+// and read by collectClaimed. The fetch loop (fetch.go) decides when, how many and from which
+// source; the claimed tasks go to the claim-ahead buffer, from which the starter starts them.
+
+// claimKind is which claim statement a source uses.
+type claimKind uint8
+
+const (
+	// claimDue: the due tasks, in priority order (queues.claim_tasks).
+	claimDue claimKind = iota
+	// claimLimited: due tasks of limited types only (queues.claim_limited_tasks): a worker on a
+	// transport claims these from the database, as they are not sent as messages
+	// (docs/limits.md).
+	claimLimited
+	// claimByID: the tasks a transport delivered, by id (queues.claim_tasks_by_id): exactly one
+	// claim of a task wins.
+	claimByID
+)
+
+var claimSQL = [...]string{
+	claimDue:     `select ` + taskrow.Columns + ` from queues.claim_tasks($1, $2, $3::interval, $4)`,
+	claimLimited: `select ` + taskrow.Columns + ` from queues.claim_limited_tasks($1, $2, $3::interval, $4)`,
+	claimByID:    `select ` + taskrow.Columns + ` from queues.claim_tasks_by_id($1, $2, $3::interval, $4)`,
+}
+
+// claim claims up to n tasks (claimByID: the tasks of ids) for this worker, of the types it
+// claims, and returns those it can run. ctx must not be the one whose end stops the worker (see
+// fetch.go); the claim is bounded by claimTimeout instead.
+func (w *Worker) claim(ctx context.Context, kind claimKind, n int, ids []int64) ([]*tasktype.Task, error) {
+	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
+	defer cancel()
+	var which any = n
+	if kind == claimByID {
+		which = ids
+	}
+	rows, err := w.pool.Query(ctx, claimSQL[kind], w.cfg.ID, which, w.lease, w.types)
+	if err != nil {
+		return nil, err
+	}
+	return w.collectClaimed(ctx, rows)
+}
 
 // A claim commits its leases before the worker reads its rows. A row the worker cannot read (a
 // time PostgreSQL holds and Go cannot, such as -infinity, which the table's constraints refuse
@@ -17,11 +62,12 @@ import (
 
 // claimedRow is a claimed task as read, before it is checked.
 type claimedRow struct {
-	task                                                                  Task
+	task                                                                  tasktype.Task
 	scheduledAt, enqueuedAt, runAt                                        pgtype.Timestamptz
 	leaseExpiresAt, claimedAt, completedAt, failedAt, deadAt, cancelledAt pgtype.Timestamptz
 }
 
+// dest is the scan destinations of taskrow.Columns, the times read as pgtype.Timestamptz.
 func (c *claimedRow) dest() []any {
 	t := &c.task
 	return []any{&t.ID, &t.Type, (*[]byte)(&t.Payload), &t.Priority, &t.IdempotencyKey, &c.scheduledAt, &c.enqueuedAt,
@@ -81,12 +127,12 @@ func timestamptzText(v pgtype.Timestamptz) string {
 	return v.Time.String()
 }
 
-// collectClaimed reads the rows of a claim (taskColumns) and returns the tasks to run. A task
+// collectClaimed reads the rows of a claim (taskrow.Columns) and returns the tasks to run. A task
 // whose row cannot be read is failed without retry, with the reason, and left out; the error is
 // that of the query itself (the claim failed as a whole).
-func (w *Worker) collectClaimed(ctx context.Context, rows pgx.Rows) ([]*Task, error) {
-	var tasks []*Task
-	var bad []*Task
+func (w *Worker) collectClaimed(ctx context.Context, rows pgx.Rows) ([]*tasktype.Task, error) {
+	var tasks []*tasktype.Task
+	var bad []*tasktype.Task
 	var reasons []string
 	var c claimedRow
 	_, err := pgx.ForEachRow(rows, c.dest(), func() error {
@@ -106,24 +152,4 @@ func (w *Worker) collectClaimed(ctx context.Context, rows pgx.Rows) ([]*Task, er
 		w.failUnreadable(ctx, t, reasons[i])
 	}
 	return tasks, nil
-}
-
-// failUnreadable fails a claimed task the worker cannot read, for good: running it again cannot
-// help. The claim's other tasks are not held up by it.
-func (w *Worker) failUnreadable(ctx context.Context, t *Task, reason string) {
-	msg := fmt.Sprintf("the worker could not read the claimed task: %s; failed without retry (docs/guarantees.md)", reason)
-	w.log.Error("claimed a task it cannot read; failing it alone", "task_id", t.ID, "task_type", t.Type, "reason", reason)
-	if t.LeaseID == nil {
-		return // no lease to fail it under: it returns to pending when its lease expires
-	}
-	octx, cancel := outcomeContext(ctx)
-	defer cancel()
-	err := w.retryDB(octx, "fail unreadable task", func(ctx context.Context) error {
-		_, err := w.pool.Exec(ctx, `select queues.fail_task($1, $2, $3, false, $4)`, t.ID, msg, *t.LeaseID,
-			map[string]any{"reason": "unreadable_task"})
-		return err
-	})
-	if err != nil {
-		w.log.Error("could not fail the unreadable task; its lease will expire", "task_id", t.ID, "error", err)
-	}
 }

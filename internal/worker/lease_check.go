@@ -1,10 +1,12 @@
-package taskorch
+package worker
 
 import (
 	"context"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/taskorch/taskorch/tasktype"
 )
 
 // cancelChannel is the channel queues.cancel_task notifies, with '<task_id>:<lease_id>', when it
@@ -193,7 +195,7 @@ func (w *Worker) checkLeases(ctx context.Context, refs []leaseRef) {
 	}
 	cancelled := func(ref leaseRef) bool {
 		s := statuses[ref]
-		return s != nil && Status(*s) == StatusCancelled
+		return s != nil && tasktype.Status(*s) == tasktype.StatusCancelled
 	}
 	var notRunning []leaseRef
 	defer func() {
@@ -204,7 +206,8 @@ func (w *Worker) checkLeases(ctx context.Context, refs []leaseRef) {
 			if t == nil {
 				continue
 			}
-			w.metrics.leaseLost()
+			w.dropped([]*tasktype.Task{t})
+			w.obs.event(tasktype.WorkerEvent{Kind: tasktype.EventLeaseLost})
 			if cancelled(ref) {
 				w.taskLogger(t).Info("task cancelled while it waited in the claim-ahead buffer; not starting it")
 			} else {
@@ -230,10 +233,10 @@ func (w *Worker) checkLeases(ctx context.Context, refs []leaseRef) {
 		if !r.leaseGone.CompareAndSwap(false, true) {
 			continue
 		}
-		w.metrics.leaseLost()
+		w.obs.event(tasktype.WorkerEvent{Kind: tasktype.EventLeaseLost})
 		if cancelled(ref) {
 			w.taskLogger(r.task).Info("task cancelled; stopping its handler")
-			r.cancel(ErrTaskCancelled)
+			r.cancel(tasktype.ErrTaskCancelled)
 			continue
 		}
 		status := "(gone)"
@@ -241,6 +244,6 @@ func (w *Worker) checkLeases(ctx context.Context, refs []leaseRef) {
 			status = *s
 		}
 		w.taskLogger(r.task).Warn("lease lost; cancelling the task", "status", status)
-		r.cancel(ErrLeaseLost)
+		r.cancel(tasktype.ErrLeaseLost)
 	}
 }

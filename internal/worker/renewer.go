@@ -1,10 +1,12 @@
-package taskorch
+package worker
 
 import (
 	"context"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/taskorch/taskorch/tasktype"
 )
 
 // runRenewer extends the leases of running and buffered tasks every LeaseDuration/3, in one
@@ -71,8 +73,10 @@ func (w *Worker) renew(ctx context.Context) {
 			lostAhead = append(lostAhead, id)
 		}
 	}
-	for _, t := range w.ready.remove(lostAhead) {
-		w.metrics.leaseLost()
+	lost := w.ready.remove(lostAhead)
+	w.dropped(lost)
+	for _, t := range lost {
+		w.obs.event(tasktype.WorkerEvent{Kind: tasktype.EventLeaseLost})
 		w.taskLogger(t).Warn("lease lost while the task waited in the claim-ahead buffer; not starting it")
 	}
 	// Not extended: cancelled, or expired and taken over, or finished meanwhile. The database

@@ -1,4 +1,4 @@
-package taskorch
+package worker
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/taskorch/taskorch/internal/envelope"
+	"github.com/taskorch/taskorch/tasktype"
 )
 
 // runDBFunction runs internal.run_function(payload.db_function, payload) inside the task's
@@ -19,7 +20,7 @@ import (
 // together, so SQL work takes effect exactly once. An exception in the function rolls
 // everything back and the attempt fails (retried with backoff); the runner's own refusals (no
 // such function, no grant) fail the task for good.
-func (w *Worker) runDBFunction(ctx context.Context, t *Task) *outcome {
+func (w *Worker) runDBFunction(ctx context.Context, t *tasktype.Task) *outcome {
 	var p struct {
 		DBFunction *string `json:"db_function"`
 	}
@@ -45,7 +46,7 @@ func (w *Worker) runDBFunction(ctx context.Context, t *Task) *outcome {
 			if limit := w.cfg.MaxResultBytes; limit >= 0 && len(res.Payload) > limit {
 				errCtx["reason"] = "result_too_large"
 				errCtx["result_bytes"] = len(res.Payload)
-				return failed(fmt.Sprintf("%s: %s; its work was rolled back", fn, resultTooLarge(len(res.Payload), limit)), false, errCtx), false
+				return failed(fmt.Sprintf("%s: %s; its work was rolled back", fn, resultTooLarge(len(res.Payload), limit, false)), false, errCtx), false
 			}
 			return completed().withResult(res.Payload), true
 		}

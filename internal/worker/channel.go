@@ -1,4 +1,4 @@
-package taskorch
+package worker
 
 import (
 	"context"
@@ -6,35 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/taskorch/taskorch/internal/envelope"
+	"github.com/taskorch/taskorch/tasktype"
 )
-
-func isChannelType(t string) bool {
-	for _, c := range ChannelTypes {
-		if t == c {
-			return true
-		}
-	}
-	return false
-}
-
-func builtinTaskType(t string) bool { return t == TypeDBFunction || isChannelType(t) }
-
-// channelTypesOf lists the channel types that have a provider in m, sorted.
-func channelTypesOf(m map[string]ChannelProvider) []string {
-	out := make([]string, 0, len(m))
-	for t, p := range m {
-		if p != nil {
-			out = append(out, t)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
 
 // channelPayload is what the worker reads of a channel task's payload; the rest passes through.
 type channelPayload struct {
@@ -52,7 +29,7 @@ type channelPayload struct {
 // to a supervisor and is always completed after processing: retries are the supervisor's new
 // attempts. A task without handlers is retried at task level when the provider fails, and its
 // success is a plain completion, written by the completer.
-func (w *Worker) runChannel(ctx context.Context, t *Task) *outcome {
+func (w *Worker) runChannel(ctx context.Context, t *tasktype.Task) *outcome {
 	var p channelPayload
 	if err := json.Unmarshal(t.Payload, &p); err != nil {
 		return failed(fmt.Sprintf("%s task payload: %v", t.Type, err), false, map[string]any{"reason": "bad_payload"})
@@ -61,7 +38,7 @@ func (w *Worker) runChannel(ctx context.Context, t *Task) *outcome {
 	provider, ok := w.cfg.Channels[t.Type]
 	if !ok || provider == nil {
 		msg := fmt.Sprintf("no provider is configured for the %s channel on this worker (see %s)", t.Type, channelEnv(t.Type))
-		return w.channelFailed(ctx, t, p, owned, msg, false, map[string]any{"reason": CallFailureNoProvider})
+		return w.channelFailed(ctx, t, p, owned, msg, false, map[string]any{"reason": tasktype.CallFailureNoProvider})
 	}
 
 	request := json.RawMessage(t.Payload)
@@ -73,10 +50,10 @@ func (w *Worker) runChannel(ctx context.Context, t *Task) *outcome {
 				return noOutcome(fmt.Sprintf("%v during the before handler", cause))
 			}
 			return w.channelFailed(ctx, t, p, owned, fmt.Sprintf("before handler %s: %v", p.BeforeHandler, err), true,
-				map[string]any{"reason": CallFailureBeforeHandlerError, "handler": p.BeforeHandler})
+				map[string]any{"reason": tasktype.CallFailureBeforeHandlerError, "handler": p.BeforeHandler})
 		case !res.Succeeded:
 			return w.channelFailed(ctx, t, p, owned, fmt.Sprintf("before handler %s: %s", p.BeforeHandler, res.Outcome()), false,
-				map[string]any{"reason": CallFailureBeforeHandlerRefused, "handler": p.BeforeHandler})
+				map[string]any{"reason": tasktype.CallFailureBeforeHandlerRefused, "handler": p.BeforeHandler})
 		}
 		request = res.Payload
 		if len(request) == 0 {
@@ -84,24 +61,24 @@ func (w *Worker) runChannel(ctx context.Context, t *Task) *outcome {
 		}
 	}
 
-	resp, err := provider.Call(ctx, ChannelCall{Task: t, Request: request, IdempotencyKey: fmt.Sprintf("taskorch-task-%d", t.ID)})
+	resp, err := provider.Call(ctx, tasktype.ChannelCall{Task: t, Request: request, IdempotencyKey: fmt.Sprintf("taskorch-task-%d", t.ID)})
 	if err != nil {
 		if stopped, cause := stoppedBy(ctx); stopped && cause != errTimeout {
 			return noOutcome(fmt.Sprintf("%v during the provider call", cause))
 		}
-		var limited *RateLimitedError
+		var limited *tasktype.RateLimitedError
 		if errors.As(err, &limited) {
 			// Not a failure: the same attempt runs again when the provider said, and no
 			// handler hears of it.
 			return rateLimited(limited)
 		}
-		var discard *DiscardError
+		var discard *tasktype.DiscardError
 		retriable := !errors.As(err, &discard)
 		if !retriable && discard.Err != nil {
 			err = discard.Err // the provider's own words; "not retriable" is said by the outcome
 		}
 		return w.channelFailed(ctx, t, p, owned, fmt.Sprintf("%s provider: %v", t.Type, err), retriable,
-			map[string]any{"reason": CallFailureProvider})
+			map[string]any{"reason": tasktype.CallFailureProvider})
 	}
 	if len(resp) == 0 {
 		resp = json.RawMessage("{}")
@@ -120,7 +97,7 @@ func (w *Worker) runChannel(ctx context.Context, t *Task) *outcome {
 // attempt), its call_failure and last_error saying what failed; without handlers the attempt
 // fails at task level.
 // errCtx["reason"] is what failed: a CallFailure* constant.
-func (w *Worker) channelFailed(ctx context.Context, t *Task, p channelPayload, owned bool,
+func (w *Worker) channelFailed(ctx context.Context, t *tasktype.Task, p channelPayload, owned bool,
 	msg string, retriable bool, errCtx map[string]any) *outcome {
 	if !owned {
 		return failed(msg, retriable, errCtx)
@@ -134,7 +111,7 @@ func (w *Worker) channelFailed(ctx context.Context, t *Task, p channelPayload, o
 	// Discard), so the supervisor ends the process at once; everything else is retriable
 	// (docs/processes.md, "Permanent failures").
 	class := "retriable"
-	if !retriable && reason == CallFailureProvider {
+	if !retriable && reason == tasktype.CallFailureProvider {
 		class = "permanent"
 	}
 	body, _ := json.Marshal(map[string]any{"original_payload": json.RawMessage(t.Payload), "error": truncate(msg, maxErrorBytes),
@@ -145,23 +122,18 @@ func (w *Worker) channelFailed(ctx context.Context, t *Task, p channelPayload, o
 // finishWithHandler runs handler (if any) with body and completes the task, in one
 // lease-locked transaction (inLeaseTx); failure, when not empty, is recorded in queues.error in
 // it too, and the task is completed with queues.complete_failed_call: its call_failure is
-// reason, its last_error failure. If the handler raises, everything rolls back and the attempt fails (the task runs
-// again: the provider may be called twice, see docs/guarantees.md). It runs even when the
-// task's context was cancelled (a timeout) once the provider has answered.
-func (w *Worker) finishWithHandler(ctx context.Context, t *Task, handler string, body []byte, failure, reason string) *outcome {
-	if failure != "" {
-		spanFailed(ctx, failure, false)
-	}
+// reason, its last_error failure. If the handler raises, everything rolls back and the attempt
+// fails (the task runs again: the provider may be called twice, see docs/guarantees.md). It runs
+// even when the task's context was cancelled (a timeout) once the provider has answered.
+func (w *Worker) finishWithHandler(ctx context.Context, t *tasktype.Task, handler string, body []byte, failure, reason string) *outcome {
 	octx, cancel := outcomeContext(ctx)
 	defer cancel()
 	errCtx := map[string]any{"handler": handler}
 	onErr := func(err error) *outcome { return failed(fmt.Sprintf("handler %s: %v", handler, err), true, errCtx) }
 	return w.inLeaseTx(octx, t, func(ctx context.Context, tx pgx.Tx) (*outcome, bool) {
+		o := completed()
 		if failure != "" {
-			if _, err := tx.Exec(ctx, `select queues.record_error($1, $2, $3, $4)`, t.ID, *t.LeaseID, truncate(failure, maxErrorBytes),
-				map[string]any{"channel": t.Type, "error_handler": handler}); err != nil {
-				return failed(fmt.Sprintf("record channel failure: %v", err), true, errCtx), false
-			}
+			o.withError("record channel failure", failure, map[string]any{"channel": t.Type, "error_handler": handler})
 		}
 		if handler != "" {
 			var raw []byte
@@ -173,13 +145,9 @@ func (w *Worker) finishWithHandler(ctx context.Context, t *Task, handler string,
 				if err != nil {
 					outcome = err.Error()
 				}
-				if _, err := tx.Exec(ctx, `select queues.record_error($1, $2, $3, $4)`, t.ID, *t.LeaseID,
-					truncate(fmt.Sprintf("handler %s: %s", handler, outcome), maxErrorBytes), errCtx); err != nil {
-					return failed(fmt.Sprintf("record handler outcome: %v", err), true, errCtx), false
-				}
+				o.withError("record handler outcome", fmt.Sprintf("handler %s: %s", handler, outcome), errCtx)
 			}
 		}
-		o := completed()
 		if failure != "" {
 			o.callFailure, o.msg = reason, truncate(failure, maxErrorBytes)
 			if o.callFailure == "" {
@@ -204,9 +172,9 @@ func (w *Worker) callHandler(ctx context.Context, handler string, payload json.R
 
 func channelEnv(t string) string {
 	switch t {
-	case TypeEmail:
+	case tasktype.TypeEmail:
 		return "TASKORCH_EMAIL_PROVIDER"
-	case TypeSMS:
+	case tasktype.TypeSMS:
 		return "TASKORCH_SMS_PROVIDER"
 	default:
 		return "TASKORCH_FILES_SIGNER"

@@ -1,4 +1,4 @@
-package taskorch
+package worker
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/taskorch/taskorch/internal/dispatch"
+	"github.com/taskorch/taskorch/tasktype"
 	"github.com/taskorch/taskorch/transport"
 )
 
@@ -24,7 +25,6 @@ type delivery struct {
 	tr     transport.Transport
 	health *dispatch.Health
 	disp   *dispatch.Dispatcher
-	m      *transportMetrics
 	log    *slog.Logger
 
 	acks       chan transport.Message
@@ -45,30 +45,24 @@ type heldTask struct {
 }
 
 const (
-	claimByIDSQL = `select ` + taskColumns + ` from queues.claim_tasks_by_id($1, $2, $3::interval, $4)`
-
 	probeInterval    = 500 * time.Millisecond // first probe of an unreachable transport, doubling...
 	maxProbeInterval = 5 * time.Second        // ...up to this
 	maxAckBatch      = 1000
 )
 
 // newDelivery prepares the worker's transport side (nil without a transport); open opens the
-// transport. WorkerConfig.Transport was validated (withDefaults).
-func newDelivery(w *Worker) (*delivery, error) {
+// transport. Config.Transport was validated (taskorch.WorkerConfig).
+func newDelivery(w *Worker) *delivery {
 	if w.cfg.Transport == nil {
-		return nil, nil
+		return nil
 	}
 	name := w.cfg.Transport.Name()
-	m, err := newTransportMetrics(w.cfg.Registerer, name)
-	if err != nil {
-		return nil, err
-	}
 	return &delivery{
-		w: w, tr: w.cfg.Transport, m: m, log: w.log.With("transport", name),
+		w: w, tr: w.cfg.Transport, log: w.log.With("transport", name),
 		health: dispatch.NewHealth(),
 		acks:   make(chan transport.Message, 4*w.cfg.Concurrency+maxAckBatch),
 		held:   map[int64]*heldTask{},
-	}, nil
+	}
 }
 
 // open opens the transport for this worker (its id as the consumer, the hold its lease needs)
@@ -79,23 +73,21 @@ func (d *delivery) open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("opening the %s transport: %w", d.tr.Name(), err)
 	}
-	var types []string
-	if !c.ClaimUnknownTypes {
-		types = knownTypes(c)
-	}
 	d.health.OnDown = func(err error) {
-		d.m.setFallback(true)
+		d.w.obs.event(tasktype.WorkerEvent{Kind: tasktype.EventFallback, On: true})
 		d.log.Warn("transport unreachable; claiming from PostgreSQL (polling) until it is back", "error", err)
 	}
 	d.health.OnUp = func(outage time.Duration) {
-		d.m.setFallback(false)
+		d.w.obs.event(tasktype.WorkerEvent{Kind: tasktype.EventFallback, On: false})
 		d.log.Info("transport is back; receiving from it again, and sending again what was dispatched before", "outage", outage.Round(time.Millisecond))
 		d.disp.RedispatchAll() // the transport may have lost what it held
 	}
 	d.disp = dispatch.NewDispatcher(d.w.pool, dispatch.DispatcherConfig{
-		Transport: d.tr, Health: d.health, TaskTypes: types, RedispatchAfter: c.RedispatchAfter,
+		Transport: d.tr, Health: d.health, TaskTypes: d.w.types, RedispatchAfter: c.RedispatchAfter,
 		PollInterval: c.PollInterval, MaxPollInterval: c.MaxPollInterval, Logger: d.log,
-		OnSent: d.m.sentN, OnRedispatched: d.m.redispatchedN, OnSendFailed: d.m.sendFailedN,
+		OnSent:         d.counter(tasktype.EventMessagesSent),
+		OnRedispatched: d.counter(tasktype.EventMessagesRedispatched),
+		OnSendFailed:   d.counter(tasktype.EventSendFailed),
 	})
 	return nil
 }
@@ -140,62 +132,29 @@ func (d *delivery) stop() {
 	_ = d.tr.Close()
 }
 
-// runTransportFetcher receives task ids and claims them while there are free slots, until ctx is
-// done; while the transport is down it claims from PostgreSQL instead (runFetcher).
-func (w *Worker) runTransportFetcher(ctx, inner context.Context) {
-	d := w.dl
-	var types []string
-	if !w.cfg.ClaimUnknownTypes {
-		types = knownTypes(w.cfg)
-	}
-	lease := w.cfg.LeaseDuration.String()
-	backoff := w.cfg.PollInterval
-	for ctx.Err() == nil {
-		if d.health.IsDown() {
-			w.runFetcher(ctx, inner, d.health.Up())
-			continue
-		}
-		n := w.takeSlots(ctx, nil)
-		if n == 0 {
-			return
-		}
-		started, err := w.receiveAndClaim(ctx, inner, n, lease, types)
-		for range n - started {
-			<-w.slots
-		}
-		if err == nil {
-			backoff = w.cfg.PollInterval
-			continue
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		w.log.Warn("claiming received tasks failed; retrying", "error", err, "retry_in", backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, w.cfg.MaxPollInterval)
-	}
+// counter returns a function that reports n messages of kind to the observers.
+func (d *delivery) counter(kind tasktype.WorkerEventKind) func(n int) {
+	return func(n int) { d.w.obs.event(tasktype.WorkerEvent{Kind: kind, N: n}) }
 }
 
-// receiveAndClaim receives up to n messages, claims their tasks and starts those claimed (their
-// slots are taken). It returns how many it started. A receive error marks the transport down
-// (and is not returned); a claim error is returned, the messages left unacknowledged.
-func (w *Worker) receiveAndClaim(ctx, inner context.Context, n int, lease string, types []string) (int, error) {
-	d := w.dl
+// receive is the transport source of the fetch loop (fetch.go): it receives up to n messages on
+// ctx and claims their tasks on inner (queues.claim_tasks_by_id, through the one claim path), and
+// returns those claimed. Each claimed task keeps the message it was claimed by, acknowledged once
+// its outcome is committed (outcomeRecorded); every other message is refused and acknowledged. A
+// receive error marks the transport down (and is not returned); a claim error is returned, the
+// messages left unacknowledged.
+func (d *delivery) receive(ctx, inner context.Context, n int) ([]*tasktype.Task, error) {
 	msgs, err := d.tr.Receive(ctx, n)
 	if err != nil {
 		if ctx.Err() == nil {
 			d.health.MarkDown(err)
 		}
-		return 0, nil
+		return nil, nil
 	}
 	if len(msgs) == 0 {
-		return 0, nil
+		return nil, nil
 	}
-	d.m.receivedN(len(msgs))
+	d.w.obs.event(tasktype.WorkerEvent{Kind: tasktype.EventMessagesReceived, N: len(msgs)})
 	ids := make([]int64, 0, len(msgs))
 	seen := make(map[int64]bool, len(msgs))
 	for _, m := range msgs {
@@ -204,21 +163,12 @@ func (w *Worker) receiveAndClaim(ctx, inner context.Context, n int, lease string
 			ids = append(ids, m.TaskID)
 		}
 	}
-	// The claim runs on inner, not ctx: stopping never cancels a claim in flight (see
-	// runFetcher). Claimed after the stop signal, the tasks are not started: the shutdown gives
-	// them back, and their messages, unacknowledged, come back to be claimed again.
-	cctx, cancel := context.WithTimeout(inner, claimTimeout)
-	defer cancel()
-	rows, err := w.pool.Query(cctx, claimByIDSQL, w.cfg.ID, ids, lease, types)
-	var tasks []*Task
-	if err == nil {
-		tasks, err = w.collectClaimed(cctx, rows)
-	}
-	if err != nil {
-		return 0, err
-	}
-	if ctx.Err() != nil {
-		return 0, nil
+	// The claim runs on inner, not ctx: stopping never cancels a claim in flight (fetch.go).
+	// Claimed after the stop signal, the tasks are given back by the fetch loop, and their
+	// messages, unacknowledged, come back to be claimed again.
+	tasks, err := d.w.claim(inner, claimByID, 0, ids)
+	if err != nil || ctx.Err() != nil {
+		return tasks, err
 	}
 	claimed := make(map[int64]*heldTask, len(tasks))
 	for _, t := range tasks {
@@ -242,16 +192,13 @@ func (w *Worker) receiveAndClaim(ctx, inner context.Context, n int, lease string
 	}
 	d.mu.Unlock()
 	if len(refused) > 0 {
-		d.m.refusedN(len(refused))
+		d.w.obs.event(tasktype.WorkerEvent{Kind: tasktype.EventMessagesRefused, N: len(refused)})
 		d.ack(refused)
-	}
-	for _, t := range tasks {
-		w.start(inner, t)
 	}
 	if len(tasks) > 0 {
 		d.disp.Refill() // room in the dispatch window
 	}
-	return len(tasks), nil
+	return tasks, nil
 }
 
 // ack queues messages for acknowledgement. After stop (a handler that outlived the shutdown)
@@ -294,7 +241,7 @@ func (d *delivery) runAcker(ctx context.Context) {
 			}
 			continue
 		}
-		d.m.ackedN(len(batch))
+		d.w.obs.event(tasktype.WorkerEvent{Kind: tasktype.EventMessagesAcked, N: len(batch)})
 	}
 }
 

@@ -1,15 +1,29 @@
-package taskorch
+// Package prometheus measures a taskorch worker in Prometheus metrics: an Observer
+// (WorkerConfig.Observers) that registers the taskorch_* metrics of docs/operations.md
+// ("Metrics and alerts") on a registry of the program's. `taskorch worker` serves them on
+// /metrics.
+//
+//	reg := prometheus.NewRegistry()
+//	w, err := taskorch.NewWorker(pool, &taskorch.WorkerConfig{
+//		Handlers:  hs,
+//		Observers: []taskorch.Observer{taskorchprom.New(reg)},
+//	})
+//	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+//
+// It is a module of its own, so that a program that does not measure its workers with
+// Prometheus does not carry its client library.
+package prometheus
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/taskorch/taskorch/internal/maintenance"
+	"github.com/taskorch/taskorch/tasktype"
 )
 
 // The outcomes of a failed attempt, the values of the outcome label of
@@ -21,9 +35,15 @@ const (
 	outcomeDead   = "dead"
 )
 
-// metrics is the worker's Prometheus instrumentation (docs/operations.md, "Metrics and alerts").
-// A nil *metrics records nothing: every method may be called on nil.
-type metrics struct {
+// maintenanceOps are the op label values of taskorch_maintenance_errors_total known from the
+// start, so that increase() sees the first error.
+var maintenanceOps = []string{"register", "session", "heartbeat", "leadership", "reap", "session_reap", "prune", "schedule", "resign", "deregister", "queue_stats"}
+
+// Observer is a worker's Prometheus instrumentation. Make one per worker with New; NewWorker
+// registers its metrics (Attach), and fails if the registry holds them already.
+type Observer struct {
+	reg prometheus.Registerer
+
 	claimed    *prometheus.CounterVec
 	completed  *prometheus.CounterVec
 	failed     *prometheus.CounterVec
@@ -44,12 +64,15 @@ type metrics struct {
 	maintErrors *prometheus.CounterVec
 
 	queue *queueCollector
+	tr    *transportMetrics // nil without a transport
 }
 
-func newMetrics(reg prometheus.Registerer, pool *pgxpool.Pool) (*metrics, error) {
-	if reg == nil {
-		return nil, nil
-	}
+var _ tasktype.QueueObserver = (*Observer)(nil)
+
+// New returns an observer whose metrics (prefix taskorch_) NewWorker registers on reg.
+// Registering fails if the names are taken: give each worker its own registry, or wrap a shared
+// one for each worker with prometheus.WrapRegistererWith and a distinct label value.
+func New(reg prometheus.Registerer) *Observer {
 	byType := []string{"task_type"}
 	counterVec := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "taskorch", Name: name, Help: help}, labels)
@@ -57,7 +80,8 @@ func newMetrics(reg prometheus.Registerer, pool *pgxpool.Pool) (*metrics, error)
 	counter := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "taskorch", Name: name, Help: help})
 	}
-	m := &metrics{
+	m := &Observer{
+		reg:       reg,
 		claimed:   counterVec("tasks_claimed_total", "Tasks claimed by this worker (one per attempt).", byType...),
 		completed: counterVec("tasks_completed_total", "Tasks this worker completed.", byType...),
 		failed: counterVec("tasks_failed_total",
@@ -87,163 +111,108 @@ func newMetrics(reg prometheus.Registerer, pool *pgxpool.Pool) (*metrics, error)
 		maintErrors: counterVec("maintenance_errors_total", "Failed maintenance operations, retried at their next interval.", "op"),
 		queue:       &queueCollector{},
 	}
-	// Known from the start, so that increase() sees the first error.
-	for _, op := range []string{"register", "session", "heartbeat", "leadership", "reap", "session_reap", "prune", "schedule", "resign", "deregister", "queue_stats"} {
+	for _, op := range maintenanceOps {
 		m.maintErrors.WithLabelValues(op)
 	}
-	for _, c := range []prometheus.Collector{m.claimed, m.completed, m.failed, m.snoozed, m.duration, m.startDelay,
-		m.leasesLost, m.refused, m.notifications, m.leader, m.reaped, m.recovered, m.sessionLost, m.pruned, m.scheduled,
-		m.maintErrors, m.queue, newPoolCollector(pool)} {
-		if err := reg.Register(c); err != nil {
-			return nil, inputErrorf("registering worker metrics: %v (give each worker its own registry, or wrap each worker's with prometheus.WrapRegistererWith and a distinct label)", err)
-		}
-	}
-	return m, nil
+	return m
 }
 
-// taskStarted counts a claimed task and how long it waited after becoming due.
-func (m *metrics) taskStarted(t *Task) {
-	if m == nil {
-		return
+// Attach registers the metrics on the registry New was given: the worker's, its pool's
+// statistics, and with a transport the transport's (taskorch_transport_*, with a transport
+// label). NewWorker calls it.
+func (m *Observer) Attach(w tasktype.WorkerInfo) error {
+	if m.reg == nil {
+		return fmt.Errorf("registering worker metrics: the prometheus observer has no registry (make it with prometheus.New)")
 	}
+	cs := []prometheus.Collector{m.claimed, m.completed, m.failed, m.snoozed, m.duration, m.startDelay,
+		m.leasesLost, m.refused, m.notifications, m.leader, m.reaped, m.recovered, m.sessionLost, m.pruned, m.scheduled,
+		m.maintErrors, m.queue}
+	if w.Pool != nil {
+		cs = append(cs, newPoolCollector(w.Pool))
+	}
+	for _, c := range cs {
+		if err := m.reg.Register(c); err != nil {
+			return fmt.Errorf("registering worker metrics: %v (give each worker its own registry, or wrap each worker's with prometheus.WrapRegistererWith and a distinct label)", err)
+		}
+	}
+	if w.Transport != "" {
+		tr, err := newTransportMetrics(m.reg, w.Transport)
+		if err != nil {
+			return err
+		}
+		m.tr = tr
+	}
+	return nil
+}
+
+// TaskStarted counts a claimed task and how long it waited after becoming due.
+func (m *Observer) TaskStarted(ctx context.Context, t *tasktype.Task) context.Context {
 	m.claimed.WithLabelValues(t.Type).Inc()
 	m.startDelay.WithLabelValues(t.Type).Observe(max(time.Since(t.RunAt).Seconds(), 0))
+	return ctx
 }
 
-func (m *metrics) taskFinished(t *Task, d time.Duration) {
-	if m == nil {
-		return
-	}
-	m.duration.WithLabelValues(t.Type).Observe(d.Seconds())
-}
-
-func (m *metrics) taskCompleted(taskType string) {
-	if m == nil {
-		return
-	}
-	m.completed.WithLabelValues(taskType).Inc()
-}
-
-// taskFailed counts a recorded failure; status is what fail_task returned.
-func (m *metrics) taskFailed(t *Task, status string) {
-	if m == nil {
-		return
-	}
-	outcome := outcomeRetry
-	switch Status(status) {
-	case StatusFailed:
-		outcome = outcomeFailed
-	case StatusDead:
-		outcome = outcomeDead
-	}
-	m.failed.WithLabelValues(t.Type, outcome).Inc()
-}
-
-func (m *metrics) taskSnoozed(t *Task) {
-	if m == nil {
-		return
-	}
-	m.snoozed.WithLabelValues(t.Type).Inc()
-}
-
-func (m *metrics) leaseLost() {
-	if m != nil {
-		m.leasesLost.Inc()
-	}
-}
-
-func (m *metrics) outcomeRefused() {
-	if m != nil {
+// TaskFinished counts what became of a run, and how long it took.
+func (m *Observer) TaskFinished(_ context.Context, t *tasktype.Task, f tasktype.TaskFinish) {
+	switch f.Outcome {
+	case tasktype.OutcomeRefused:
 		m.refused.Inc()
+	case tasktype.OutcomeLeaseLost:
+		m.leasesLost.Inc()
+	case tasktype.OutcomeSnoozed:
+		m.snoozed.WithLabelValues(t.Type).Inc()
+	case tasktype.OutcomeFailed:
+		outcome := outcomeRetry
+		switch f.Status {
+		case tasktype.StatusFailed:
+			outcome = outcomeFailed
+		case tasktype.StatusDead:
+			outcome = outcomeDead
+		}
+		m.failed.WithLabelValues(t.Type, outcome).Inc()
+	case tasktype.OutcomeCompleted:
+		m.completed.WithLabelValues(t.Type).Inc()
 	}
+	m.duration.WithLabelValues(t.Type).Observe(f.Duration.Seconds())
 }
 
-func (m *metrics) notified() {
-	if m != nil {
-		m.notifications.Inc()
-	}
-}
-
-// maintenanceEvent turns the maintainer's events into the leader metrics.
-func (m *metrics) maintenanceEvent(e maintenance.Event) {
-	if m == nil {
-		return
-	}
+// WorkerEvent counts what happened to the worker: leases lost, notifications, the leader's
+// work, maintenance errors, and the transport's messages.
+func (m *Observer) WorkerEvent(e tasktype.WorkerEvent) {
 	switch e.Kind {
-	case maintenance.EventElected:
+	case tasktype.EventLeaseLost:
+		m.leasesLost.Inc()
+	case tasktype.EventNotified:
+		m.notifications.Inc()
+	case tasktype.EventElected:
 		m.leader.Set(1)
-	case maintenance.EventDeposed:
+	case tasktype.EventDeposed:
 		m.leader.Set(0)
 		m.queue.set(nil) // the next leader reports the queues
-	case maintenance.EventReaped:
-		m.reaped.Add(float64(len(e.Workers)))
+	case tasktype.EventReaped:
+		m.reaped.Add(float64(e.Workers))
 		m.recovered.Add(float64(e.Tasks))
-	case maintenance.EventSessionLost:
+	case tasktype.EventSessionLost:
 		m.sessionLost.Inc()
-	case maintenance.EventPruned:
+	case tasktype.EventPruned:
 		m.pruned.Add(float64(e.Tasks))
-	case maintenance.EventScheduled:
+	case tasktype.EventScheduled:
 		m.scheduled.Inc()
-	case maintenance.EventError:
+	case tasktype.EventMaintenanceError:
 		m.maintErrors.WithLabelValues(e.Op).Inc()
+	default:
+		m.tr.event(e)
 	}
 }
 
-// runQueueStats samples queue depth, the oldest pending age and the types no live worker claims
-// every QueueStatsInterval while this worker leads: one queues.queue_stats() call, which counts
-// only pending and running tasks.
-// The other workers report no queue gauges, so the numbers are not repeated per worker.
-func (w *Worker) runQueueStats(ctx context.Context) {
-	if w.metrics == nil {
-		return
-	}
-	tick := time.NewTicker(w.cfg.QueueStatsInterval)
-	defer tick.Stop()
-	for {
-		if w.maint.IsLeader() {
-			w.sampleQueues(ctx)
-		} else {
-			w.metrics.queue.set(nil)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
-
-func (w *Worker) sampleQueues(ctx context.Context) {
-	sctx, cancel := context.WithTimeout(ctx, max(w.cfg.QueueStatsInterval, 5*time.Second))
-	defer cancel()
-	rows, err := w.pool.Query(sctx, `select task_type, status, tasks, oldest_pending_age_seconds, due, workers from queues.queue_stats()`)
-	var stats []queueStat
-	if err == nil {
-		stats, err = pgx.CollectRows(rows, pgx.RowToStructByPos[queueStat])
-	}
-	if err != nil {
-		if ctx.Err() == nil {
-			w.log.Warn("could not sample queue depth; retrying at the next interval", "error", err)
-			w.metrics.maintErrors.WithLabelValues("queue_stats").Inc()
-		}
-		return
-	}
-	w.metrics.queue.set(stats)
-}
-
-type queueStat struct {
-	TaskType  string
-	Status    string
-	Tasks     int64
-	OldestAge float64
-	Due       int64 // pending tasks whose run_at has come
-	Workers   int64 // registered workers that claim the type
-}
+// QueueStats keeps the leader's last queue sample for the queue gauges (nil: none, this worker
+// does not lead).
+func (m *Observer) QueueStats(stats []tasktype.QueueStat) { m.queue.set(stats) }
 
 // queueCollector reports the last queue sample as a whole, so a scrape never sees half of one.
 type queueCollector struct {
 	mu    sync.Mutex
-	stats []queueStat
+	stats []tasktype.QueueStat
 }
 
 var (
@@ -257,25 +226,27 @@ var (
 		[]string{"task_type"}, nil)
 )
 
-func (c *queueCollector) set(stats []queueStat) {
+func (c *queueCollector) set(stats []tasktype.QueueStat) {
 	c.mu.Lock()
 	c.stats = stats
 	c.mu.Unlock()
 }
 
+// Describe sends the queue gauges' descriptions.
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queueDepthDesc
 	ch <- oldestPendingDesc
 	ch <- unservedDesc
 }
 
+// Collect sends the last sample.
 func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	stats := c.stats
 	c.mu.Unlock()
 	for _, s := range stats {
 		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(s.Tasks), s.TaskType, s.Status)
-		if s.Status == string(StatusPending) {
+		if s.Status == string(tasktype.StatusPending) {
 			ch <- prometheus.MustNewConstMetric(oldestPendingDesc, prometheus.GaugeValue, s.OldestAge, s.TaskType)
 			unserved := 0.0
 			if s.Due > 0 && s.Workers == 0 {
@@ -308,12 +279,14 @@ func newPoolCollector(pool *pgxpool.Pool) *poolCollector {
 	}}
 }
 
+// Describe sends the pool metrics' descriptions.
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range c.descs {
 		ch <- d
 	}
 }
 
+// Collect reads the pool's statistics now.
 func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.pool.Stat()
 	g := func(k string, v float64) {
