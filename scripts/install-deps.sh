@@ -73,7 +73,7 @@ if [ "$level" = test ]; then
     "$GO" install "github.com/versity/versitygw/cmd/versitygw@${VERSITYGW_VERSION}"
   fi
 
-  # The chaos harness (make chaos, internal/chaos) puts toxiproxy between the workers and
+  # The chaos harness (make chaos, cmd/taskorch/internal/chaos) puts toxiproxy between the workers and
   # PostgreSQL. The module names its command "server": installed as toxiproxy-server in
   # $(go env GOPATH)/bin.
   TOXIPROXY_VERSION=v2.5.0

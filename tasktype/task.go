@@ -2,9 +2,9 @@ package tasktype
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
-
-	"github.com/taskorch/taskorch/internal/pgtext"
+	"unicode/utf8"
 )
 
 // Status is a task's state. docs/design.md draws the states and the transitions between them.
@@ -92,7 +92,7 @@ func (t *Task) Function() string {
 	if json.Unmarshal(t.Payload, &p) != nil {
 		return ""
 	}
-	return pgtext.Bound(p.DBFunction, 130)
+	return bound(p.DBFunction, 130)
 }
 
 // Label is the task's type as listings show it: the type, and for a db_function task the
@@ -138,4 +138,20 @@ type Task struct {
 	// AddHandlerWithResult value, a db_function envelope's "payload". nil when it returned none,
 	// and in listings (List leaves it out: results may be large); Get, GetTx and Wait read it.
 	Result json.RawMessage `json:"result,omitempty"`
+}
+
+// bound makes s printable and bounded: valid UTF-8 without NUL bytes, at most n bytes, cut on a
+// rune boundary with a mark.
+func bound(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", `\x00`)
+	if len(s) <= n {
+		return s
+	}
+	const mark = "…(truncated)"
+	cut := n - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
 }

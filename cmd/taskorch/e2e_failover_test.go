@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/taskorch/taskorch/internal/chaos"
+	"github.com/taskorch/taskorch/cmd/taskorch/internal/chaos"
 	"github.com/taskorch/taskorch/internal/pgcluster"
 	"github.com/taskorch/taskorch/internal/testing/replicatest"
 	"github.com/taskorch/taskorch/internal/testing/testfixtures"

@@ -28,8 +28,8 @@ func TestQueuesListFarTimes(t *testing.T) {
 
 	r := run(t, append([]string{"queues", "list"}, db...)...)
 	require.Equal(t, 0, r.code, r.err)
-	require.Regexp(t, regexp.MustCompile(`(?m)^far\.past +running +1 +0 +0 +0 +0 +more than 100 years ago$`), r.out)
-	require.Regexp(t, regexp.MustCompile(`(?m)^far\.future +running +0 +1 +0 +0 +0 +-$`), r.out)
+	require.Regexp(t, regexp.MustCompile(`(?m)^far\.past +running +1 +0 +0 +0 +0 +more than 100 years ago +0 · unserved$`), r.out)
+	require.Regexp(t, regexp.MustCompile(`(?m)^far\.future +running +0 +1 +0 +0 +0 +- +0$`), r.out)
 	for _, args := range [][]string{{"tasks", "list"}, {"schedules", "list"}, {"queues", "list", "--json"}} {
 		r := run(t, append(args, db...)...)
 		require.Equal(t, 0, r.code, "%v: %s", args, r.err)

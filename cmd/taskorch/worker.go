@@ -24,10 +24,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/cmd/taskorch/internal/failover"
 	taskorchotel "github.com/taskorch/taskorch/contrib/otel"
 	taskorchprom "github.com/taskorch/taskorch/contrib/prometheus"
 	"github.com/taskorch/taskorch/internal/builtinhandlers"
-	"github.com/taskorch/taskorch/internal/failover"
 	"github.com/taskorch/taskorch/webhooks"
 )
 

@@ -18,13 +18,14 @@ package otel
 import (
 	"context"
 	"encoding/json"
+	"strings"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/taskorch/taskorch/internal/pgtext"
 	"github.com/taskorch/taskorch/tasktype"
 )
 
@@ -108,7 +109,7 @@ func (o *Observer) TaskFinished(ctx context.Context, _ *tasktype.Task, f tasktyp
 	span := trace.SpanFromContext(ctx)
 	if f.Error != "" && span.IsRecording() {
 		span.SetAttributes(attribute.Bool("taskorch.task.retriable", f.Retriable))
-		span.SetStatus(codes.Error, pgtext.Bound(f.Error, 512))
+		span.SetStatus(codes.Error, bound(f.Error, 512))
 	}
 	span.End()
 }
@@ -122,4 +123,18 @@ func TraceContext(ctx context.Context) (traceparent, tracestate string) {
 	carrier := propagation.MapCarrier{}
 	traceContext.Inject(ctx, carrier)
 	return carrier["traceparent"], carrier["tracestate"]
+}
+
+// bound cuts s to at most n bytes of valid UTF-8, on a rune boundary, with a mark.
+func bound(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= n {
+		return s
+	}
+	const mark = "…(truncated)"
+	cut := n - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
 }

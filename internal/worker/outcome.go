@@ -4,9 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"strings"
 	"time"
+	"unicode/utf8"
 
-	"github.com/taskorch/taskorch/internal/pgtext"
 	"github.com/taskorch/taskorch/tasktype"
 )
 
@@ -26,8 +27,21 @@ import (
 // maxErrorBytes bounds an error message the worker records (the SQL side bounds it too).
 const maxErrorBytes = 8192
 
-// truncate makes s storable and bounded (pgtext.Bound).
-func truncate(s string, n int) string { return pgtext.Bound(s, n) }
+// truncate makes s storable and bounded: valid UTF-8 without NUL bytes (PostgreSQL text cannot
+// hold them), at most n bytes, cut on a rune boundary.
+func truncate(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", `\x00`)
+	if len(s) <= n {
+		return s
+	}
+	const mark = "…(truncated)"
+	cut := n - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
+}
 
 // outcomeKind is what a branch decided about a task.
 type outcomeKind uint8
