@@ -77,6 +77,7 @@ var ErrTaskCancelled = fmt.Errorf("%w: the task was cancelled", ErrLeaseLost)
 // the grace period is over; the task is given back to pending.
 var ErrShutdown = errors.New("taskorch: worker shutting down")
 
-// ErrListenProbe: a worker's direct LISTEN connection (WorkerConfig.ListenConfig) did not
-// receive a NOTIFY sent through its pool, so it would never wake the worker.
+// ErrListenProbe is what Worker.Run returns when the worker's direct LISTEN connection
+// (WorkerConfig.ListenConfig) did not receive a NOTIFY sent through its pool: it would never
+// wake the worker.
 var ErrListenProbe = errors.New("taskorch: the LISTEN connection does not hear the pool's notifications")

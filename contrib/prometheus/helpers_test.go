@@ -3,7 +3,6 @@ package prometheus_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -11,30 +10,6 @@ import (
 	"github.com/taskorch/taskorch"
 	"github.com/taskorch/taskorch/internal/testing/dbtest"
 )
-
-// claimed is what a worker gets back from queues.claim_tasks.
-type claimed struct {
-	TaskID  int64
-	LeaseID int64
-	Attempt int
-	Type    string
-}
-
-func claim(t testing.TB, db taskorch.DBTX, worker string, n int, lease string) []claimed {
-	t.Helper()
-	rows, err := db.Query(context.Background(),
-		`select task_id, lease_id, attempt, task_type from queues.claim_tasks($1, $2, $3::interval)`, worker, n, lease)
-	require.NoError(t, err)
-	defer rows.Close()
-	var out []claimed
-	for rows.Next() {
-		var c claimed
-		require.NoError(t, rows.Scan(&c.TaskID, &c.LeaseID, &c.Attempt, &c.Type))
-		out = append(out, c)
-	}
-	require.NoError(t, rows.Err())
-	return out
-}
 
 func scalar[T any](t testing.TB, db taskorch.DBTX, sql string, args ...any) T {
 	t.Helper()
@@ -65,36 +40,6 @@ func noRetryDelay(t testing.TB, db taskorch.DBTX) {
 	mustExec(t, db, `update queues.settings set retry_backoff_max = interval '0'`)
 }
 
-// waitLeaseExpired waits, on the database's clock, until the task's lease has expired.
-func waitLeaseExpired(t testing.TB, db taskorch.DBTX, taskID int64) {
-	t.Helper()
-	require.Eventually(t, func() bool {
-		return scalar[bool](t, db, `select lease_expires_at < clock_timestamp() from queues.task where task_id = $1`, taskID)
-	}, 10*time.Second, 2*time.Millisecond)
-}
-
 func raw(typ, payload string) taskorch.RawArgs {
 	return taskorch.RawArgs{Type: typ, Payload: []byte(payload)}
-}
-
-// waitProgress waits until count() reaches want, failing t (with msg) when it stays the same for
-// stall: a test of "nothing lost" that does not fail on a slow machine, only on a stuck one.
-func waitProgress(t testing.TB, stall time.Duration, want int64, msg string, count func() int64) {
-	t.Helper()
-	last, since := int64(-1), time.Now()
-	for {
-		n := count()
-		if n == want {
-			return
-		}
-		if n > want {
-			t.Fatalf("%s: %d, more than %d", msg, n, want)
-		}
-		if n != last {
-			last, since = n, time.Now()
-		} else if time.Since(since) > stall {
-			t.Fatalf("%s: stuck at %d of %d for %s", msg, n, want, stall)
-		}
-		time.Sleep(100 * time.Millisecond) //nolint:forbidigo // polling the database's count
-	}
 }

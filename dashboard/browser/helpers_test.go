@@ -18,9 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch"
-	"github.com/taskorch/taskorch/dashboard"
 	"github.com/taskorch/taskorch/internal/pgcluster"
-	"github.com/taskorch/taskorch/internal/testing/dbtest"
 	"github.com/taskorch/taskorch/internal/testing/replicatest"
 )
 
@@ -136,19 +134,6 @@ func seed(t *testing.T, pool *pgxpool.Pool) seeded {
 	return s
 }
 
-// newDashboard serves a dashboard over a fresh, seeded database.
-func newDashboard(t *testing.T, cfg dashboard.Config) (*httptest.Server, *pgxpool.Pool, seeded) {
-	t.Helper()
-	pool := dbtest.NewDB(t)
-	s := seed(t, pool)
-	if cfg.Token == "" && cfg.Username == "" && !cfg.ReadOnly {
-		cfg.Token = testToken
-	}
-	h, err := dashboard.New(pool, cfg)
-	require.NoError(t, err)
-	return newServer(t, h), pool, s
-}
-
 // newServer serves h on 127.0.0.1 until the test ends.
 func newServer(t *testing.T, h http.Handler) *httptest.Server {
 	t.Helper()
@@ -218,13 +203,6 @@ func post(t *testing.T, c *http.Client, u string, form url.Values, hdr ...string
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, resp.Body)
 	return resp.StatusCode, resp.Header.Get("Location")
-}
-
-func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
-	t.Helper()
-	var n int
-	require.NoError(t, pool.QueryRow(t.Context(), sql, args...).Scan(&n), sql)
-	return n
 }
 
 // replicatedDB starts a primary and a streaming standby with a migrated database "app" and
