@@ -33,7 +33,8 @@ func TestChannelErrorHandlerGetsErrorClass(t *testing.T) {
 		}
 		return nil, errors.New("503 try later")
 	})
-	// It claims the sms task it has no provider for (ClaimUnknownTypes), to fail it.
+	// ClaimUnknownTypes: the worker claims the sms task although it has no sms provider, to
+	// record the "no provider" failure (docs/worker.md, "Which tasks a worker claims").
 	startWorker(t, pool, &taskorch.WorkerConfig{Channels: map[string]taskorch.ChannelProvider{taskorch.TypeEmail: provider}, ClaimUnknownTypes: true})
 
 	handlers := `"before_handler": "wbiz.before", "success_handler": "wbiz.on_success", "error_handler": "wbiz.on_error"`

@@ -2,9 +2,12 @@ package taskorch_test
 
 import (
 	"context"
+	"net"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch"
@@ -22,6 +25,22 @@ func aheadHandlers(started chan<- int64) *taskorch.Handlers {
 		return ctx.Err()
 	})
 	return hs
+}
+
+// aheadPool is pool's database behind a proxy that answers 10-20 ms late. A claim's round trip
+// then outlasts a quick task by far, so the worker always claims ahead (it aims at six round
+// trips of work, claim_ahead.go), however loaded the machine: without it, a machine busy enough
+// to make a quick task look slow kept the buffer empty, and the tests below tested nothing.
+func aheadPool(t *testing.T, pool *pgxpool.Pool) *pgxpool.Pool {
+	t.Helper()
+	cfg := pool.Config().Copy()
+	proxy := startDelayProxy(t, net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))),
+		10*time.Millisecond, 20*time.Millisecond)
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", proxy.Port()
+	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	return p
 }
 
 // enqueueAhead enqueues quick tasks, then held ones (claimed after the quick ones: same priority,
@@ -58,7 +77,7 @@ func TestClaimAheadStopGivesBufferBack(t *testing.T) {
 	pool := dbtest.NewDB(t)
 	enqueueAhead(t, pool, 300, 20)
 	started := make(chan int64, 20)
-	w, stop := startWorker(t, pool, &taskorch.WorkerConfig{ID: "ahead-stop", Handlers: aheadHandlers(started),
+	w, stop := startWorker(t, aheadPool(t, pool), &taskorch.WorkerConfig{ID: "ahead-stop", Handlers: aheadHandlers(started),
 		Concurrency: 1, ClaimAhead: 5, ShutdownGrace: time.Minute})
 
 	running := <-started
@@ -100,7 +119,7 @@ func TestClaimAheadLongWaitGivesBack(t *testing.T) {
 	pool := dbtest.NewDB(t)
 	enqueueAhead(t, pool, 300, 10)
 	started := make(chan int64, 10)
-	_, _ = startWorker(t, pool, &taskorch.WorkerConfig{ID: "ahead-wait", Handlers: aheadHandlers(started),
+	_, _ = startWorker(t, aheadPool(t, pool), &taskorch.WorkerConfig{ID: "ahead-wait", Handlers: aheadHandlers(started),
 		Concurrency: 1, ClaimAhead: 4, LeaseDuration: time.Second, ShutdownGrace: time.Millisecond})
 	<-started
 
@@ -153,7 +172,7 @@ func TestClaimAheadCancelledTaskNeverStarts(t *testing.T) {
 	enqueueAhead(t, pool, 300, 20)
 	started := make(chan int64, 20)
 	obs := newCountingObserver()
-	w, stop := startWorker(t, pool, &taskorch.WorkerConfig{ID: "ahead-cancel", Handlers: aheadHandlers(started),
+	w, stop := startWorker(t, aheadPool(t, pool), &taskorch.WorkerConfig{ID: "ahead-cancel", Handlers: aheadHandlers(started),
 		Concurrency: 1, ClaimAhead: 5, Observers: []taskorch.Observer{obs}})
 	defer func() { w.HardStop(); stop() }()
 

@@ -35,8 +35,9 @@ type delayProxy struct {
 	conns map[*proxyConn]struct{}
 	rnd   *rand.Rand
 
-	cutShort atomic.Int64
-	wg       sync.WaitGroup
+	cutShort  atomic.Int64
+	claimSent chan struct{} // a claim was just sent (the latest one; never blocks the proxy)
+	wg        sync.WaitGroup
 }
 
 // startDelayProxy listens on 127.0.0.1 and forwards to target (host:port) until the test ends.
@@ -45,7 +46,7 @@ func startDelayProxy(t *testing.T, target string, minDelay, maxDelay time.Durati
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	p := &delayProxy{ln: ln, target: target, minDelay: minDelay, maxDelay: maxDelay,
-		conns: map[*proxyConn]struct{}{}, rnd: rand.New(rand.NewPCG(1, 2))}
+		conns: map[*proxyConn]struct{}{}, rnd: rand.New(rand.NewPCG(1, 2)), claimSent: make(chan struct{}, 1)}
 	p.wg.Go(p.accept)
 	t.Cleanup(p.close)
 	return p
@@ -63,6 +64,17 @@ func (p *delayProxy) ClaimsInFlight() int {
 		n += c.claimsOutstanding()
 	}
 	return n
+}
+
+// ClaimSent delivers a value when a claim has been sent to the server since the last receive:
+// its answer, delayed by at least minDelay, is then in flight.
+func (p *delayProxy) ClaimSent() <-chan struct{} { return p.claimSent }
+
+func (p *delayProxy) noteClaimSent() {
+	select {
+	case p.claimSent <- struct{}{}:
+	default:
+	}
 }
 
 // CutShort is how many connections were closed by their client with a claim as their last
@@ -214,10 +226,16 @@ func (c *proxyConn) noteClientMessages(buf []byte, started *bool) []byte {
 		case 'S': // Sync: the request is complete; one ReadyForQuery will answer it
 			c.outstanding = append(c.outstanding, c.boundClaim)
 			c.lastClaim, c.boundClaim = c.boundClaim, false
+			if c.lastClaim {
+				c.p.noteClaimSent()
+			}
 		case 'Q': // simple query
 			query, _ := cstring(body)
 			c.lastClaim = isClaimSQL(query)
 			c.outstanding = append(c.outstanding, c.lastClaim)
+			if c.lastClaim {
+				c.p.noteClaimSent()
+			}
 		}
 		c.mu.Unlock()
 		buf = buf[n:]

@@ -2986,6 +2986,8 @@ CREATE FUNCTION internal.lease_tasks(_worker_id text, _task_ids bigint[], _lease
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
+declare
+    _now timestamptz := clock_timestamp();
 begin
     if _worker_id is null or btrim(_worker_id) = '' then
         raise exception 'claim: _worker_id must name the claiming worker, got %', coalesce(quote_literal(_worker_id), 'NULL')
@@ -2996,17 +2998,17 @@ begin
         update queues.task t
         set status = 'running',
             lease_id = nextval('queues.task_lease_task_lease_id_seq'::regclass),
-            lease_expires_at = now() + _lease_duration,
+            lease_expires_at = _now + _lease_duration,
             worker_id = _worker_id,
             attempt = t.attempt + 1,
-            claimed_at = now(),
+            claimed_at = _now,
             debounce_key = null
         where t.task_id = any (_task_ids) and t.status = 'pending'
         returning t.*
     ), leases as (
         insert into queues.task_lease (task_lease_id, task_id, worker_id, attempt, leased_at, expires_at)
         overriding system value
-        select u.lease_id, u.task_id, _worker_id, u.attempt, now(), u.lease_expires_at
+        select u.lease_id, u.task_id, _worker_id, u.attempt, _now, u.lease_expires_at
         from upd u
     )
     select u.* from upd u

@@ -132,9 +132,25 @@ func TestGracefulStopStrandsNothing(t *testing.T) {
 			stop()
 			t.Fatalf("round %d: %d of %d quick tasks ran in 10s", round, r.ran.Load(), r.stopAt)
 		}
-		// The stop comes at a random moment of the worker's steady state (not in step with a
-		// task's end): the jitter is the point, not a wait for something.
-		<-time.After(time.Duration(rnd.Int64N(int64(15 * time.Millisecond))))
+		if round%2 == 0 {
+			// Every other stop comes right after a claim was sent: its answer, which the proxy
+			// holds back at least 5 ms, is in flight at the stop. (A worker holding a full
+			// claim-ahead buffer claims again once half of it has run.)
+			select {
+			case <-proxy.ClaimSent(): // the latest claim, perhaps answered already: wait for the next
+			default:
+			}
+			select {
+			case <-proxy.ClaimSent():
+			case <-time.After(10 * time.Second):
+				stop()
+				t.Fatalf("round %d: the worker sent no claim in 10s", round)
+			}
+		} else {
+			// The other stops come at a random moment of the worker's steady state (not in step
+			// with a task's end or a claim): the jitter is the point, not a wait for something.
+			<-time.After(time.Duration(rnd.Int64N(int64(15 * time.Millisecond))))
+		}
 		inFlight := proxy.ClaimsInFlight()
 		if inFlight > 0 {
 			inFlightAtStop++

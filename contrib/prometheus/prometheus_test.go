@@ -109,7 +109,8 @@ func TestWorkerMetrics(t *testing.T) {
 			}
 		}
 		// The leader samples the queues every QueueStatsInterval: a sample taken before the
-		// last tasks ended still shows them running.
+		// last tasks ended still shows them running. Only the undue task and the unserved one
+		// stay pending.
 		return countPrefix(got, "taskorch_queue_depth{") == 2
 	}, 20*time.Second, 10*time.Millisecond, "metrics never matched")
 	for k, v := range want {
