@@ -48,6 +48,7 @@ func (c *completions) close() {
 // the queue is closed and drained.
 func (w *Worker) runCompleter(ctx context.Context) {
 	batch := make([]*runningTask, 0, maxCompletionBatch)
+	outs := make([]outcome, maxCompletionBatch) // the batch's outcomes, reused
 	for r := range w.completions.ch {
 		batch = append(batch[:0], r)
 	drain:
@@ -62,15 +63,16 @@ func (w *Worker) runCompleter(ctx context.Context) {
 				break drain
 			}
 		}
-		w.flushCompletions(ctx, batch)
+		w.flushCompletions(ctx, batch, outs)
 	}
 }
 
 // flushCompletions has a batch written (writer.go): plain completions in one statement, and
 // those with a success handler in transactions of up to maxHandlerBatch; then finishes each
 // task. When a success handler raises, its batch is rolled back and each of its tasks runs
-// alone (finishAlone), so only the raising one fails.
-func (w *Worker) flushCompletions(ctx context.Context, batch []*runningTask) {
+// alone (finishAlone), so only the raising one fails. outs holds the outcomes while they are
+// written and finished (finish keeps none).
+func (w *Worker) flushCompletions(ctx context.Context, batch []*runningTask, outs []outcome) {
 	plain := batch[:0:0]
 	var handled []*runningTask
 	for _, r := range batch {
@@ -81,20 +83,23 @@ func (w *Worker) flushCompletions(ctx context.Context, batch []*runningTask) {
 		}
 	}
 	if len(plain) > 0 {
-		for i, o := range w.writeCompletions(ctx, plain) {
-			w.finish(plain[i], o)
+		w.writeCompletions(ctx, plain, outs[:len(plain)])
+		for i, r := range plain {
+			w.finish(r, &outs[i])
 		}
+		clear(outs[:len(plain)])
 	}
 	for len(handled) > 0 {
 		n := min(len(handled), maxHandlerBatch)
-		outs, raised := w.writeHandlerBatch(ctx, handled[:n])
+		raised := w.writeHandlerBatch(ctx, handled[:n], outs[:n])
 		for i, r := range handled[:n] {
 			if raised {
 				w.finishAlone(r)
 			} else {
-				w.finish(r, outs[i])
+				w.finish(r, &outs[i])
 			}
 		}
+		clear(outs[:n])
 		handled = handled[n:]
 	}
 }

@@ -92,10 +92,10 @@ func (w *Worker) failUnreadable(ctx context.Context, t *tasktype.Task, reason st
 }
 
 // writeCompletions completes a batch of succeeded tasks in one statement, each with its result
-// (queues.complete_tasks_with_results), and returns each task's outcome, in batch order: a
-// completion, refused (the lease was lost), failed (its result was over the database's bound:
-// the statement failed it), or not written (err).
-func (w *Worker) writeCompletions(ctx context.Context, batch []*runningTask) []*outcome {
+// (queues.complete_tasks_with_results), and sets each task's outcome in outs (as long as batch,
+// in batch order: the completer's, reused): a completion, refused (the lease was lost), failed
+// (its result was over the database's bound: the statement failed it), or not written (err).
+func (w *Worker) writeCompletions(ctx context.Context, batch []*runningTask, outs []outcome) {
 	ids := make([]int64, len(batch))
 	leases := make([]int64, len(batch))
 	var results []json.RawMessage // nil when no task of the batch has a result: the common case
@@ -125,9 +125,9 @@ func (w *Worker) writeCompletions(ctx context.Context, batch []*runningTask) []*
 		})
 		return err
 	})
-	outs := make([]*outcome, len(batch))
 	for i, r := range batch {
-		o := completed()
+		o := &outs[i]
+		*o = outcome{kind: outcomeComplete}
 		status, ok := done[r.task.ID]
 		switch {
 		case err != nil:
@@ -137,13 +137,11 @@ func (w *Worker) writeCompletions(ctx context.Context, batch []*runningTask) []*
 		default:
 			o.status = status
 			if status != tasktype.StatusCompleted { // its result was over the database's bound
-				o = failed(resultTooLarge(len(r.result), maxDatabaseResultBytes, true), false, nil)
+				*o = *failed(resultTooLarge(len(r.result), maxDatabaseResultBytes, true), false, nil)
 				o.status = status
 			}
 		}
-		outs[i] = o
 	}
-	return outs
 }
 
 // maxHandlerBatch bounds how many success handlers run in one transaction: each holds its
@@ -157,11 +155,11 @@ var errHandlerRaised = errors.New("a success handler raised")
 // writeHandlerBatch completes channel tasks whose provider call succeeded, with their success
 // handlers, in one transaction (queues.run_task_handlers, migration core/0027): the handlers'
 // writes and the completions commit together. A handler's non-success envelope is recorded in
-// queues.error and the task still completes, as on the one-task path. It returns each task's
-// outcome in batch order; raised is true, and nothing is written, when a handler raised (or the
-// runner refused its name): the caller then runs each task alone, so that only the raising one
-// fails.
-func (w *Worker) writeHandlerBatch(ctx context.Context, batch []*runningTask) (outs []*outcome, raised bool) {
+// queues.error and the task still completes, as on the one-task path. It sets each task's
+// outcome in outs (as writeCompletions does); raised is true, and nothing is written, when a
+// handler raised (or the runner refused its name): the caller then runs each task alone, so
+// that only the raising one fails.
+func (w *Worker) writeHandlerBatch(ctx context.Context, batch []*runningTask, outs []outcome) (raised bool) {
 	ids := make([]int64, len(batch))
 	leases := make([]int64, len(batch))
 	handlers := make([]string, len(batch))
@@ -232,24 +230,23 @@ func (w *Worker) writeHandlerBatch(ctx context.Context, batch []*runningTask) (o
 		return err
 	})
 	if errors.Is(err, errHandlerRaised) {
-		return nil, true
+		return true
 	}
-	outs = make([]*outcome, len(batch))
 	for i, r := range batch {
-		o := completed()
+		o := &outs[i]
+		*o = outcome{kind: outcomeComplete}
 		switch {
 		case err != nil:
 			o.err = err
 		case !held[r.task.ID]:
-			o = leaseLost("the lease was gone when its success handler's transaction began")
+			*o = *leaseLost("the lease was gone when its success handler's transaction began")
 		case !done[r.task.ID]:
 			o.refused = true
 		default:
 			o.status = tasktype.StatusCompleted
 		}
-		outs[i] = o
 	}
-	return outs, false
+	return false
 }
 
 // recordError records a failure that does not end the task (a handler's non-success, a channel
