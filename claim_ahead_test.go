@@ -29,7 +29,7 @@ func aheadHandlers(started chan<- int64) *taskorch.Handlers {
 
 // aheadPool is pool's database behind a proxy that answers 10-20 ms late. A claim's round trip
 // then outlasts a quick task by far, so the worker always claims ahead (it aims at six round
-// trips of work, claim_ahead.go), however loaded the machine: without it, a machine busy enough
+// trips of work, internal/worker/buffer.go), however loaded the machine: without it, a machine busy enough
 // to make a quick task look slow kept the buffer empty, and the tests below tested nothing.
 func aheadPool(t *testing.T, pool *pgxpool.Pool) *pgxpool.Pool {
 	t.Helper()
