@@ -131,6 +131,10 @@ type Event struct {
 	WorkerID   *string   `json:"worker_id,omitempty"`
 	Attempt    *int      `json:"attempt,omitempty"`
 	Detail     *string   `json:"detail,omitempty"`
+	// Actor is who did it, for an operator's action (retried, cancelled, deleted by hand): the
+	// dashboard's signed-in name or the CLI's --actor, else the database role (the
+	// queues.task_event row's actor column); nil for what workers and the leader do.
+	Actor *string `json:"actor,omitempty"`
 }
 
 // ErrorRecord is a row of queues.error: a failure or a refusal, with its context.
@@ -179,9 +183,11 @@ func (c *Client) history(ctx context.Context, db DBTX, id int64) (*History, erro
 	if err != nil {
 		return nil, fmt.Errorf("history of task %d: leases: %w", id, err)
 	}
-	rows, err = db.Query(ctx, `select case when source = 'event' then source_id end, source, task_id, occurred_at, event,
-		from_status::text, to_status::text, lease_id, worker_id, attempt, detail
-		from queues.task_history where task_id = $1 and source <> 'error' order by occurred_at, step, source_id`, id)
+	rows, err = db.Query(ctx, `select case when h.source = 'event' then h.source_id end, h.source, h.task_id, h.occurred_at, h.event,
+		h.from_status::text, h.to_status::text, h.lease_id, h.worker_id, h.attempt, h.detail,
+		(select e.actor from queues.task_event e
+		 where h.source = 'event' and e.task_id = h.task_id and e.task_event_id = h.source_id and e.occurred_at = h.occurred_at)
+		from queues.task_history h where h.task_id = $1 and h.source <> 'error' order by h.occurred_at, h.step, h.source_id`, id)
 	if err == nil {
 		h.Events, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Event])
 	}

@@ -2474,6 +2474,108 @@ $$;
 
 
 --
+-- Name: apply_task_action(text, bigint[], queues.task_status[], text, text); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.apply_task_action(_action text, _ids bigint[], _statuses queues.task_status[], _actor text, _reason text) RETURNS TABLE(task_id bigint, from_status queues.task_status)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
+    AS $$
+#variable_conflict use_column
+declare
+    _locked bigint[];
+    _done bigint[];
+    _from queues.task_status[];
+    _notes text[];
+begin
+    if _action = 'delete' then
+        _locked := array(select t.task_id from queues.task t
+                         where t.task_id = any (_ids) and t.status = any (_statuses)
+                         order by t.task_id
+                         for update skip locked);
+    else
+        _locked := array(select t.task_id from queues.task t
+                         where t.task_id = any (_ids) and t.status = any (_statuses)
+                         order by t.task_id
+                         for no key update skip locked);
+    end if;
+    if cardinality(_locked) = 0 then
+        return;
+    end if;
+
+    if _action = 'retry' then
+        with ok as (
+            select t.task_id, t.status, t.attempt
+            from queues.task t
+            where t.task_id = any (_locked)
+              and (t.debounce_key is null or t.status = 'pending' or (
+                   not exists (select from queues.task p
+                               where p.task_type = t.task_type and p.debounce_key = t.debounce_key and p.status = 'pending')
+                   and t.task_id = (select min(q.task_id) from queues.task q
+                                    where q.task_id = any (_locked) and q.task_type = t.task_type
+                                      and q.debounce_key = t.debounce_key)))
+        ), upd as (
+            update queues.task t
+            set status = 'pending', run_at = clock_timestamp(),
+                attempt = case when ok.status = 'pending' then t.attempt else 0 end,
+                limit_name = (select l.task_type from internal.limit_of(t.task_type, t.payload) l),
+                limit_key = (select internal.limit_key(l.key_field, t.payload) from internal.limit_of(t.task_type, t.payload) l
+                             where l.task_type is not null)
+            from ok
+            where t.task_id = ok.task_id
+            returning t.task_id, ok.status, ok.attempt
+        ), ev as (
+            insert into queues.task_event (task_id, event, from_status, to_status, lease_id, worker_id, attempt, detail, actor)
+            select u.task_id, 'retried', u.status, 'pending', null, session_user, u.attempt,
+                   format('retried by hand after %s attempt(s)', u.attempt), _actor
+            from upd u
+        )
+        select array_agg(u.task_id order by u.task_id), array_agg(u.status order by u.task_id) into _done, _from from upd u;
+        if cardinality(_done) > 0 then
+            perform pg_notify('taskorch_task', '');
+        end if;
+    elsif _action = 'cancel' then
+        with old as (
+            select t.task_id, t.status, t.lease_id, t.lease_expires_at, t.attempt from queues.task t where t.task_id = any (_locked)
+        ), upd as (
+            update queues.task t
+            set status = 'cancelled', cancelled_at = clock_timestamp(), lease_expires_at = null
+            from old
+            where t.task_id = old.task_id
+            returning t.task_id, old.status, old.lease_id, old.lease_expires_at, old.attempt
+        ), ev as (
+            insert into queues.task_event (task_id, event, from_status, to_status, lease_id, worker_id, attempt, detail, actor)
+            select u.task_id, 'cancelled', u.status, 'cancelled', u.lease_id, session_user, u.attempt,
+                   left(nullif(_reason, ''), 1024), _actor
+            from upd u
+        )
+        select array_agg(u.task_id order by u.task_id), array_agg(u.status order by u.task_id),
+               array_agg(u.task_id::text || ':' || u.lease_id::text)
+                   filter (where u.status = 'running' and u.lease_expires_at is not null and u.lease_id is not null)
+        into _done, _from, _notes
+        from upd u;
+        -- A running task's worker is told at commit, as by queues.cancel_task.
+        perform pg_notify('taskorch_cancel', n) from unnest(_notes) n;
+    elsif _action = 'delete' then
+        with gone as (
+            delete from queues.task t where t.task_id = any (_locked)
+            returning t.task_id, t.status, t.attempt
+        ), ev as (
+            insert into queues.task_event (task_id, event, from_status, to_status, lease_id, worker_id, attempt, detail, actor)
+            select g.task_id, 'deleted', g.status, null, null, session_user, g.attempt,
+                   'deleted by hand: the task and its errors; its leases and events stay until their day is dropped', _actor
+            from gone g
+        )
+        select array_agg(g.task_id order by g.task_id), array_agg(g.status order by g.task_id) into _done, _from from gone g;
+        -- Errors go with their task, as retention deletes them (error_task_id_idx).
+        delete from queues.error e where e.task_id = any (_done);
+    end if;
+    return query select d.id, d.st from unnest(_done, _from) as d(id, st);
+end $$;
+
+
+--
 -- Name: check_delivery_input(text, text, jsonb); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -2598,6 +2700,76 @@ end $$;
 
 
 --
+-- Name: check_task_filter(text, text, queues.task_status[], text[], text, timestamp with time zone, timestamp with time zone, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.check_task_filter(_label text, _action text, _statuses queues.task_status[], _task_types text[], _idempotency_key text, _enqueued_since timestamp with time zone, _enqueued_until timestamp with time zone, _finished_since timestamp with time zone, _finished_until timestamp with time zone) RETURNS queues.task_status[]
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _allowed queues.task_status[] := internal.task_action_statuses(_action);
+    _bad queues.task_status;
+    _type text;
+begin
+    if _allowed is null then
+        raise exception '%: unknown action %', _label, quote_nullable(_action) using errcode = 'invalid_parameter_value';
+    end if;
+    if _statuses is not null and (cardinality(_statuses) = 0 or array_position(_statuses, null) is not null) then
+        raise exception '%: _statuses must be NULL or a list of statuses without NULL, got %', _label, _statuses
+            using errcode = 'invalid_parameter_value';
+    end if;
+    select s into _bad from unnest(_statuses) s where s <> all (_allowed) limit 1;
+    if found then
+        raise exception '%: _statuses: % acts on % tasks, not %', _label, _action, array_to_string(_allowed, ', '), _bad
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if _task_types is not null then
+        if cardinality(_task_types) not between 1 and 100 then
+            raise exception '%: _task_types must be NULL or 1 to 100 task types, got %', _label, cardinality(_task_types)
+                using errcode = 'invalid_parameter_value';
+        end if;
+        foreach _type in array _task_types loop
+            if _type is null or _type !~ '^[A-Za-z][A-Za-z0-9_.:-]*$' or length(_type) > 128 then
+                raise exception '%: _task_types: % is not a task type', _label, coalesce(quote_literal(left(_type, 140)), 'NULL')
+                    using errcode = 'invalid_parameter_value';
+            end if;
+        end loop;
+    end if;
+    if _idempotency_key is not null and length(_idempotency_key) not between 1 and 512 then
+        raise exception '%: _idempotency_key must be 1 to 512 characters, got %', _label, length(_idempotency_key)
+            using errcode = 'invalid_parameter_value';
+    end if;
+    perform internal.check_finite(_label, '_enqueued_since', _enqueued_since);
+    perform internal.check_finite(_label, '_enqueued_until', _enqueued_until);
+    perform internal.check_finite(_label, '_finished_since', _finished_since);
+    perform internal.check_finite(_label, '_finished_until', _finished_until);
+    if _enqueued_since >= _enqueued_until then
+        raise exception '%: _enqueued_since (%) must be before _enqueued_until (%)', _label, _enqueued_since, _enqueued_until
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if _finished_since >= _finished_until then
+        raise exception '%: _finished_since (%) must be before _finished_until (%)', _label, _finished_since, _finished_until
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if _statuses is null and _task_types is null and _idempotency_key is null and _enqueued_since is null
+       and _enqueued_until is null and _finished_since is null and _finished_until is null then
+        raise exception '%: give at least one condition (_statuses, _task_types, _idempotency_key, _enqueued_since, _enqueued_until, _finished_since, _finished_until)', _label
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if coalesce(_finished_since, _finished_until) is not null then
+        select s into _bad from unnest(_statuses) s where s in ('pending', 'running') limit 1;
+        if found then
+            raise exception '%: _finished_since and _finished_until match finished tasks only; % tasks have no finish time (filter on _enqueued_since or _enqueued_until)',
+                _label, _bad using errcode = 'invalid_parameter_value';
+        end if;
+        _allowed := array(select s from unnest(_allowed) s where s not in ('pending', 'running'));
+    end if;
+    return coalesce(_statuses, _allowed);
+end $_$;
+
+
+--
 -- Name: check_task_functions(); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -2625,6 +2797,34 @@ begin
                   hint = 'Enqueue through queues.enqueue and its siblings, whose caller must be allowed to execute every function its tasks name (docs/security.md, "Who may name a function").';
     end if;
     return new;
+end $$;
+
+
+--
+-- Name: check_task_ids(text, bigint[]); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.check_task_ids(_label text, _task_ids bigint[]) RETURNS bigint[]
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _ids bigint[];
+begin
+    if _task_ids is null or cardinality(_task_ids) = 0 then
+        raise exception '%: _task_ids must name at least one task', _label using errcode = 'invalid_parameter_value';
+    end if;
+    if exists (select from unnest(_task_ids) i where i is null or i <= 0) then
+        raise exception '%: _task_ids must be positive task ids, got %', _label,
+            (select coalesce(i::text, 'NULL') from unnest(_task_ids) i where i is null or i <= 0 limit 1)
+            using errcode = 'invalid_parameter_value';
+    end if;
+    _ids := array(select distinct i from unnest(_task_ids) i order by i);
+    if cardinality(_ids) > 1000 then
+        raise exception '%: _task_ids names % tasks; at most 1,000 a call', _label, cardinality(_ids)
+            using errcode = 'invalid_parameter_value';
+    end if;
+    return _ids;
 end $$;
 
 
@@ -3245,6 +3445,65 @@ $$;
 
 
 --
+-- Name: schedule; Type: TABLE; Schema: queues; Owner: -
+--
+
+CREATE TABLE queues.schedule (
+    name text NOT NULL,
+    cron text NOT NULL,
+    task_type text NOT NULL,
+    payload jsonb DEFAULT '{}'::jsonb NOT NULL,
+    priority integer DEFAULT 0 NOT NULL,
+    max_attempts integer,
+    enabled boolean DEFAULT true NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    next_run_at timestamp with time zone,
+    last_tick_at timestamp with time zone,
+    last_enqueued_at timestamp with time zone,
+    last_task_id bigint,
+    CONSTRAINT schedule_cron_valid CHECK (((length(cron) >= 1) AND (length(cron) <= 256))),
+    CONSTRAINT schedule_max_attempts_positive CHECK (((max_attempts IS NULL) OR (max_attempts > 0))),
+    CONSTRAINT schedule_name_valid CHECK (((name ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]*$'::text) AND (length(name) <= 128))),
+    CONSTRAINT schedule_payload_is_object CHECK ((jsonb_typeof(payload) = 'object'::text)),
+    CONSTRAINT schedule_task_type_valid CHECK (((task_type ~ '^[A-Za-z][A-Za-z0-9_.:-]*$'::text) AND (length(task_type) <= 128))),
+    CONSTRAINT schedule_times_finite CHECK ((internal.time_in_range(created_at) AND internal.time_in_range(updated_at) AND internal.time_in_range(next_run_at) AND internal.time_in_range(last_tick_at) AND internal.time_in_range(last_enqueued_at)))
+);
+
+
+--
+-- Name: TABLE schedule; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON TABLE queues.schedule IS 'Periodic tasks: the leader enqueues one task per cron tick, with idempotency key schedule:<name>:<tick in UTC RFC 3339>.';
+
+
+--
+-- Name: lock_schedule(text, text); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.lock_schedule(_label text, _name text) RETURNS queues.schedule
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _s queues.schedule;
+begin
+    if _name is null or _name !~ '^[A-Za-z0-9][A-Za-z0-9_.:-]*$' or length(_name) > 128 then
+        raise exception '%: _name % is not a schedule name', _label, coalesce(quote_literal(left(_name, 140)), 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    -- The leader's queues.enqueue_schedule_tick locks the row the same way for one tick: a wait
+    -- here is that statement's, milliseconds.
+    select * into _s from queues.schedule s where s.name = _name for no key update;
+    if not found then
+        raise exception '%: schedule % does not exist', _label, quote_literal(_name) using errcode = 'no_data_found';
+    end if;
+    return _s;
+end $_$;
+
+
+--
 -- Name: lock_signal(text, text); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -3254,6 +3513,35 @@ CREATE FUNCTION internal.lock_signal(_name text, _key text) RETURNS void
     AS $$
     select pg_advisory_xact_lock(hashtext('taskorch.signal'), hashtext(_name || ':' || _key))
 $$;
+
+
+--
+-- Name: matching_tasks(queues.task_status[], text[], text, timestamp with time zone, timestamp with time zone, timestamp with time zone, timestamp with time zone, bigint, integer); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.matching_tasks(_statuses queues.task_status[], _task_types text[], _idempotency_key text, _enqueued_since timestamp with time zone, _enqueued_until timestamp with time zone, _finished_since timestamp with time zone, _finished_until timestamp with time zone, _after_task_id bigint, _limit integer) RETURNS SETOF bigint
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    SET jit TO 'off'
+    AS $$
+begin
+    return query
+    select t.task_id
+    from queues.task t
+    where t.status = any (_statuses)
+      and (_task_types is null or t.task_type = any (_task_types))
+      and (_idempotency_key is null or t.idempotency_key = _idempotency_key)
+      and (_enqueued_since is null or t.enqueued_at >= _enqueued_since)
+      and (_enqueued_until is null or t.enqueued_at < _enqueued_until)
+      and (_finished_since is null or (t.status in ('completed', 'cancelled', 'failed', 'dead')
+                                       and greatest(t.completed_at, t.cancelled_at, t.failed_at, t.dead_at) >= _finished_since))
+      and (_finished_until is null or (t.status in ('completed', 'cancelled', 'failed', 'dead')
+                                       and greatest(t.completed_at, t.cancelled_at, t.failed_at, t.dead_at) < _finished_until))
+      and t.task_id > _after_task_id
+    order by t.task_id
+    limit _limit;
+end $$;
 
 
 --
@@ -3325,6 +3613,26 @@ begin
         perform pg_notify('taskorch_task', '');
     end if;
     return null;
+end $$;
+
+
+--
+-- Name: operator_actor(text, text); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.operator_actor(_label text, _actor text) RETURNS text
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if _actor is null or btrim(_actor) = '' then
+        return session_user::text;
+    end if;
+    if length(btrim(_actor)) > 200 or _actor ~ '[[:cntrl:]]' then
+        raise exception '%: _actor must be at most 200 characters without control characters, got %', _label,
+            to_jsonb(left(_actor, 210))::text using errcode = 'invalid_parameter_value';
+    end if;
+    return btrim(_actor);
 end $$;
 
 
@@ -3751,6 +4059,94 @@ $$;
 
 
 --
+-- Name: task_action_batch(text, text, queues.task_status[], text[], text, timestamp with time zone, timestamp with time zone, timestamp with time zone, timestamp with time zone, bigint, integer, text, text); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.task_action_batch(_label text, _action text, _statuses queues.task_status[], _task_types text[], _idempotency_key text, _enqueued_since timestamp with time zone, _enqueued_until timestamp with time zone, _finished_since timestamp with time zone, _finished_until timestamp with time zone, _after_task_id bigint, _batch integer, _actor text, _reason text) RETURNS TABLE(matched integer, done integer, skipped integer, last_task_id bigint)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _st queues.task_status[];
+    _ids bigint[];
+    _n integer;
+begin
+    _st := internal.check_task_filter(_label, _action, _statuses, _task_types, _idempotency_key,
+                                      _enqueued_since, _enqueued_until, _finished_since, _finished_until);
+    if _after_task_id is null or _after_task_id < 0 then
+        raise exception '%: _after_task_id must be 0 (from the start) or a task id, got %', _label, coalesce(_after_task_id::text, 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if _batch is null or _batch not between 1 and 1000 then
+        raise exception '%: _batch must be between 1 and 1000, got %', _label, coalesce(_batch::text, 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    _actor := internal.operator_actor(_label, _actor);
+    _ids := array(select m from internal.matching_tasks(_st, _task_types, _idempotency_key, _enqueued_since, _enqueued_until,
+                                                         _finished_since, _finished_until, _after_task_id, _batch) m);
+    if cardinality(_ids) = 0 then
+        return query select 0, 0, 0, null::bigint;
+        return;
+    end if;
+    select count(*) into _n from internal.apply_task_action(_action, _ids, _st, _actor, _reason);
+    return query select cardinality(_ids), _n, cardinality(_ids) - _n, _ids[cardinality(_ids)];
+end $$;
+
+
+--
+-- Name: task_action_by_id(text, text, bigint[], text, text); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.task_action_by_id(_label text, _action text, _task_ids bigint[], _actor text, _reason text) RETURNS TABLE(task_id bigint, outcome text, status queues.task_status)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+    _ids bigint[] := internal.check_task_ids(_label, _task_ids);
+    _statuses queues.task_status[] := internal.task_action_statuses(_action);
+    _done bigint[];
+begin
+    _actor := internal.operator_actor(_label, _actor);
+    if _action = 'retry' then
+        _statuses := _statuses || 'pending'::queues.task_status; -- made due now, as queues.retry_task does
+    end if;
+    _done := array(select a.task_id from internal.apply_task_action(_action, _ids, _statuses, _actor, _reason) a);
+    return query
+    select i.id,
+           case when i.id = any (_done) then 'done'
+                when t.task_id is null then 'not_found'
+                when _action = 'cancel' and t.status = 'cancelled' then 'unchanged'
+                when t.status <> all (_statuses) then 'wrong_state'
+                when _action = 'retry' and t.debounce_key is not null and exists (
+                    select from queues.task p
+                    where p.task_type = t.task_type and p.debounce_key = t.debounce_key and p.status = 'pending'
+                      and p.task_id <> t.task_id) then 'conflict'
+                else 'busy' end,
+           t.status
+    from unnest(_ids) as i(id)
+    left join queues.task t on t.task_id = i.id
+    order by i.id;
+end $$;
+
+
+--
+-- Name: task_action_statuses(text); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.task_action_statuses(_action text) RETURNS queues.task_status[]
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select case _action
+        when 'retry' then '{dead,failed,cancelled}'::queues.task_status[]
+        when 'cancel' then '{pending,running,failed,dead}'::queues.task_status[]
+        when 'delete' then '{completed,failed,dead,cancelled}'::queues.task_status[]
+    end
+$$;
+
+
+--
 -- Name: task_function_names(text, text, jsonb); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -3944,6 +4340,63 @@ $$;
 
 
 --
+-- Name: backfill_schedule(text, timestamp with time zone[], text); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.backfill_schedule(_name text, _ticks timestamp with time zone[], _actor text DEFAULT NULL::text) RETURNS TABLE(enqueued integer, existing integer)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+    _s queues.schedule := internal.lock_schedule('backfill_schedule', _name);
+    _tick timestamptz;
+    _new integer := 0;
+    _old integer := 0;
+    _dup boolean;
+    _now timestamptz := clock_timestamp();
+begin
+    if _ticks is null or cardinality(_ticks) not between 1 and 1000 then
+        raise exception 'backfill_schedule: _ticks must hold 1 to 1,000 ticks, got %', coalesce(cardinality(_ticks)::text, 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    foreach _tick in array _ticks loop
+        if _tick is null then
+            raise exception 'backfill_schedule: _ticks must not hold NULL' using errcode = 'invalid_parameter_value';
+        end if;
+        perform internal.check_finite('backfill_schedule', '_ticks', _tick);
+        if _tick > _now then
+            raise exception 'backfill_schedule: tick % is in the future; the leader enqueues it when it comes', _tick
+                using errcode = 'invalid_parameter_value';
+        end if;
+    end loop;
+    _actor := internal.operator_actor('backfill_schedule', _actor);
+    foreach _tick in array array(select distinct t from unnest(_ticks) t order by t) loop
+        select r.duplicate into _dup
+        from queues.enqueue_with_result(_s.task_type, _s.payload, _tick, _s.priority,
+                                        internal.schedule_tick_key(_s.name, _tick), _s.max_attempts) r;
+        if _dup then
+            _old := _old + 1;
+        else
+            _new := _new + 1;
+        end if;
+    end loop;
+    insert into queues.schedule_event (name, event, actor, detail)
+    values (_name, 'backfilled', _actor, jsonb_build_object(
+        'first_tick', (select min(t) from unnest(_ticks) t), 'last_tick', (select max(t) from unnest(_ticks) t),
+        'enqueued', _new, 'existing', _old));
+    return query select _new, _old;
+end $$;
+
+
+--
+-- Name: FUNCTION backfill_schedule(_name text, _ticks timestamp with time zone[], _actor text); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.backfill_schedule(_name text, _ticks timestamp with time zone[], _actor text) IS 'Enqueues the given past ticks of a schedule (1 to 1,000 a call, computed by the caller with the leader''s cron parser), each under the tick''s idempotency key, so a tick already enqueued is not enqueued again; records _actor. Returns how many were enqueued and how many existed.';
+
+
+--
 -- Name: cancel_task(bigint, text); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -3975,6 +4428,45 @@ begin
     end if;
     return 'cancelled';
 end $$;
+
+
+--
+-- Name: cancel_tasks(bigint[], text, text); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.cancel_tasks(_task_ids bigint[], _actor text DEFAULT NULL::text, _reason text DEFAULT NULL::text) RETURNS TABLE(task_id bigint, outcome text, status queues.task_status)
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select * from internal.task_action_by_id('cancel_tasks', 'cancel', _task_ids, _actor, _reason)
+$$;
+
+
+--
+-- Name: FUNCTION cancel_tasks(_task_ids bigint[], _actor text, _reason text); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.cancel_tasks(_task_ids bigint[], _actor text, _reason text) IS 'Cancels up to 1,000 pending, running, failed or dead tasks (a running task''s worker is told at commit), recording _actor and _reason in each task''s cancelled event; one row per task: done, unchanged (already cancelled), not_found, wrong_state (completed) or busy (its row is locked: try again). Never waits for a lock.';
+
+
+--
+-- Name: cancel_tasks_matching(queues.task_status[], text[], text, timestamp with time zone, timestamp with time zone, timestamp with time zone, timestamp with time zone, bigint, integer, text, text); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.cancel_tasks_matching(_statuses queues.task_status[] DEFAULT NULL::queues.task_status[], _task_types text[] DEFAULT NULL::text[], _idempotency_key text DEFAULT NULL::text, _enqueued_since timestamp with time zone DEFAULT NULL::timestamp with time zone, _enqueued_until timestamp with time zone DEFAULT NULL::timestamp with time zone, _finished_since timestamp with time zone DEFAULT NULL::timestamp with time zone, _finished_until timestamp with time zone DEFAULT NULL::timestamp with time zone, _after_task_id bigint DEFAULT 0, _batch integer DEFAULT 500, _actor text DEFAULT NULL::text, _reason text DEFAULT NULL::text) RETURNS TABLE(matched integer, done integer, skipped integer, last_task_id bigint)
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select * from internal.task_action_batch('cancel_tasks_matching', 'cancel', _statuses, _task_types, _idempotency_key,
+        _enqueued_since, _enqueued_until, _finished_since, _finished_until, _after_task_id, _batch, _actor, _reason)
+$$;
+
+
+--
+-- Name: FUNCTION cancel_tasks_matching(_statuses queues.task_status[], _task_types text[], _idempotency_key text, _enqueued_since timestamp with time zone, _enqueued_until timestamp with time zone, _finished_since timestamp with time zone, _finished_until timestamp with time zone, _after_task_id bigint, _batch integer, _actor text, _reason text); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.cancel_tasks_matching(_statuses queues.task_status[], _task_types text[], _idempotency_key text, _enqueued_since timestamp with time zone, _enqueued_until timestamp with time zone, _finished_since timestamp with time zone, _finished_until timestamp with time zone, _after_task_id bigint, _batch integer, _actor text, _reason text) IS 'One batch of a cancel by filter: the pending, running, failed or dead tasks (or _statuses among them) matching the filter; see retry_tasks_matching for the loop.';
 
 
 --
@@ -4308,6 +4800,31 @@ end $$;
 
 
 --
+-- Name: count_tasks_matching(text, queues.task_status[], text[], text, timestamp with time zone, timestamp with time zone, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.count_tasks_matching(_action text, _statuses queues.task_status[] DEFAULT NULL::queues.task_status[], _task_types text[] DEFAULT NULL::text[], _idempotency_key text DEFAULT NULL::text, _enqueued_since timestamp with time zone DEFAULT NULL::timestamp with time zone, _enqueued_until timestamp with time zone DEFAULT NULL::timestamp with time zone, _finished_since timestamp with time zone DEFAULT NULL::timestamp with time zone, _finished_until timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS bigint
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _st queues.task_status[];
+begin
+    _st := internal.check_task_filter('count_tasks_matching', _action, _statuses, _task_types, _idempotency_key,
+                                      _enqueued_since, _enqueued_until, _finished_since, _finished_until);
+    return (select count(*) from internal.matching_tasks(_st, _task_types, _idempotency_key, _enqueued_since, _enqueued_until,
+                                                          _finished_since, _finished_until, 0, null));
+end $$;
+
+
+--
+-- Name: FUNCTION count_tasks_matching(_action text, _statuses queues.task_status[], _task_types text[], _idempotency_key text, _enqueued_since timestamp with time zone, _enqueued_until timestamp with time zone, _finished_since timestamp with time zone, _finished_until timestamp with time zone); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.count_tasks_matching(_action text, _statuses queues.task_status[], _task_types text[], _idempotency_key text, _enqueued_since timestamp with time zone, _enqueued_until timestamp with time zone, _finished_since timestamp with time zone, _finished_until timestamp with time zone) IS 'How many tasks _action (retry, cancel or delete) would act on with this filter now: a dry run of the _matching functions (a task whose row is locked then may still be skipped). Reads, locks nothing.';
+
+
+--
 -- Name: dashboard_session_revoked(text); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -4324,6 +4841,45 @@ $$;
 --
 
 COMMENT ON FUNCTION queues.dashboard_session_revoked(_session_id text) IS 'Whether a dashboard session was signed out (queues.revoke_dashboard_session).';
+
+
+--
+-- Name: delete_tasks(bigint[], text); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.delete_tasks(_task_ids bigint[], _actor text DEFAULT NULL::text) RETURNS TABLE(task_id bigint, outcome text, status queues.task_status)
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select * from internal.task_action_by_id('delete_tasks', 'delete', _task_ids, _actor, null)
+$$;
+
+
+--
+-- Name: FUNCTION delete_tasks(_task_ids bigint[], _actor text); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.delete_tasks(_task_ids bigint[], _actor text) IS 'Deletes up to 1,000 finished (completed, failed, dead, cancelled) tasks with their error rows, never a pending or running one (wrong_state: cancel it first); a deleted event with _actor stays in the history until its day is dropped. One row per task: done, not_found, wrong_state or busy. Never waits for a lock.';
+
+
+--
+-- Name: delete_tasks_matching(queues.task_status[], text[], text, timestamp with time zone, timestamp with time zone, timestamp with time zone, timestamp with time zone, bigint, integer, text); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.delete_tasks_matching(_statuses queues.task_status[] DEFAULT NULL::queues.task_status[], _task_types text[] DEFAULT NULL::text[], _idempotency_key text DEFAULT NULL::text, _enqueued_since timestamp with time zone DEFAULT NULL::timestamp with time zone, _enqueued_until timestamp with time zone DEFAULT NULL::timestamp with time zone, _finished_since timestamp with time zone DEFAULT NULL::timestamp with time zone, _finished_until timestamp with time zone DEFAULT NULL::timestamp with time zone, _after_task_id bigint DEFAULT 0, _batch integer DEFAULT 500, _actor text DEFAULT NULL::text) RETURNS TABLE(matched integer, done integer, skipped integer, last_task_id bigint)
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select * from internal.task_action_batch('delete_tasks_matching', 'delete', _statuses, _task_types, _idempotency_key,
+        _enqueued_since, _enqueued_until, _finished_since, _finished_until, _after_task_id, _batch, _actor, null)
+$$;
+
+
+--
+-- Name: FUNCTION delete_tasks_matching(_statuses queues.task_status[], _task_types text[], _idempotency_key text, _enqueued_since timestamp with time zone, _enqueued_until timestamp with time zone, _finished_since timestamp with time zone, _finished_until timestamp with time zone, _after_task_id bigint, _batch integer, _actor text); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.delete_tasks_matching(_statuses queues.task_status[], _task_types text[], _idempotency_key text, _enqueued_since timestamp with time zone, _enqueued_until timestamp with time zone, _finished_since timestamp with time zone, _finished_until timestamp with time zone, _after_task_id bigint, _batch integer, _actor text) IS 'One batch of a delete by filter: the completed, failed, dead or cancelled tasks (or _statuses among them) matching the filter; see retry_tasks_matching for the loop and delete_tasks for what a delete removes.';
 
 
 --
@@ -5135,6 +5691,34 @@ begin
     get diagnostics _n = row_count;
     return _n = 1;
 end $$;
+
+
+--
+-- Name: pause_schedule(text, text); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.pause_schedule(_name text, _actor text DEFAULT NULL::text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _s queues.schedule := internal.lock_schedule('pause_schedule', _name);
+begin
+    _actor := internal.operator_actor('pause_schedule', _actor);
+    if not _s.enabled then
+        return false;
+    end if;
+    update queues.schedule set enabled = false, updated_at = now() where name = _name;
+    insert into queues.schedule_event (name, event, actor) values (_name, 'paused', _actor);
+    return true;
+end $$;
+
+
+--
+-- Name: FUNCTION pause_schedule(_name text, _actor text); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.pause_schedule(_name text, _actor text) IS 'Stops a schedule''s ticks (enabled = false), recording _actor (default: the database role); false when it was paused already. The tasks it enqueued are untouched.';
 
 
 --
@@ -6158,6 +6742,40 @@ end $$;
 
 
 --
+-- Name: resume_schedule(text, timestamp with time zone, text); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.resume_schedule(_name text, _next_run_at timestamp with time zone, _actor text DEFAULT NULL::text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _s queues.schedule := internal.lock_schedule('resume_schedule', _name);
+begin
+    if _next_run_at is null then
+        raise exception 'resume_schedule: _next_run_at must be the schedule''s first tick after now, got NULL'
+            using errcode = 'invalid_parameter_value';
+    end if;
+    perform internal.check_finite('resume_schedule', '_next_run_at', _next_run_at);
+    _actor := internal.operator_actor('resume_schedule', _actor);
+    if _s.enabled then
+        return false;
+    end if;
+    update queues.schedule set enabled = true, next_run_at = _next_run_at, updated_at = now() where name = _name;
+    insert into queues.schedule_event (name, event, actor, detail)
+    values (_name, 'resumed', _actor, jsonb_build_object('next_run_at', _next_run_at));
+    return true;
+end $$;
+
+
+--
+-- Name: FUNCTION resume_schedule(_name text, _next_run_at timestamp with time zone, _actor text); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.resume_schedule(_name text, _next_run_at timestamp with time zone, _actor text) IS 'Lets a paused schedule tick again from _next_run_at (its first tick after now: what it missed while paused is not replayed), recording _actor; false when it was not paused.';
+
+
+--
 -- Name: retry_delay(integer); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -6245,6 +6863,45 @@ end $$;
 
 
 --
+-- Name: retry_tasks(bigint[], text); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.retry_tasks(_task_ids bigint[], _actor text DEFAULT NULL::text) RETURNS TABLE(task_id bigint, outcome text, status queues.task_status)
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select * from internal.task_action_by_id('retry_tasks', 'retry', _task_ids, _actor, null)
+$$;
+
+
+--
+-- Name: FUNCTION retry_tasks(_task_ids bigint[], _actor text); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.retry_tasks(_task_ids bigint[], _actor text) IS 'Puts up to 1,000 dead, failed or cancelled tasks back to pending, due now, attempts reset (a pending one is made due now), recording _actor (default: the database role) in each task''s retried event; one row per task: done, not_found, wrong_state, busy (its row is locked: try again) or conflict (a pending task holds its debounce key). Never waits for a lock.';
+
+
+--
+-- Name: retry_tasks_matching(queues.task_status[], text[], text, timestamp with time zone, timestamp with time zone, timestamp with time zone, timestamp with time zone, bigint, integer, text); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.retry_tasks_matching(_statuses queues.task_status[] DEFAULT NULL::queues.task_status[], _task_types text[] DEFAULT NULL::text[], _idempotency_key text DEFAULT NULL::text, _enqueued_since timestamp with time zone DEFAULT NULL::timestamp with time zone, _enqueued_until timestamp with time zone DEFAULT NULL::timestamp with time zone, _finished_since timestamp with time zone DEFAULT NULL::timestamp with time zone, _finished_until timestamp with time zone DEFAULT NULL::timestamp with time zone, _after_task_id bigint DEFAULT 0, _batch integer DEFAULT 500, _actor text DEFAULT NULL::text) RETURNS TABLE(matched integer, done integer, skipped integer, last_task_id bigint)
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select * from internal.task_action_batch('retry_tasks_matching', 'retry', _statuses, _task_types, _idempotency_key,
+        _enqueued_since, _enqueued_until, _finished_since, _finished_until, _after_task_id, _batch, _actor, null)
+$$;
+
+
+--
+-- Name: FUNCTION retry_tasks_matching(_statuses queues.task_status[], _task_types text[], _idempotency_key text, _enqueued_since timestamp with time zone, _enqueued_until timestamp with time zone, _finished_since timestamp with time zone, _finished_until timestamp with time zone, _after_task_id bigint, _batch integer, _actor text); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.retry_tasks_matching(_statuses queues.task_status[], _task_types text[], _idempotency_key text, _enqueued_since timestamp with time zone, _enqueued_until timestamp with time zone, _finished_since timestamp with time zone, _finished_until timestamp with time zone, _after_task_id bigint, _batch integer, _actor text) IS 'One batch of a retry by filter: the dead, failed or cancelled tasks (or _statuses among them) matching the filter, after _after_task_id, at most _batch (1 to 1,000); call again with _after_task_id => last_task_id until matched < _batch. Enqueue and finish times: since inclusive, until exclusive.';
+
+
+--
 -- Name: revoke_dashboard_session(text, timestamp with time zone); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -6275,6 +6932,36 @@ end $_$;
 --
 
 COMMENT ON FUNCTION queues.revoke_dashboard_session(_session_id text, _expires_at timestamp with time zone) IS 'Signs a dashboard session out for every dashboard process: its id is refused until _expires_at (the session''s own expiry), after which the cookie is refused anyway.';
+
+
+--
+-- Name: run_schedule_now(text, text); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.run_schedule_now(_name text, _actor text DEFAULT NULL::text) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _s queues.schedule := internal.lock_schedule('run_schedule_now', _name);
+    _at timestamptz := clock_timestamp();
+    _id bigint;
+begin
+    _actor := internal.operator_actor('run_schedule_now', _actor);
+    _id := queues.enqueue(_s.task_type, _s.payload, _at, _s.priority,
+                          'schedule:' || _s.name || ':now:' || to_char(_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+                          _s.max_attempts);
+    insert into queues.schedule_event (name, event, actor, detail)
+    values (_name, 'run_now', _actor, jsonb_build_object('task_id', _id));
+    return _id;
+end $$;
+
+
+--
+-- Name: FUNCTION run_schedule_now(_name text, _actor text); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.run_schedule_now(_name text, _actor text) IS 'Enqueues one task of the schedule now, outside its ticks (next_run_at does not move; a paused schedule runs too), recording _actor; returns the task''s id.';
 
 
 --
@@ -8105,37 +8792,40 @@ COMMENT ON TABLE queues.queue_pause IS 'Task types whose pending tasks are not c
 
 
 --
--- Name: schedule; Type: TABLE; Schema: queues; Owner: -
+-- Name: schedule_event; Type: TABLE; Schema: queues; Owner: -
 --
 
-CREATE TABLE queues.schedule (
+CREATE TABLE queues.schedule_event (
+    schedule_event_id bigint NOT NULL,
     name text NOT NULL,
-    cron text NOT NULL,
-    task_type text NOT NULL,
-    payload jsonb DEFAULT '{}'::jsonb NOT NULL,
-    priority integer DEFAULT 0 NOT NULL,
-    max_attempts integer,
-    enabled boolean DEFAULT true NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    next_run_at timestamp with time zone,
-    last_tick_at timestamp with time zone,
-    last_enqueued_at timestamp with time zone,
-    last_task_id bigint,
-    CONSTRAINT schedule_cron_valid CHECK (((length(cron) >= 1) AND (length(cron) <= 256))),
-    CONSTRAINT schedule_max_attempts_positive CHECK (((max_attempts IS NULL) OR (max_attempts > 0))),
-    CONSTRAINT schedule_name_valid CHECK (((name ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]*$'::text) AND (length(name) <= 128))),
-    CONSTRAINT schedule_payload_is_object CHECK ((jsonb_typeof(payload) = 'object'::text)),
-    CONSTRAINT schedule_task_type_valid CHECK (((task_type ~ '^[A-Za-z][A-Za-z0-9_.:-]*$'::text) AND (length(task_type) <= 128))),
-    CONSTRAINT schedule_times_finite CHECK ((internal.time_in_range(created_at) AND internal.time_in_range(updated_at) AND internal.time_in_range(next_run_at) AND internal.time_in_range(last_tick_at) AND internal.time_in_range(last_enqueued_at)))
+    occurred_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    event text NOT NULL,
+    actor text NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    CONSTRAINT schedule_event_detail_object CHECK ((jsonb_typeof(detail) = 'object'::text)),
+    CONSTRAINT schedule_event_event_valid CHECK ((event = ANY (ARRAY['paused'::text, 'resumed'::text, 'run_now'::text, 'backfilled'::text])))
 );
 
 
 --
--- Name: TABLE schedule; Type: COMMENT; Schema: queues; Owner: -
+-- Name: TABLE schedule_event; Type: COMMENT; Schema: queues; Owner: -
 --
 
-COMMENT ON TABLE queues.schedule IS 'Periodic tasks: the leader enqueues one task per cron tick, with idempotency key schedule:<name>:<tick in UTC RFC 3339>.';
+COMMENT ON TABLE queues.schedule_event IS 'Append-only: what operators did to schedules (paused, resumed, run_now, backfilled), who (actor) and when; detail holds the task of a run and a backfill''s counts. Kept when the schedule is removed; rows are rare (delete old ones by hand).';
+
+
+--
+-- Name: schedule_event_schedule_event_id_seq; Type: SEQUENCE; Schema: queues; Owner: -
+--
+
+ALTER TABLE queues.schedule_event ALTER COLUMN schedule_event_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME queues.schedule_event_schedule_event_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
 
 
 --
@@ -8267,7 +8957,8 @@ CREATE TABLE queues.task_event (
     lease_id bigint,
     worker_id text,
     attempt integer,
-    detail text
+    detail text,
+    actor text
 )
 PARTITION BY RANGE (occurred_at);
 
@@ -8277,6 +8968,13 @@ PARTITION BY RANGE (occurred_at);
 --
 
 COMMENT ON TABLE queues.task_event IS 'Append-only: one row per state change of a task, with the worker that caused it.';
+
+
+--
+-- Name: COLUMN task_event.actor; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON COLUMN queues.task_event.actor IS 'Who did it, for an operator''s action (retried, cancelled, deleted by hand through queues.retry_tasks, cancel_tasks, delete_tasks and their _matching forms): the dashboard''s signed-in name or the CLI''s --actor, else the database role. NULL for what workers and the leader do.';
 
 
 --
@@ -8293,7 +8991,8 @@ CREATE TABLE queues.task_event_default (
     lease_id bigint,
     worker_id text,
     attempt integer,
-    detail text
+    detail text,
+    actor text
 );
 
 
@@ -9072,6 +9771,14 @@ ALTER TABLE ONLY queues.queue_pause
 
 
 --
+-- Name: schedule_event schedule_event_pkey; Type: CONSTRAINT; Schema: queues; Owner: -
+--
+
+ALTER TABLE ONLY queues.schedule_event
+    ADD CONSTRAINT schedule_event_pkey PRIMARY KEY (schedule_event_id);
+
+
+--
 -- Name: schedule schedule_pkey; Type: CONSTRAINT; Schema: queues; Owner: -
 --
 
@@ -9288,6 +9995,13 @@ CREATE INDEX error_task_id_idx ON queues.error USING btree (task_id) WHERE (task
 --
 
 CREATE INDEX outbox_message_recipient_idx ON queues.outbox_message USING btree (channel, recipient, status);
+
+
+--
+-- Name: schedule_event_name_idx; Type: INDEX; Schema: queues; Owner: -
+--
+
+CREATE INDEX schedule_event_name_idx ON queues.schedule_event USING btree (name, schedule_event_id);
 
 
 --
@@ -9701,6 +10415,13 @@ CREATE TRIGGER error_append_only BEFORE UPDATE ON queues.error FOR EACH STATEMEN
 --
 
 CREATE TRIGGER outbox_message_append_only BEFORE UPDATE ON queues.outbox_message FOR EACH ROW EXECUTE FUNCTION internal.refuse_update();
+
+
+--
+-- Name: schedule_event schedule_event_append_only; Type: TRIGGER; Schema: queues; Owner: -
+--
+
+CREATE TRIGGER schedule_event_append_only BEFORE UPDATE ON queues.schedule_event FOR EACH STATEMENT EXECUTE FUNCTION internal.refuse_update();
 
 
 --
@@ -10725,6 +11446,13 @@ REVOKE ALL ON FUNCTION files.wake_file_deletion_supervisor(_file_deletion_task_i
 
 
 --
+-- Name: FUNCTION apply_task_action(_action text, _ids bigint[], _statuses queues.task_status[], _actor text, _reason text); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.apply_task_action(_action text, _ids bigint[], _statuses queues.task_status[], _actor text, _reason text) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION check_delivery_input(_label text, _provider_message_id text, _payload jsonb); Type: ACL; Schema: internal; Owner: -
 --
 
@@ -10753,10 +11481,24 @@ REVOKE ALL ON FUNCTION internal.check_signal_key(_label text, _name text, _key t
 
 
 --
+-- Name: FUNCTION check_task_filter(_label text, _action text, _statuses queues.task_status[], _task_types text[], _idempotency_key text, _enqueued_since timestamp with time zone, _enqueued_until timestamp with time zone, _finished_since timestamp with time zone, _finished_until timestamp with time zone); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.check_task_filter(_label text, _action text, _statuses queues.task_status[], _task_types text[], _idempotency_key text, _enqueued_since timestamp with time zone, _enqueued_until timestamp with time zone, _finished_since timestamp with time zone, _finished_until timestamp with time zone) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION check_task_functions(); Type: ACL; Schema: internal; Owner: -
 --
 
 REVOKE ALL ON FUNCTION internal.check_task_functions() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION check_task_ids(_label text, _task_ids bigint[]); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.check_task_ids(_label text, _task_ids bigint[]) FROM PUBLIC;
 
 
 --
@@ -10872,10 +11614,24 @@ REVOKE ALL ON FUNCTION internal.limited_claimable(_limited text[], _task_types t
 
 
 --
+-- Name: FUNCTION lock_schedule(_label text, _name text); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.lock_schedule(_label text, _name text) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION lock_signal(_name text, _key text); Type: ACL; Schema: internal; Owner: -
 --
 
 REVOKE ALL ON FUNCTION internal.lock_signal(_name text, _key text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION matching_tasks(_statuses queues.task_status[], _task_types text[], _idempotency_key text, _enqueued_since timestamp with time zone, _enqueued_until timestamp with time zone, _finished_since timestamp with time zone, _finished_until timestamp with time zone, _after_task_id bigint, _limit integer); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.matching_tasks(_statuses queues.task_status[], _task_types text[], _idempotency_key text, _enqueued_since timestamp with time zone, _enqueued_until timestamp with time zone, _finished_since timestamp with time zone, _finished_until timestamp with time zone, _after_task_id bigint, _limit integer) FROM PUBLIC;
 
 
 --
@@ -10897,6 +11653,13 @@ REVOKE ALL ON FUNCTION internal.notify_task_done() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION internal.notify_task_inserted() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION operator_actor(_label text, _actor text); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.operator_actor(_label text, _actor text) FROM PUBLIC;
 
 
 --
@@ -11008,6 +11771,27 @@ REVOKE ALL ON FUNCTION internal.take_limit_tokens(_task_ids bigint[], _clock tim
 
 
 --
+-- Name: FUNCTION task_action_batch(_label text, _action text, _statuses queues.task_status[], _task_types text[], _idempotency_key text, _enqueued_since timestamp with time zone, _enqueued_until timestamp with time zone, _finished_since timestamp with time zone, _finished_until timestamp with time zone, _after_task_id bigint, _batch integer, _actor text, _reason text); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.task_action_batch(_label text, _action text, _statuses queues.task_status[], _task_types text[], _idempotency_key text, _enqueued_since timestamp with time zone, _enqueued_until timestamp with time zone, _finished_since timestamp with time zone, _finished_until timestamp with time zone, _after_task_id bigint, _batch integer, _actor text, _reason text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION task_action_by_id(_label text, _action text, _task_ids bigint[], _actor text, _reason text); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.task_action_by_id(_label text, _action text, _task_ids bigint[], _actor text, _reason text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION task_action_statuses(_action text); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.task_action_statuses(_action text) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION task_function_names(_label text, _task_type text, _payload jsonb); Type: ACL; Schema: internal; Owner: -
 --
 
@@ -11067,10 +11851,31 @@ GRANT ALL ON FUNCTION queues.applied_migrations() TO worker_service_user;
 
 
 --
+-- Name: FUNCTION backfill_schedule(_name text, _ticks timestamp with time zone[], _actor text); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.backfill_schedule(_name text, _ticks timestamp with time zone[], _actor text) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION cancel_task(_task_id bigint, _reason text); Type: ACL; Schema: queues; Owner: -
 --
 
 REVOKE ALL ON FUNCTION queues.cancel_task(_task_id bigint, _reason text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION cancel_tasks(_task_ids bigint[], _actor text, _reason text); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.cancel_tasks(_task_ids bigint[], _actor text, _reason text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION cancel_tasks_matching(_statuses queues.task_status[], _task_types text[], _idempotency_key text, _enqueued_since timestamp with time zone, _enqueued_until timestamp with time zone, _finished_since timestamp with time zone, _finished_until timestamp with time zone, _after_task_id bigint, _batch integer, _actor text, _reason text); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.cancel_tasks_matching(_statuses queues.task_status[], _task_types text[], _idempotency_key text, _enqueued_since timestamp with time zone, _enqueued_until timestamp with time zone, _finished_since timestamp with time zone, _finished_until timestamp with time zone, _after_task_id bigint, _batch integer, _actor text, _reason text) FROM PUBLIC;
 
 
 --
@@ -11138,10 +11943,31 @@ GRANT ALL ON FUNCTION queues.complete_tasks_with_results(_task_ids bigint[], _le
 
 
 --
+-- Name: FUNCTION count_tasks_matching(_action text, _statuses queues.task_status[], _task_types text[], _idempotency_key text, _enqueued_since timestamp with time zone, _enqueued_until timestamp with time zone, _finished_since timestamp with time zone, _finished_until timestamp with time zone); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.count_tasks_matching(_action text, _statuses queues.task_status[], _task_types text[], _idempotency_key text, _enqueued_since timestamp with time zone, _enqueued_until timestamp with time zone, _finished_since timestamp with time zone, _finished_until timestamp with time zone) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION dashboard_session_revoked(_session_id text); Type: ACL; Schema: queues; Owner: -
 --
 
 REVOKE ALL ON FUNCTION queues.dashboard_session_revoked(_session_id text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION delete_tasks(_task_ids bigint[], _actor text); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.delete_tasks(_task_ids bigint[], _actor text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION delete_tasks_matching(_statuses queues.task_status[], _task_types text[], _idempotency_key text, _enqueued_since timestamp with time zone, _enqueued_until timestamp with time zone, _finished_since timestamp with time zone, _finished_until timestamp with time zone, _after_task_id bigint, _batch integer, _actor text); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.delete_tasks_matching(_statuses queues.task_status[], _task_types text[], _idempotency_key text, _enqueued_since timestamp with time zone, _enqueued_until timestamp with time zone, _finished_since timestamp with time zone, _finished_until timestamp with time zone, _after_task_id bigint, _batch integer, _actor text) FROM PUBLIC;
 
 
 --
@@ -11350,6 +12176,13 @@ REVOKE ALL ON FUNCTION queues.pause_queue(_task_type text, _paused_by text) FROM
 
 
 --
+-- Name: FUNCTION pause_schedule(_name text, _actor text); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.pause_schedule(_name text, _actor text) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION permit_task_functions(_task_types text[], _payloads jsonb[]); Type: ACL; Schema: queues; Owner: -
 --
 
@@ -11547,6 +12380,13 @@ REVOKE ALL ON FUNCTION queues.resume_queue(_task_type text) FROM PUBLIC;
 
 
 --
+-- Name: FUNCTION resume_schedule(_name text, _next_run_at timestamp with time zone, _actor text); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.resume_schedule(_name text, _next_run_at timestamp with time zone, _actor text) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION retry_delay(_attempt integer); Type: ACL; Schema: queues; Owner: -
 --
 
@@ -11568,10 +12408,31 @@ REVOKE ALL ON FUNCTION queues.retry_task(_task_id bigint) FROM PUBLIC;
 
 
 --
+-- Name: FUNCTION retry_tasks(_task_ids bigint[], _actor text); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.retry_tasks(_task_ids bigint[], _actor text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION retry_tasks_matching(_statuses queues.task_status[], _task_types text[], _idempotency_key text, _enqueued_since timestamp with time zone, _enqueued_until timestamp with time zone, _finished_since timestamp with time zone, _finished_until timestamp with time zone, _after_task_id bigint, _batch integer, _actor text); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.retry_tasks_matching(_statuses queues.task_status[], _task_types text[], _idempotency_key text, _enqueued_since timestamp with time zone, _enqueued_until timestamp with time zone, _finished_since timestamp with time zone, _finished_until timestamp with time zone, _after_task_id bigint, _batch integer, _actor text) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION revoke_dashboard_session(_session_id text, _expires_at timestamp with time zone); Type: ACL; Schema: queues; Owner: -
 --
 
 REVOKE ALL ON FUNCTION queues.revoke_dashboard_session(_session_id text, _expires_at timestamp with time zone) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION run_schedule_now(_name text, _actor text); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.run_schedule_now(_name text, _actor text) FROM PUBLIC;
 
 
 --

@@ -2,40 +2,53 @@ package dashboard
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
 	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/internal/admin"
+	"github.com/taskorch/taskorch/internal/humanize"
 )
 
 // maxBulk bounds how many tasks one bulk action touches.
 const maxBulk = 1000
 
 // The actions answer with a redirect (303) to the page they came from (the form's return_to,
-// when it is a dashboard path) and a one-time message.
+// when it is a dashboard path) and a one-time message. Each records who did it: the actor of
+// the request's identity ("dashboard:<name>").
 
 func (h *Handler) retryTask(w http.ResponseWriter, r *http.Request, who identity) {
-	h.taskAction(w, r, "retry", []string{r.PathValue("id")}, h.path("/tasks/"+r.PathValue("id")))
+	h.taskAction(w, r, who, admin.ActionRetry, []string{r.PathValue("id")}, h.path("/tasks/"+r.PathValue("id")))
 }
 
 func (h *Handler) cancelTask(w http.ResponseWriter, r *http.Request, who identity) {
-	h.taskAction(w, r, "cancel", []string{r.PathValue("id")}, h.path("/tasks/"+r.PathValue("id")))
+	h.taskAction(w, r, who, admin.ActionCancel, []string{r.PathValue("id")}, h.path("/tasks/"+r.PathValue("id")))
+}
+
+func (h *Handler) deleteTask(w http.ResponseWriter, r *http.Request, who identity) {
+	h.taskAction(w, r, who, admin.ActionDelete, []string{r.PathValue("id")}, h.path("/tasks"))
 }
 
 func (h *Handler) retryTasks(w http.ResponseWriter, r *http.Request, who identity) {
-	h.taskAction(w, r, "retry", r.PostForm["id"], h.path("/dead"))
+	h.taskAction(w, r, who, admin.ActionRetry, r.PostForm["id"], h.path("/dead"))
 }
 
 func (h *Handler) cancelTasks(w http.ResponseWriter, r *http.Request, who identity) {
-	h.taskAction(w, r, "cancel", r.PostForm["id"], h.path("/dead"))
+	h.taskAction(w, r, who, admin.ActionCancel, r.PostForm["id"], h.path("/dead"))
 }
 
-// taskAction retries or cancels the tasks, each on its own (one that may not be retried does
-// not stop the others), and reports what happened.
-func (h *Handler) taskAction(w http.ResponseWriter, r *http.Request, op string, rawIDs []string, fallback string) {
+func (h *Handler) deleteTasks(w http.ResponseWriter, r *http.Request, who identity) {
+	h.taskAction(w, r, who, admin.ActionDelete, r.PostForm["id"], h.path("/dead"))
+}
+
+var actionVerbs = map[admin.TaskAction]string{admin.ActionRetry: "Retried", admin.ActionCancel: "Cancelled", admin.ActionDelete: "Deleted"}
+
+// taskAction retries, cancels or deletes the tasks ticked (each on its own: one that may not be
+// acted on does not stop the others), and reports what happened.
+func (h *Handler) taskAction(w http.ResponseWriter, r *http.Request, who identity, action admin.TaskAction, rawIDs []string, fallback string) {
 	back := h.localPathOr(r.PostFormValue("return_to"), fallback)
 	if len(rawIDs) == 0 {
 		h.setFlash(w, r, "error", "No task selected.")
@@ -57,26 +70,22 @@ func (h *Handler) taskAction(w http.ResponseWriter, r *http.Request, op string, 
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.QueryTimeout)
 	defer cancel()
-	var done []string
-	var refused []string
-	for _, id := range ids {
-		var err error
-		if op == "retry" {
-			_, err = h.client.Retry(ctx, id)
+	outs, err := admin.ActOnTaskIDs(ctx, h.pool, action, ids, who.actor(), "")
+	if err != nil {
+		h.cfg.Logger.Error("dashboard: "+string(action)+" failed", "error", err)
+		h.setFlash(w, r, "error", redactText(err.Error()))
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
+	}
+	var done, refused []string
+	for _, o := range outs {
+		if msg := admin.Refusal(action, o); msg != "" {
+			refused = append(refused, msg)
 		} else {
-			_, err = h.client.Cancel(ctx, id)
-		}
-		switch {
-		case err == nil:
-			done = append(done, strconv.FormatInt(id, 10))
-		case errors.Is(err, taskorch.ErrWrongState), errors.Is(err, taskorch.ErrNotFound):
-			refused = append(refused, strings.TrimPrefix(err.Error(), op+" task "+strconv.FormatInt(id, 10)+": taskorch: "))
-		default:
-			h.cfg.Logger.Error("dashboard: "+op+" failed", "task_id", id, "error", err)
-			refused = append(refused, fmt.Sprintf("task %d: %s", id, redactText(err.Error())))
+			done = append(done, strconv.FormatInt(o.TaskID, 10))
 		}
 	}
-	verb := map[string]string{"retry": "Retried", "cancel": "Cancelled"}[op]
+	verb := actionVerbs[action]
 	var msg []string
 	if len(done) == 1 {
 		msg = append(msg, verb+" task "+done[0]+".")
@@ -90,8 +99,69 @@ func (h *Handler) taskAction(w http.ResponseWriter, r *http.Request, op string, 
 	if len(done) == 0 {
 		kind = "error"
 	}
+	if action == admin.ActionDelete && len(done) == 1 && len(ids) == 1 && strings.HasPrefix(back, h.path("/tasks/")) {
+		back = h.path("/tasks") // its page is gone
+	}
 	h.setFlash(w, r, kind, strings.Join(msg, " "))
 	http.Redirect(w, r, back, http.StatusSeeOther)
+}
+
+// tasksMatching retries, cancels or deletes every task the listing's filter matches (all of
+// them, not only a page), in batches that never wait for a lock (admin.ActOnMatching), for at
+// most Config.BulkTimeout; the message says how many, and whether it stopped before the end.
+func (h *Handler) tasksMatching(w http.ResponseWriter, r *http.Request, who identity) {
+	back := h.localPathOr(r.PostFormValue("return_to"), h.path("/tasks"))
+	action := admin.TaskAction(r.PathValue("action"))
+	if !action.Valid() {
+		http.Error(w, "unknown action "+truncate(20, string(action)), http.StatusNotFound)
+		return
+	}
+	q := url.Values{}
+	for _, k := range []string{"status", "type", "from", "to", "key"} {
+		if v := r.PostFormValue(k); v != "" {
+			q.Set(k, v)
+		}
+	}
+	f, err := parseTaskFilter(q)
+	if err == nil && f.Status == "" {
+		err = badRequestf("choose a status first: an action on all matching tasks needs one")
+	}
+	if err != nil {
+		h.setFlash(w, r, "error", err.Error())
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
+	}
+	filter := admin.TaskFilter{Statuses: []string{f.Status}, IdempotencyKey: f.Key, EnqueuedSince: f.from, EnqueuedUntil: f.to}
+	if f.Type != "" {
+		filter.Types = []string{f.Type}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.BulkTimeout)
+	defer cancel()
+	res, err := admin.ActOnMatching(ctx, h.pool, action, filter, who.actor(), "", 0, nil)
+	verb := actionVerbs[action]
+	switch {
+	case err != nil && res.Batches == 0:
+		h.cfg.Logger.Error("dashboard: "+string(action)+" matching failed", "error", err)
+		h.setFlash(w, r, "error", strings.TrimPrefix(redactText(err.Error()), admin.ErrInvalidInput.Error()+": "))
+	case err != nil:
+		h.setFlash(w, r, "error", fmt.Sprintf("%s %s matching %s before stopping (%s); press again to go on.",
+			verb, humanize.Thousands(res.Done), plural(res.Done, "task", "tasks"), redactText(err.Error())))
+	default:
+		msg := fmt.Sprintf("%s all %s matching %s.", verb, humanize.Thousands(res.Done), plural(res.Done, "task", "tasks"))
+		if res.Skipped > 0 {
+			msg = fmt.Sprintf("%s %s matching %s; %s skipped (held by another transaction, or changed meanwhile): press again to take them.",
+				verb, humanize.Thousands(res.Done), plural(res.Done, "task", "tasks"), humanize.Thousands(res.Skipped))
+		}
+		h.setFlash(w, r, "ok", msg)
+	}
+	http.Redirect(w, r, back, http.StatusSeeOther)
+}
+
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func (h *Handler) pauseQueue(w http.ResponseWriter, r *http.Request, who identity) {
@@ -103,7 +173,7 @@ func (h *Handler) resumeQueue(w http.ResponseWriter, r *http.Request, who identi
 }
 
 // queueAction pauses or resumes a task type (queues.pause_queue, queues.resume_queue); the
-// pause records who did it ("dashboard", and the basic auth user).
+// pause records who did it ("dashboard:<name>").
 func (h *Handler) queueAction(w http.ResponseWriter, r *http.Request, who identity, pause bool) {
 	typ := r.PathValue("type")
 	if typ == "_" { // the pause form for a type without tasks names it in a field
@@ -119,12 +189,8 @@ func (h *Handler) queueAction(w http.ResponseWriter, r *http.Request, who identi
 	defer cancel()
 	var changed bool
 	var err error
-	by := "dashboard"
-	if u, ok := strings.CutPrefix(string(who), "basic:"); ok {
-		by += " (" + u + ")"
-	}
 	if pause {
-		changed, err = h.client.PauseQueue(ctx, typ, by)
+		changed, err = h.client.PauseQueue(ctx, typ, who.actor())
 	} else {
 		changed, err = h.client.ResumeQueue(ctx, typ)
 	}

@@ -19,9 +19,42 @@ const (
 	maxFormBytes  = 256 << 10
 )
 
-// identity is who made a request: "token", "session" or "basic:<user>"; empty when
-// unauthenticated.
+// identity is who made a request: "token:<name>" (a bearer token, by its name in
+// Config.Tokens, "token" for Config.Token), "session:<name>" (signed in with that token) or
+// "basic:<user>"; empty when unauthenticated.
 type identity string
+
+// actor is who the identity acts as, recorded with its actions: "dashboard:<name>".
+func (who identity) actor() string {
+	_, name, _ := strings.Cut(string(who), ":")
+	return "dashboard:" + name
+}
+
+// isSession reports whether the request came with a session cookie (it can sign out).
+func (who identity) isSession() bool { return strings.HasPrefix(string(who), "session:") }
+
+// tokenName returns the name of the token tok is, comparing it with every token in constant
+// time; ok is false when it is none of them.
+func (h *Handler) tokenName(tok string) (name string, ok bool) {
+	if h.cfg.Token != "" && equalSecret(tok, h.cfg.Token) {
+		name, ok = defaultTokenName, true
+	}
+	for n, t := range h.cfg.Tokens {
+		if equalSecret(tok, t) && !ok {
+			name, ok = n, true
+		}
+	}
+	return name, ok
+}
+
+// tokenOf returns the token of a name.
+func (h *Handler) tokenOf(name string) (string, bool) {
+	if name == defaultTokenName && h.cfg.Token != "" {
+		return h.cfg.Token, true
+	}
+	t, ok := h.cfg.Tokens[name]
+	return t, ok
+}
 
 // whoKey keys a request's identity in its context: a session is checked against the database
 // once per request.
@@ -48,9 +81,9 @@ func (h *Handler) identify(r *http.Request) (identity, error) {
 	if auth := r.Header.Get("Authorization"); auth != "" {
 		scheme, cred, _ := strings.Cut(auth, " ")
 		switch {
-		case strings.EqualFold(scheme, "Bearer") && h.cfg.Token != "":
-			if equalSecret(strings.TrimSpace(cred), h.cfg.Token) {
-				return "token", nil
+		case strings.EqualFold(scheme, "Bearer") && h.cfg.hasTokens():
+			if name, ok := h.tokenName(strings.TrimSpace(cred)); ok {
+				return identity("token:" + name), nil
 			}
 		case strings.EqualFold(scheme, "Basic") && h.cfg.Username != "":
 			user, pass, ok := r.BasicAuth()
@@ -66,7 +99,7 @@ func (h *Handler) identify(r *http.Request) (identity, error) {
 				return "", err
 			}
 			if !revoked {
-				return "session", nil
+				return identity("session:" + s.name), nil
 			}
 		}
 	}
@@ -98,42 +131,50 @@ func (h *Handler) sign(parts ...string) string {
 // session is a parsed, correctly signed, unexpired session cookie.
 type session struct {
 	id      string
+	name    string // the name of the token it was signed in with
 	expires time.Time
 }
 
-// newSession returns a session cookie value: a random id, its expiry and a signature over both
-// and the token, so that changing the token signs everyone out. Signing out records the id in
-// the database (queues.revoke_dashboard_session), where every dashboard process sharing the
-// secret key looks before it accepts the cookie.
-func (h *Handler) newSession(now time.Time) string {
+// newSession returns a session cookie value for the holder of token name: a random id, its
+// expiry, the name and a signature over them and the name's token, so that changing a token
+// signs its holder out. Signing out records the id in the database
+// (queues.revoke_dashboard_session), where every dashboard process sharing the secret key looks
+// before it accepts the cookie.
+func (h *Handler) newSession(now time.Time, name string) string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b) // never fails (crypto/rand)
 	id := base64.RawURLEncoding.EncodeToString(b)
 	exp := strconv.FormatInt(now.Add(h.cfg.SessionTTL).Unix(), 10)
-	return id + "." + exp + "." + h.sign("session", id, exp, h.cfg.Token)
+	tok, _ := h.tokenOf(name)
+	return id + "." + exp + "." + base64.RawURLEncoding.EncodeToString([]byte(name)) + "." + h.sign("session", id, exp, name, tok)
 }
 
 // parseSession checks a session cookie's signature and expiry, not whether it was revoked.
 func (h *Handler) parseSession(v string) (session, bool) {
-	if h.cfg.Token == "" {
+	if !h.cfg.hasTokens() {
 		return session{}, false
 	}
-	id, rest, ok := strings.Cut(v, ".")
-	if !ok {
+	parts := strings.Split(v, ".")
+	if len(parts) != 4 {
 		return session{}, false
 	}
-	exp, sig, ok := strings.Cut(rest, ".")
-	if !ok || len(id) < 16 || len(id) > 128 {
+	id, exp, rawName, sig := parts[0], parts[1], parts[2], parts[3]
+	if len(id) < 16 || len(id) > 128 {
 		return session{}, false
 	}
 	unix, err := strconv.ParseInt(exp, 10, 64)
 	if err != nil || time.Now().Unix() >= unix {
 		return session{}, false
 	}
-	if !hmac.Equal([]byte(sig), []byte(h.sign("session", id, exp, h.cfg.Token))) {
+	name, err := base64.RawURLEncoding.DecodeString(rawName)
+	if err != nil {
 		return session{}, false
 	}
-	return session{id: id, expires: time.Unix(unix, 0)}, true
+	tok, ok := h.tokenOf(string(name))
+	if !ok || !hmac.Equal([]byte(sig), []byte(h.sign("session", id, exp, string(name), tok))) {
+		return session{}, false
+	}
+	return session{id: id, name: string(name), expires: time.Unix(unix, 0)}, true
 }
 
 // sessionRevoked asks the primary (a replica might not have seen a sign-out yet) whether the
@@ -194,7 +235,7 @@ func (h *Handler) challenge(w http.ResponseWriter, r *http.Request, msg string) 
 	if h.cfg.Username != "" {
 		w.Header().Set("WWW-Authenticate", `Basic realm="taskorch dashboard", charset="UTF-8"`)
 	}
-	if h.cfg.Token == "" || isFragment(r) || r.Method != http.MethodGet {
+	if !h.cfg.hasTokens() || isFragment(r) || r.Method != http.MethodGet {
 		http.Error(w, "authentication required", http.StatusUnauthorized)
 		return
 	}
@@ -238,7 +279,7 @@ type loginData struct {
 }
 
 func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
-	if h.cfg.Token == "" {
+	if !h.cfg.hasTokens() {
 		if h.mayView(r) {
 			http.Redirect(w, r, h.path("/"), http.StatusSeeOther)
 			return
@@ -261,11 +302,12 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := h.localPath(r.PostFormValue("next"))
-	if h.cfg.Token == "" || !equalSecret(strings.TrimSpace(r.PostFormValue("token")), h.cfg.Token) {
+	name, ok := h.tokenName(strings.TrimSpace(r.PostFormValue("token")))
+	if !ok {
 		h.renderLogin(w, r, http.StatusUnauthorized, next, "That token is not right.")
 		return
 	}
-	h.setCookie(w, r, sessionCookie, h.newSession(time.Now()), int(h.cfg.SessionTTL.Seconds()))
+	h.setCookie(w, r, sessionCookie, h.newSession(time.Now(), name), int(h.cfg.SessionTTL.Seconds()))
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Config configures the dashboard. Give it credentials (Token, or Username and Password) or
@@ -24,11 +26,21 @@ type Config struct {
 	// (NewToken makes one). Defaults to none.
 	Token string
 
-	// Username and Password, when both set, authenticate with HTTP basic auth. Defaults to none.
+	// Tokens are more tokens, by the name of the person (or tool) each is given to: a request
+	// with one, or a session signed in with one, acts as "dashboard:<name>", the actor recorded
+	// with every retry, cancel, delete, pause and schedule change it makes (Token's holder acts
+	// as "dashboard:token"). Changing a name's token signs that name's sessions out. Names are
+	// 1 to 64 characters without spaces or control characters; each token is at least 16
+	// characters and given to one name only. Defaults to none.
+	Tokens map[string]string
+
+	// Username and Password, when both set, authenticate with HTTP basic auth (acting as
+	// "dashboard:<Username>"). Defaults to none.
 	Username string
 	Password string
 
-	// ReadOnly refuses every action (retry, cancel, pause, resume) and hides their buttons.
+	// ReadOnly refuses every action (retry, cancel, delete, pause, resume, schedule changes)
+	// and hides their buttons.
 	// Without credentials, its pages are open to anyone who can reach the address. Defaults
 	// to false.
 	ReadOnly bool
@@ -53,6 +65,11 @@ type Config struct {
 	// QueryTimeout bounds each page's database work. Defaults to 10s.
 	QueryTimeout time.Duration
 
+	// BulkTimeout bounds an action on all the tasks a filter matches: it works in batches of
+	// 500 and stops between two after this long, saying how far it got (pressing again goes
+	// on). Keep it below the server's write timeout. Defaults to 45s.
+	BulkTimeout time.Duration
+
 	// SecretKey signs session and CSRF cookies. Defaults to 32 random bytes, made by New: a
 	// restart then signs everyone out. Give several replicas behind one address the same key.
 	SecretKey []byte
@@ -62,7 +79,7 @@ type Config struct {
 	Logger *slog.Logger
 
 	// ReadPool, when set, is a pool on a read replica (a streaming standby) of New's database:
-	// every page reads from it, while every action (retry, cancel, pause, resume) goes to New's
+	// every page reads from it, while every action (retry, cancel, delete, pause, ...) goes to New's
 	// pool, the primary. Each page says how far behind the replica is. Defaults to nil: pages
 	// read from New's pool. See docs/operations.md, "Production topology".
 	ReadPool *pgxpool.Pool
@@ -79,7 +96,26 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Token != "" && len(c.Token) < 16 {
 		return c, errors.New("dashboard: Token must be at least 16 characters (NewToken makes one)")
 	}
-	if !c.ReadOnly && c.Token == "" && c.Username == "" {
+	seen := map[string]string{}
+	if c.Token != "" {
+		seen[c.Token] = defaultTokenName
+	}
+	for name, tok := range c.Tokens {
+		if !validTokenName(name) {
+			return c, fmt.Errorf("dashboard: token name %q: use 1 to 64 characters without spaces or control characters", name)
+		}
+		if name == defaultTokenName && c.Token != "" {
+			return c, fmt.Errorf("dashboard: the name %q is Token's holder's: name the other token otherwise", name)
+		}
+		if len(tok) < 16 {
+			return c, fmt.Errorf("dashboard: the token of %q must be at least 16 characters (NewToken makes one)", name)
+		}
+		if other, dup := seen[tok]; dup {
+			return c, fmt.Errorf("dashboard: %q and %q have the same token: give each its own", other, name)
+		}
+		seen[tok] = name
+	}
+	if !c.ReadOnly && !c.hasTokens() && c.Username == "" {
 		return c, errors.New("dashboard: give Config a Token or a Username and Password, or set ReadOnly")
 	}
 	if c.SessionTTL <= 0 {
@@ -90,6 +126,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.QueryTimeout <= 0 {
 		c.QueryTimeout = 10 * time.Second
+	}
+	if c.BulkTimeout <= 0 {
+		c.BulkTimeout = 45 * time.Second
 	}
 	if len(c.SecretKey) == 0 {
 		c.SecretKey = make([]byte, 32)
@@ -106,7 +145,26 @@ func (c Config) withDefaults() (Config, error) {
 }
 
 // hasCredentials reports whether any way of authenticating is configured.
-func (c Config) hasCredentials() bool { return c.Token != "" || c.Username != "" }
+func (c Config) hasCredentials() bool { return c.hasTokens() || c.Username != "" }
+
+// hasTokens reports whether a token is configured: there is a sign-in page.
+func (c Config) hasTokens() bool { return c.Token != "" || len(c.Tokens) > 0 }
+
+// defaultTokenName is the name Config.Token's holder acts as.
+const defaultTokenName = "token"
+
+// validTokenName: 1 to 64 characters, no space or control character.
+func validTokenName(name string) bool {
+	if name == "" || utf8.RuneCountInString(name) > 64 || !utf8.ValidString(name) {
+		return false
+	}
+	for _, r := range name {
+		if unicode.IsSpace(r) || unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
+}
 
 // NewToken returns a random token for Config.Token: 32 random bytes, base64url-encoded.
 func NewToken() string {

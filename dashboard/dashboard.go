@@ -35,10 +35,12 @@ type Handler struct {
 }
 
 // New returns the dashboard over pool. The database must be migrated (taskorch.Migrate). The
-// pool's role needs SELECT on the queues tables it shows and EXECUTE on queues.retry_task,
-// queues.cancel_task, queues.pause_queue and queues.resume_queue for the actions, and on
-// queues.dashboard_session_revoked and queues.revoke_dashboard_session for sign-in sessions
-// (docs/dashboard.md, "Sessions"); the owner of the schema has all of these.
+// pool's role needs SELECT on the queues tables it shows and EXECUTE on the operator's
+// functions for the actions (queues.retry_tasks, cancel_tasks, delete_tasks and their _matching
+// forms, count_tasks_matching, pause_queue, resume_queue, pause_schedule, resume_schedule,
+// run_schedule_now, backfill_schedule), and on queues.dashboard_session_revoked and
+// queues.revoke_dashboard_session for sign-in sessions (docs/dashboard.md, "Sessions"); the
+// owner of the schema has all of these (docs/security.md, "An operator's role").
 func New(pool *pgxpool.Pool, cfg Config) (*Handler, error) {
 	if pool == nil {
 		return nil, errors.New("dashboard: New needs a *pgxpool.Pool")
@@ -80,6 +82,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /processes/{process}/{id}", h.view(h.processInstancePage))
 	m.HandleFunc("GET /limits", h.view(h.limitsPage))
 	m.HandleFunc("GET /workers", h.view(h.workersPage))
+	m.HandleFunc("GET /running", h.view(h.runningPage))
 	m.HandleFunc("GET /schedules", h.view(h.schedulesPage))
 	m.HandleFunc("GET /outbox", h.view(h.outboxPage))
 
@@ -87,6 +90,13 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST /tasks/{id}/cancel", h.action(h.cancelTask))
 	m.HandleFunc("POST /tasks/retry", h.action(h.retryTasks))
 	m.HandleFunc("POST /tasks/cancel", h.action(h.cancelTasks))
+	m.HandleFunc("POST /tasks/{id}/delete", h.action(h.deleteTask))
+	m.HandleFunc("POST /tasks/delete", h.action(h.deleteTasks))
+	m.HandleFunc("POST /bulk/{action}", h.action(h.tasksMatching))
+	m.HandleFunc("POST /schedules/{name}/pause", h.action(h.pauseSchedule))
+	m.HandleFunc("POST /schedules/{name}/resume", h.action(h.resumeSchedule))
+	m.HandleFunc("POST /schedules/{name}/run", h.action(h.runSchedule))
+	m.HandleFunc("POST /schedules/{name}/backfill", h.action(h.backfillSchedule))
 	m.HandleFunc("POST /queues/{type}/pause", h.action(h.pauseQueue))
 	m.HandleFunc("POST /queues/{type}/resume", h.action(h.resumeQueue))
 	m.HandleFunc("POST /processes/{process}/{id}/retry", h.action(h.retryProcess))

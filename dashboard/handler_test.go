@@ -274,7 +274,7 @@ func TestActionsNeedAuthAndCSRF(t *testing.T) {
 	paused, err := tc.PausedQueues(t.Context())
 	require.NoError(t, err)
 	require.Len(t, paused, 2)
-	require.Equal(t, "dashboard", paused[1].PausedBy)
+	require.Equal(t, "dashboard:token", paused[1].PausedBy, "the actor: the token's name")
 	code, _ = post(t, c, srv.URL+"/queues/img.resize/resume", url.Values{"csrf_token": {token}}, bearer()...)
 	require.Equal(t, http.StatusSeeOther, code)
 	paused, err = tc.PausedQueues(t.Context())
@@ -477,6 +477,11 @@ func TestConfigValidation(t *testing.T) {
 		{Username: "ops"},                  // no password
 		{Token: testToken, Prefix: "nope"}, // not a path
 		{Token: testToken, SecretKey: []byte("short")},
+		{Tokens: map[string]string{"ann": "short"}},                              // guessable
+		{Tokens: map[string]string{"ann bee": testToken}},                        // a space in the name
+		{Tokens: map[string]string{"": testToken}},                               // no name
+		{Tokens: map[string]string{"ann": testToken, "bob": testToken}},          // one token, two names
+		{Token: testToken, Tokens: map[string]string{"token": testToken + "-2"}}, // Token's holder's name
 	} {
 		_, err := dashboard.New(pool, cfg)
 		require.Error(t, err, "%+v", cfg)

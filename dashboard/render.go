@@ -81,10 +81,11 @@ type page struct {
 	Prefix    string
 	CSRF      string
 	ReadOnly  bool
-	Authed    bool // the request is authenticated
-	Session   bool // signed in with a session cookie (can sign out)
-	CanAct    bool // action buttons are shown
-	HasLogin  bool // a token is configured: there is a sign-in page
+	Authed    bool   // the request is authenticated
+	Session   bool   // signed in with a session cookie (can sign out)
+	Actor     string // who the request acts as ("dashboard:<name>"), recorded with its actions
+	CanAct    bool   // action buttons are shown
+	HasLogin  bool   // a token is configured: there is a sign-in page
 	Flash     *flash
 	DB        string
 	Replica   *replicaStatus // reading from Config.ReadPool: how far behind it is
@@ -104,10 +105,13 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 	who := h.authenticate(r)
 	p := page{
 		Title: title, Nav: nav, Prefix: h.cfg.Prefix, CSRF: h.csrfToken(w, r),
-		ReadOnly: h.cfg.ReadOnly, Authed: who != "", Session: who == "session",
+		ReadOnly: h.cfg.ReadOnly, Authed: who != "", Session: who.isSession(),
 		CanAct:   !h.cfg.ReadOnly && who != "",
-		HasLogin: h.cfg.Token != "", DB: h.dbName, Asset: h.tpl.assetVersion, Replica: h.replicaLag(r.Context()),
+		HasLogin: h.cfg.hasTokens(), DB: h.dbName, Asset: h.tpl.assetVersion, Replica: h.replicaLag(r.Context()),
 		RefreshMs: h.cfg.RefreshInterval.Milliseconds(), Now: time.Now(), Data: data,
+	}
+	if who != "" {
+		p.Actor = who.actor()
 	}
 	fragment := isFragment(r)
 	if !fragment {

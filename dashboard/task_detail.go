@@ -23,6 +23,7 @@ type taskDetail struct {
 	Return    string
 	CanRetry  bool
 	CanCancel bool
+	CanDelete bool // finished: only finished tasks are deleted
 }
 
 // processLink names the process instance a task belongs to.
@@ -59,6 +60,10 @@ func (h *Handler) taskPage(w http.ResponseWriter, r *http.Request) {
 	switch d.Task.Status {
 	case taskorch.StatusPending, taskorch.StatusRunning, taskorch.StatusFailed, taskorch.StatusDead:
 		d.CanCancel = true
+	}
+	switch d.Task.Status {
+	case taskorch.StatusCompleted, taskorch.StatusFailed, taskorch.StatusDead, taskorch.StatusCancelled:
+		d.CanDelete = true
 	}
 	d.Timeline = newLeaseTimeline(d.Task, d.History, time.Now())
 	err = h.readTx(r.Context(), func(ctx context.Context, tx pgx.Tx) error {

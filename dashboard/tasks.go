@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/internal/admin"
+	"github.com/taskorch/taskorch/internal/humanize"
 )
 
 // taskFilter is a task listing's query: its filters and its place (keyset paging by id).
@@ -146,6 +148,31 @@ type taskList struct {
 	Path     string // the listing's path, for links
 	Return   string // this page's URL, where actions come back to
 	Fixed    bool   // the status is the page's (dead page): no status filter
+	// Matching is how many tasks the filter matches, all pages together (at most maxCounted+1),
+	// counted when the filter has a status; MatchActions are the actions on all of them that
+	// the status allows.
+	Matching     int64
+	MatchingText string // Matching for people: "1,234", or "10,000+"
+	MatchActions []matchAction
+}
+
+// matchAction is a button acting on every task a listing's filter matches.
+type matchAction struct {
+	Action string // retry, cancel, delete
+	Label  string // Retry, Cancel, Delete
+	Danger bool
+}
+
+// matchActions are the actions the tasks of a status may take, on all of them at once.
+func matchActions(status string) []matchAction {
+	var out []matchAction
+	for _, a := range []admin.TaskAction{admin.ActionRetry, admin.ActionCancel, admin.ActionDelete} {
+		if slices.Contains(a.Statuses(), status) {
+			label := map[admin.TaskAction]string{admin.ActionRetry: "Retry", admin.ActionCancel: "Cancel", admin.ActionDelete: "Delete"}[a]
+			out = append(out, matchAction{Action: string(a), Label: label, Danger: a != admin.ActionRetry})
+		}
+	}
+	return out
 }
 
 type sinceLink struct {
@@ -159,14 +186,12 @@ const taskRowColumns = `t.task_id, t.task_type, t.status::text, t.priority, t.at
                      when 'dead' then t.dead_at when 'cancelled' then t.cancelled_at end,
        case when t.task_type = 'db_function' then left(t.payload ->> 'db_function', 130) end`
 
-// listTasks reads one page of tasks. The statement is assembled from constant fragments only;
-// every value is a parameter. Paging is by id (keyset), so a deep page costs what the first
-// does: the primary key is walked from the cursor, or a status's partial index is read when
-// that status is rare.
-func listTasks(ctx context.Context, tx pgx.Tx, f taskFilter) ([]taskRow, bool, error) {
+// filterWhere builds the listing's conditions for f (without its place): constant fragments
+// only, every value a parameter ($1...).
+func filterWhere(f taskFilter) (string, []any) {
 	var sb strings.Builder
 	var args []any
-	sb.WriteString("select " + taskRowColumns + "\nfrom queues.task t\nwhere true")
+	sb.WriteString("\nfrom queues.task t\nwhere true")
 	cond := func(sql string, v any) {
 		args = append(args, v)
 		sb.WriteString("\n  and " + strings.Replace(sql, "?", "$"+strconv.Itoa(len(args)), 1))
@@ -185,6 +210,35 @@ func listTasks(ctx context.Context, tx pgx.Tx, f taskFilter) ([]taskRow, bool, e
 	}
 	if !f.to.IsZero() {
 		cond("t.enqueued_at < ?", f.to)
+	}
+	return sb.String(), args
+}
+
+// maxCounted is where the count of the tasks a filter matches stops ("10,000+"): a count reads
+// what it counts.
+const maxCounted = 10_000
+
+// countMatching counts the tasks f matches (the same conditions as the listing, and as
+// admin.ActOnMatching's filter built from it), up to maxCounted+1.
+func countMatching(ctx context.Context, tx pgx.Tx, f taskFilter) (int64, error) {
+	where, args := filterWhere(f)
+	args = append(args, maxCounted+1)
+	var n int64
+	err := tx.QueryRow(ctx, "select count(*) from (select 1"+where+"\nlimit $"+strconv.Itoa(len(args))+") m", args...).Scan(&n)
+	return n, err
+}
+
+// listTasks reads one page of tasks. The statement is assembled from constant fragments only;
+// every value is a parameter. Paging is by id (keyset), so a deep page costs what the first
+// does: the primary key is walked from the cursor, or a status's partial index is read when
+// that status is rare.
+func listTasks(ctx context.Context, tx pgx.Tx, f taskFilter) ([]taskRow, bool, error) {
+	var sb strings.Builder
+	where, args := filterWhere(f)
+	sb.WriteString("select " + taskRowColumns + where)
+	cond := func(sql string, v any) {
+		args = append(args, v)
+		sb.WriteString("\n  and " + strings.Replace(sql, "?", "$"+strconv.Itoa(len(args)), 1))
 	}
 	order := "desc"
 	switch {
@@ -245,6 +299,16 @@ func (h *Handler) readTaskList(ctx context.Context, tx pgx.Tx, f taskFilter, lis
 	}
 	if l.Types, err = h.taskTypes(ctx, tx); err != nil {
 		return nil, err
+	}
+	if f.Status != "" {
+		if l.Matching, err = countMatching(ctx, tx, f); err != nil {
+			return nil, err
+		}
+		l.MatchActions = matchActions(f.Status)
+		l.MatchingText = humanize.Thousands(min(l.Matching, maxCounted))
+		if l.Matching > maxCounted {
+			l.MatchingText += "+"
+		}
 	}
 	var now time.Time
 	if err := tx.QueryRow(ctx, `select now()`).Scan(&now); err != nil {

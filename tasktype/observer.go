@@ -142,8 +142,12 @@ const (
 	// EventPruned: as leader, the worker deleted Tasks finished tasks (retention).
 	EventPruned
 	// EventScheduled: as leader, the worker enqueued one periodic schedule tick (or found it
-	// enqueued).
+	// enqueued); Late when it did so late, catching the tick up after a handover or an outage
+	// (docs/operations.md, "Periodic schedules").
 	EventScheduled
+	// EventTicksMissed: as leader, the worker skipped N ticks of a schedule, older than the
+	// catch-up window when it found them; they are never enqueued.
+	EventTicksMissed
 	// EventMaintenanceError: the maintenance operation Op failed; it is retried at its next
 	// interval. Op is one of register, session, heartbeat, leadership, reap, session_reap,
 	// prune, history, schedule, resign, deregister, queue_stats.
@@ -170,11 +174,12 @@ const (
 // WorkerEvent is something that happened to a worker. Kind says which fields are set.
 type WorkerEvent struct {
 	Kind    WorkerEventKind
-	N       int    // the EventMessages* kinds, EventSendFailed: how many
+	N       int    // the EventMessages* kinds, EventSendFailed, EventTicksMissed: how many
 	Workers int    // EventReaped: workers removed
 	Tasks   int    // EventReaped: tasks recovered; EventPruned: tasks deleted
 	Op      string // EventMaintenanceError: the operation
 	On      bool   // EventFallback: the transport is unreachable
+	Late    bool   // EventScheduled: the tick was enqueued late (caught up)
 	Err     error  // EventMaintenanceError, EventSessionLost
 }
 

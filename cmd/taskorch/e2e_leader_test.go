@@ -4,6 +4,7 @@ import (
 	"context"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -16,7 +17,8 @@ var fastMaintenance = []string{
 }
 
 // Two workers: one leader at a time. Killing the leader hands leadership over within the lease,
-// and a periodic schedule goes on ticking across the handover, each tick enqueued once.
+// and a periodic schedule goes on ticking across the handover, each tick enqueued once and none
+// missing: the new leader catches up the ticks of the handover.
 func TestE2ELeaderHandover(t *testing.T) {
 	t.Parallel()
 	url := dbtest.NewDBURL(t)
@@ -43,6 +45,7 @@ func TestE2ELeaderHandover(t *testing.T) {
 		q[int64](t, pool, `select count(distinct idempotency_key) from queues.task where payload->>'from' = 'schedule'`),
 		q[int64](t, pool, `select count(*) from queues.task where payload->>'from' = 'schedule'`),
 		"each tick enqueued once")
+	requireTicksContiguous(t, pool, "schedule", time.Second)
 	waitFor(t, pool, "the dead worker reaped", `select not exists (select from queues.worker where worker_id = $1)`, leader)
 
 	r = run(t, "workers", "list", "--database-url", url)

@@ -63,7 +63,7 @@ func TestGoldenTables(t *testing.T) {
 	require.NoError(t, err)
 	cmd("enqueue", "db_function", `{"db_function": "comms.send_email_supervisor", "send_email_task_id": 1}`, "--at", "2030-01-01T00:00:00Z")
 	cmd("schedules", "add", "nightly", "0 3 * * *", "report.build", `{"all": true}`)
-	cmd("queues", "pause", "mail.digest")
+	cmd("queues", "pause", "mail.digest", "--actor", "ann")
 
 	golden(t, "tasks_list", cmd("tasks", "list"))
 	golden(t, "tasks_list_failed", cmd("tasks", "list", "--status", "failed"))

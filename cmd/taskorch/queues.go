@@ -15,6 +15,7 @@ import (
 
 func newQueuesCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "queues", Short: "List, pause and resume task types"}
+	var actor string
 	pause := &cobra.Command{
 		Use:   "pause TYPE",
 		Short: "Stop workers from claiming tasks of TYPE (running ones finish; enqueueing goes on)",
@@ -25,7 +26,7 @@ func newQueuesCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer done()
-			changed, err := c.PauseQueue(cmd.Context(), args[0], "")
+			changed, err := c.PauseQueue(cmd.Context(), args[0], resolveActor(actor))
 			if err != nil {
 				return err
 			}
@@ -88,6 +89,7 @@ the same.`,
 	for _, c := range []*cobra.Command{pause, resume, list} {
 		addJSONFlag(c, g)
 	}
+	addActorFlag(pause, &actor)
 	cmd.AddCommand(pause, resume, list)
 	return cmd
 }

@@ -11,22 +11,35 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/internal/admin"
 )
 
 func newTasksCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "tasks", Short: "List, show, retry and cancel tasks"}
+	cmd := &cobra.Command{Use: "tasks", Short: "List, show, retry, cancel and delete tasks"}
 
 	var (
 		statuses []string
 		types    []string
 		limit    int
 		before   int64
+		longest  bool
 	)
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List tasks, newest first",
-		Args:  noArgs,
+		Short: "List tasks, newest first (--longest: the running tasks that have run longest)",
+		Long: `List tasks, newest first, a page of --limit at a time (--before continues).
+
+--longest lists the running tasks instead, those that have run longest in their current attempt
+first, with their worker, attempt, when they were claimed, how long they have run and when their
+lease expires: where to look for a stuck task (docs/operations.md, "Runbook"). It takes --type
+and --limit.`,
+		Example: `  taskorch tasks list --status dead --type email
+  taskorch tasks list --longest --limit 10`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if longest {
+				return listLongest(cmd, g, types, limit, statuses, before)
+			}
 			p := &taskorch.ListParams{Types: types, Limit: limit, Before: before}
 			for _, s := range statuses {
 				p.Statuses = append(p.Statuses, taskorch.Status(s))
@@ -56,6 +69,7 @@ func newTasksCmd(g *globals) *cobra.Command {
 	list.Flags().StringSliceVar(&types, "type", nil, "only these task types")
 	list.Flags().IntVar(&limit, "limit", 50, "at most this many tasks")
 	list.Flags().Int64Var(&before, "before", 0, "continue a listing: tasks with an id below this")
+	list.Flags().BoolVar(&longest, "longest", false, "the running tasks, longest-running first, with worker, attempt, claimed at and lease expiry")
 	addJSONFlag(list, g)
 
 	show := &cobra.Command{
@@ -93,46 +107,11 @@ errors are masked as on the dashboard, in the table and in --json alike (docs/se
 	}
 	addJSONFlag(show, g)
 
-	control := func(use, short string, do func(c *taskorch.Client, cmd *cobra.Command, id int64) (*taskorch.Task, error)) *cobra.Command {
-		sub := &cobra.Command{
-			Use:   use + " ID",
-			Short: short,
-			Args:  exactArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				id, err := parseID(args[0])
-				if err != nil {
-					return err
-				}
-				c, closeFn, err := g.client(cmd.Context())
-				if err != nil {
-					return err
-				}
-				defer closeFn()
-				t, err := do(c, cmd, id)
-				if err != nil {
-					return err
-				}
-				maskTask(t)
-				if g.jsonOut {
-					return writeJSON(cmd.OutOrStdout(), t)
-				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "task %d is %s\n", t.ID, t.Status)
-				return err
-			},
-		}
-		addJSONFlag(sub, g)
-		return sub
-	}
-	retry := control("retry", "Put a dead, failed or cancelled task back to pending, due now",
-		func(c *taskorch.Client, cmd *cobra.Command, id int64) (*taskorch.Task, error) {
-			return c.Retry(cmd.Context(), id)
-		})
-	cancel := control("cancel", "Cancel a pending, running, failed or dead task",
-		func(c *taskorch.Client, cmd *cobra.Command, id int64) (*taskorch.Task, error) {
-			return c.Cancel(cmd.Context(), id)
-		})
+	retry := newTaskActionCmd(g, admin.ActionRetry)
+	cancel := newTaskActionCmd(g, admin.ActionCancel)
+	del := newTaskActionCmd(g, admin.ActionDelete)
 
-	cmd.AddCommand(list, show, retry, cancel)
+	cmd.AddCommand(list, show, retry, cancel, del)
 	return cmd
 }
 
@@ -197,10 +176,10 @@ func printTask(w io.Writer, t *taskorch.Task, h *taskorch.History) error {
 	_ = tw.Flush()
 	fmt.Fprintln(w, "\nevents:")
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  AT\tEVENT\tFROM\tTO\tLEASE\tWORKER\tDETAIL")
+	fmt.Fprintln(tw, "  AT\tEVENT\tFROM\tTO\tLEASE\tWORKER\tBY\tDETAIL")
 	for _, e := range h.Events {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", ts(&e.OccurredAt), e.Event, derefS(e.FromStatus), derefS(e.ToStatus),
-			derefI(e.LeaseID), deref(e.WorkerID), short(deref(e.Detail), 60))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ts(&e.OccurredAt), e.Event, derefS(e.FromStatus), derefS(e.ToStatus),
+			derefI(e.LeaseID), deref(e.WorkerID), deref(e.Actor), short(deref(e.Detail), 60))
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w, "\nerrors:")
@@ -250,3 +229,31 @@ func short(s string, n int) string {
 }
 
 func bytesReader(s string) io.Reader { return strings.NewReader(s) }
+
+// listLongest lists the running tasks, longest-running first.
+func listLongest(cmd *cobra.Command, g *globals, types []string, limit int, statuses []string, before int64) error {
+	if len(statuses) > 0 || before != 0 {
+		return usageErrorf("--longest lists running tasks: it takes --type and --limit, not --status or --before")
+	}
+	for _, t := range types {
+		if err := taskorch.ValidateTaskType(t); err != nil {
+			return &usageError{err: err}
+		}
+	}
+	pool, err := g.connectRead(cmd.Context(), cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	ts, err := admin.RunningLongest(cmd.Context(), pool, limit, types)
+	if err != nil {
+		return mapAdminError(err)
+	}
+	if g.jsonOut {
+		if ts == nil {
+			ts = []admin.RunningTask{}
+		}
+		return writeJSON(cmd.OutOrStdout(), map[string]any{"running": ts})
+	}
+	return printRunning(cmd.OutOrStdout(), ts)
+}

@@ -52,7 +52,7 @@ func newWorkersCmd(g *globals) *cobra.Command {
 }
 
 func newSchedulesCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "schedules", Short: "Periodic tasks: list, add and remove schedules"}
+	cmd := &cobra.Command{Use: "schedules", Short: "Periodic tasks: list, add, remove, pause, resume, run now and backfill schedules"}
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the schedules",
@@ -156,5 +156,6 @@ func newSchedulesCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.AddCommand(list, add, remove)
+	cmd.AddCommand(newScheduleSteerCmds(g)...)
 	return cmd
 }

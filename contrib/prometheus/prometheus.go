@@ -61,6 +61,7 @@ type Observer struct {
 	sessionLost prometheus.Counter
 	pruned      prometheus.Counter
 	scheduled   prometheus.Counter
+	missed      *prometheus.CounterVec
 	maintErrors *prometheus.CounterVec
 
 	queue *queueCollector
@@ -108,12 +109,16 @@ func New(reg prometheus.Registerer) *Observer {
 		sessionLost: counter("worker_sessions_lost_total", "Times this worker's session connection was lost and opened again (docs/operations.md, \"Crashed workers\")."),
 		pruned:      counter("tasks_pruned_total", "Finished tasks this worker deleted as leader (retention)."),
 		scheduled:   counter("schedule_ticks_total", "Periodic schedule ticks this worker enqueued (or found enqueued) as leader."),
+		missed:      counterVec("schedule_ticks_missed_total", "Schedule ticks this worker as leader enqueued late (reason=late) or skipped as older than the catch-up window (reason=skipped).", "reason"),
 		maintErrors: counterVec("maintenance_errors_total", "Failed maintenance operations, retried at their next interval.", "op"),
 		queue:       &queueCollector{},
 	}
 	for _, op := range maintenanceOps {
 		m.maintErrors.WithLabelValues(op)
 	}
+	// Known from the start, so that increase() sees the first missed tick.
+	m.missed.WithLabelValues("late")
+	m.missed.WithLabelValues("skipped")
 	return m
 }
 
@@ -126,7 +131,7 @@ func (m *Observer) Attach(w tasktype.WorkerInfo) error {
 	}
 	cs := []prometheus.Collector{m.claimed, m.completed, m.failed, m.snoozed, m.duration, m.startDelay,
 		m.leasesLost, m.refused, m.notifications, m.leader, m.reaped, m.recovered, m.sessionLost, m.pruned, m.scheduled,
-		m.maintErrors, m.queue}
+		m.missed, m.maintErrors, m.queue}
 	if w.Pool != nil {
 		cs = append(cs, newPoolCollector(w.Pool))
 	}
@@ -198,6 +203,11 @@ func (m *Observer) WorkerEvent(e tasktype.WorkerEvent) {
 		m.pruned.Add(float64(e.Tasks))
 	case tasktype.EventScheduled:
 		m.scheduled.Inc()
+		if e.Late {
+			m.missed.WithLabelValues("late").Inc()
+		}
+	case tasktype.EventTicksMissed:
+		m.missed.WithLabelValues("skipped").Add(float64(e.N))
 	case tasktype.EventMaintenanceError:
 		m.maintErrors.WithLabelValues(e.Op).Inc()
 	default:

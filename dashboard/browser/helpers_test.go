@@ -29,6 +29,9 @@ import (
 // testToken is the dashboard token of the tests.
 const testToken = "test-token-0123456789abcdef"
 
+// annToken is a named token's: what the dashboard records as done by dashboard:ann.
+const annToken = "ann-token-0123456789abcdef"
+
 // xssNote is a payload value that would run script if it were not escaped.
 const xssNote = `<script>alert("xss")</script><img src=x onerror="alert('img')">`
 

@@ -20,6 +20,7 @@ const (
 	DefaultFailedRetention   = 30 * 24 * time.Hour
 	DefaultPruneInterval     = time.Minute
 	DefaultScheduleInterval  = time.Second
+	DefaultScheduleCatchUp   = time.Minute // or 2 × LeaderTTL when that is longer
 
 	DefaultSessionGrace         = time.Second
 	DefaultSessionCheckInterval = 250 * time.Millisecond
@@ -129,6 +130,19 @@ type Config struct {
 	// at most this late. Defaults to 1 second.
 	ScheduleInterval time.Duration
 
+	// ScheduleCatchUp is the catch-up window: when the leader finds ticks of a schedule missed
+	// (a handover, an outage, no worker running), it enqueues every missed tick at most this
+	// old, each once, oldest first; older ones are skipped (EventTicksMissed), except that a
+	// schedule whose every missed tick is older enqueues its most recent one. Defaults to the
+	// larger of 1 minute and 2 × LeaderTTL, which covers any handover: a killed leader is
+	// replaced within LeaderPollInterval, a stopped one within LeaderTTL. At most 24 hours.
+	ScheduleCatchUp time.Duration
+
+	// ScheduleLateAfter is how late a tick may be enqueued before it counts as late
+	// (EventScheduled's Late): a leader that runs on time enqueues each tick within
+	// ScheduleInterval. Defaults to the larger of 3 seconds and 3 × ScheduleInterval.
+	ScheduleLateAfter time.Duration
+
 	// Logger receives errors (at Warn: every one is retried) and leadership changes (at Info).
 	// Defaults to slog.Default().
 	Logger *slog.Logger
@@ -168,6 +182,8 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	setDefault(&cfg.PruneInterval, DefaultPruneInterval)
 	setDefault(&cfg.ScheduleInterval, DefaultScheduleInterval)
+	setDefault(&cfg.ScheduleCatchUp, max(DefaultScheduleCatchUp, 2*cfg.LeaderTTL))
+	setDefault(&cfg.ScheduleLateAfter, max(3*time.Second, 3*cfg.ScheduleInterval))
 	setDefault(&cfg.SessionGrace, DefaultSessionGrace)
 	setDefault(&cfg.SessionCheckInterval, DefaultSessionCheckInterval)
 	setDefault(&cfg.LeaderPollInterval, DefaultLeaderPollInterval)
@@ -212,6 +228,8 @@ func (cfg Config) validate() error {
 		{"LeaderTTL", cfg.LeaderTTL},
 		{"PruneInterval", cfg.PruneInterval},
 		{"ScheduleInterval", cfg.ScheduleInterval},
+		{"ScheduleCatchUp", cfg.ScheduleCatchUp},
+		{"ScheduleLateAfter", cfg.ScheduleLateAfter},
 		{"SessionCheckInterval", cfg.SessionCheckInterval},
 		{"LeaderPollInterval", cfg.LeaderPollInterval},
 	} {
@@ -228,6 +246,9 @@ func (cfg Config) validate() error {
 	}
 	if cfg.LeaderTTL > 0 && cfg.LeaderTTL < 3*time.Millisecond {
 		errs = append(errs, fmt.Errorf("LeaderTTL must be at least 3ms, got %s", cfg.LeaderTTL))
+	}
+	if cfg.ScheduleCatchUp > 24*time.Hour {
+		errs = append(errs, fmt.Errorf("ScheduleCatchUp must be at most 24h, got %s", cfg.ScheduleCatchUp))
 	}
 	if cfg.LeaderTTL > maxLeaderTTL {
 		errs = append(errs, fmt.Errorf("LeaderTTL must be at most %s, got %s", maxLeaderTTL, cfg.LeaderTTL))

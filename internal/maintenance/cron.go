@@ -88,3 +88,103 @@ func (c *Cron) lastTick(from, now time.Time) (tick time.Time, ok bool) {
 		last = t
 	}
 }
+
+// maxCountedSkips bounds the walk that counts the ticks a catch-up skips (a minutely schedule
+// down for months): the count stops there.
+const maxCountedSkips = 100_000
+
+// catchUp says what the leader enqueues for a schedule whose next tick, from (its next_run_at),
+// is due at now: the ticks to enqueue, oldest first, and the ticks it skips. The catch-up
+// policy (docs/operations.md, "Periodic schedules"): every tick in [from, now] that is at most
+// window old (now-window <= tick) is enqueued, at most maxTicks of them (a later pass takes the
+// rest); when no tick is that recent, the most recent tick is enqueued, once. The ticks before
+// the first one enqueued are skipped: skipped counts them (at most maxCountedSkips) and
+// firstSkipped is the oldest. No tick at all in [from, now] (from was not a tick): none.
+func (c *Cron) catchUp(from, now time.Time, window time.Duration, maxTicks int) (ticks []time.Time, skipped int, firstSkipped time.Time) {
+	from, now = from.UTC(), now.UTC()
+	if from.After(now) || maxTicks < 1 {
+		return nil, 0, time.Time{}
+	}
+	lo := now.Add(-window)
+	if lo.Before(from) {
+		lo = from
+	}
+	// @every d: ticks are from, from+d, from+2d, ... (anchored where the schedule started).
+	if every, isEvery := c.sched.(cron.ConstantDelaySchedule); isEvery {
+		d := every.Delay
+		k := (lo.Sub(from) + d - 1) / d // the first tick at or after lo
+		first := from.Add(k * d)
+		if first.After(now) { // none in the window: the most recent one
+			k = now.Sub(from) / d
+			first = from.Add(k * d)
+			return []time.Time{first}, int(min(int64(k), maxCountedSkips)), skippedFrom(k, from)
+		}
+		for t := first; !t.After(now) && len(ticks) < maxTicks; t = t.Add(d) {
+			ticks = append(ticks, t)
+		}
+		return ticks, int(min(int64(k), maxCountedSkips)), skippedFrom(k, from)
+	}
+	first := c.Next(lo.Add(-time.Nanosecond))
+	if first.IsZero() || first.After(now) {
+		last, ok := c.lastTick(from, now)
+		if !ok {
+			return nil, 0, time.Time{}
+		}
+		first = last
+	}
+	for t := first; !t.IsZero() && !t.After(now) && len(ticks) < maxTicks; t = c.Next(t) {
+		ticks = append(ticks, t)
+	}
+	// Count the ticks before first, from the first tick at or after from.
+	for t := c.Next(from.Add(-time.Nanosecond)); !t.IsZero() && t.Before(first) && skipped < maxCountedSkips; t = c.Next(t) {
+		if skipped == 0 {
+			firstSkipped = t
+		}
+		skipped++
+	}
+	return ticks, skipped, firstSkipped
+}
+
+// skippedFrom is the oldest skipped tick of an @every schedule when k ticks from from on were
+// skipped, or the zero time when none was.
+func skippedFrom(k time.Duration, from time.Time) time.Time {
+	if k == 0 {
+		return time.Time{}
+	}
+	return from
+}
+
+// Between returns the ticks in [from, to], oldest first; ok is false when there are more than
+// limit. An @every schedule's ticks are anchored at anchor, one of its ticks (its next_run_at or
+// last tick), as the leader enqueues them; a zero anchor anchors them at from.
+func (c *Cron) Between(from, to, anchor time.Time, limit int) (ticks []time.Time, ok bool) {
+	from, to = from.UTC(), to.UTC()
+	if to.Before(from) {
+		return nil, true
+	}
+	next := c.Next
+	first := c.Next(from.Add(-time.Nanosecond)) // ticks are whole seconds; Next is strictly after
+	if every, isEvery := c.sched.(cron.ConstantDelaySchedule); isEvery {
+		d := every.Delay
+		if anchor.IsZero() {
+			anchor = from
+		}
+		anchor = anchor.UTC()
+		k := from.Sub(anchor) / d // toward zero: step to the first tick at or after from
+		first = anchor.Add(k * d)
+		for first.Before(from) {
+			first = first.Add(d)
+		}
+		for first.Add(-d).Compare(from) >= 0 {
+			first = first.Add(-d)
+		}
+		next = func(t time.Time) time.Time { return t.Add(d) }
+	}
+	for t := first; !t.IsZero() && !t.After(to); t = next(t) {
+		if len(ticks) == limit {
+			return ticks, false
+		}
+		ticks = append(ticks, t)
+	}
+	return ticks, true
+}

@@ -96,3 +96,73 @@ func TestScheduleTickKey(t *testing.T) {
 	tick := time.Date(2026, 5, 4, 3, 2, 1, 0, time.FixedZone("X", 3600))
 	require.Equal(t, "schedule:nightly:2026-05-04T02:02:01Z", ScheduleTickKey("nightly", tick))
 }
+
+// catchUp agrees with walking every tick: the ticks of [from, now] within the window (or the
+// last one when none is), at most maxTicks, and the count of those before them.
+func TestCronCatchUpMatchesWalk(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(3, 4))
+	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	for _, expr := range []string{"* * * * *", "*/7 * * * *", "5 */2 * * *", "0 0 * * MON", "@every 45s", "@every 1h30m"} {
+		c, err := ParseCron(expr)
+		require.NoError(t, err)
+		for range 200 {
+			from := c.Next(base.Add(time.Duration(rng.Int64N(int64(10 * 24 * time.Hour)))))
+			now := from.Add(time.Duration(rng.Int64N(int64(3 * 24 * time.Hour))))
+			window := time.Duration(rng.Int64N(int64(6 * time.Hour)))
+			maxTicks := 1 + rng.IntN(50)
+			var all []time.Time // every tick in [from, now]
+			for tk := from; !tk.After(now); tk = c.Next(tk) {
+				all = append(all, tk)
+			}
+			var want []time.Time
+			first := -1
+			for i, tk := range all {
+				if !tk.Before(now.Add(-window)) {
+					first = i
+					break
+				}
+			}
+			if first < 0 {
+				first = len(all) - 1 // none in the window: the last one
+			}
+			want = all[first:min(len(all), first+maxTicks)]
+			ticks, skipped, oldest := c.catchUp(from, now, window, maxTicks)
+			require.Equal(t, want, ticks, "%s from %s now %s window %s", expr, from, now, window)
+			require.Equal(t, first, skipped, "%s from %s now %s window %s", expr, from, now, window)
+			if first > 0 {
+				require.Equal(t, all[0], oldest)
+			}
+		}
+	}
+}
+
+// Between lists the ticks of a window, an @every schedule's anchored at its own ticks.
+func TestCronBetween(t *testing.T) {
+	t.Parallel()
+	at := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339, s)
+		require.NoError(t, err)
+		return v
+	}
+	c, err := ParseCron("0 * * * *")
+	require.NoError(t, err)
+	ticks, ok := c.Between(at("2026-01-01T02:00:00Z"), at("2026-01-01T04:00:00Z"), time.Time{}, 10)
+	require.True(t, ok)
+	require.Equal(t, []time.Time{at("2026-01-01T02:00:00Z"), at("2026-01-01T03:00:00Z"), at("2026-01-01T04:00:00Z")}, ticks, "both ends included")
+	_, ok = c.Between(at("2026-01-01T02:00:00Z"), at("2026-01-01T04:00:00Z"), time.Time{}, 2)
+	require.False(t, ok, "more than the limit")
+
+	e, err := ParseCron("@every 10m")
+	require.NoError(t, err)
+	anchor := at("2026-01-01T10:00:07Z")
+	ticks, ok = e.Between(at("2026-01-01T09:31:00Z"), at("2026-01-01T10:05:00Z"), anchor, 10)
+	require.True(t, ok)
+	require.Equal(t, []time.Time{at("2026-01-01T09:40:07Z"), at("2026-01-01T09:50:07Z"), at("2026-01-01T10:00:07Z")}, ticks,
+		"an anchor after the window's start")
+	ticks, _ = e.Between(at("2026-01-01T09:30:07Z"), at("2026-01-01T10:00:07Z"), anchor, 10)
+	require.Equal(t, []time.Time{at("2026-01-01T09:30:07Z"), at("2026-01-01T09:40:07Z"), at("2026-01-01T09:50:07Z"), at("2026-01-01T10:00:07Z")},
+		ticks, "ticks on both ends")
+	ticks, _ = e.Between(at("2026-01-01T10:31:00Z"), at("2026-01-01T10:55:00Z"), anchor, 10)
+	require.Equal(t, []time.Time{at("2026-01-01T10:40:07Z"), at("2026-01-01T10:50:07Z")}, ticks, "an anchor before the window")
+}

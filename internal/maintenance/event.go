@@ -24,7 +24,8 @@ const (
 	// EventPruned: a retention pass as leader (Term) deleted Tasks tasks and their history.
 	EventPruned
 	// EventScheduled: the leader (Term) enqueued task TaskID for tick Tick of Schedule (or found
-	// it enqueued already).
+	// it enqueued already); Late when that was more than Config.ScheduleLateAfter after the tick
+	// (the leader caught it up after a handover or an outage).
 	EventScheduled
 	// EventError: Op failed with Err; it is retried at its next interval.
 	EventError
@@ -37,6 +38,10 @@ const (
 	// EventSessionCheck: a pass of the session reaper as leader (Term), which recovered the
 	// tasks of Workers (none, mostly; each recovery is also an EventReaped).
 	EventSessionCheck
+	// EventTicksMissed: the leader (Term) skipped Missed ticks of Schedule, the oldest at Tick,
+	// because they were older than Config.ScheduleCatchUp when it found them (the catch-up
+	// policy); they will never be enqueued (docs/operations.md, "Periodic schedules").
+	EventTicksMissed
 )
 
 var eventKindNames = map[EventKind]string{
@@ -51,6 +56,7 @@ var eventKindNames = map[EventKind]string{
 	EventHistory:      "history",
 	EventSessionLost:  "session_lost",
 	EventSessionCheck: "session_check",
+	EventTicksMissed:  "ticks_missed",
 }
 
 func (k EventKind) String() string {
@@ -67,9 +73,11 @@ type Event struct {
 	Term         int64          // leadership and leader actions
 	Workers      []ReapedWorker // EventReaped, EventSessionCheck
 	Tasks        int            // EventReaped (recovered), EventPruned (deleted), EventRegistered (taken over)
-	Schedule     string         // EventScheduled
-	Tick         time.Time      // EventScheduled
+	Schedule     string         // EventScheduled, EventTicksMissed
+	Tick         time.Time      // EventScheduled, EventTicksMissed (the oldest skipped)
 	TaskID       int64          // EventScheduled
+	Late         bool           // EventScheduled
+	Missed       int            // EventTicksMissed
 	History      HistoryResult  // EventHistory
 	Op           string         // EventError: register, session, heartbeat, leadership, reap, session_reap, prune, history, schedule, resign, deregister
 	Err          error          // EventError, EventSessionLost

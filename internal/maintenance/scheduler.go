@@ -35,10 +35,17 @@ type dueSchedule struct {
 	next       *time.Time
 }
 
-// enqueueDueTicks enqueues, as the leader of term, the due tick of every schedule. The catch-up
-// policy: when several ticks of a schedule were missed (no leader, a long outage), only the most
-// recent one is enqueued, and the next is the first after now. A schedule just added from SQL
-// without a next_run_at gets the first tick after now, enqueuing nothing.
+// maxCatchUpTicks bounds the ticks of one schedule a pass enqueues (one short transaction
+// each); a later pass goes on from where it stopped.
+const maxCatchUpTicks = 1000
+
+// enqueueDueTicks enqueues, as the leader of term, the due ticks of every schedule. The catch-up
+// policy (Cron.catchUp): when ticks of a schedule were missed (a handover, no leader, a long
+// outage), every missed tick within Config.ScheduleCatchUp is enqueued, each once, oldest first;
+// older ones are skipped and reported (EventTicksMissed), and when none is that recent the most
+// recent one is enqueued. Each tick is one call of queues.enqueue_schedule_tick, which moves
+// next_run_at past it, so a leader that stops halfway leaves the rest to the next. A schedule
+// just added from SQL without a next_run_at gets the first tick after now, enqueuing nothing.
 func (m *Maintainer) enqueueDueTicks(ctx context.Context, term int64) error {
 	now := m.cfg.Now().UTC()
 	cctx, cancel := context.WithTimeout(ctx, callTimeout(m.cfg.LeaderTTL))
@@ -63,24 +70,57 @@ func (m *Maintainer) enqueueDueTicks(ctx context.Context, term int64) error {
 		if !ok {
 			continue
 		}
-		var tick *time.Time
-		next := c.Next(now)
+		var ticks []time.Time
 		if d.next != nil {
-			if t, ok := c.lastTick(*d.next, now); ok {
-				tick, next = &t, c.Next(t)
+			var skipped int
+			var firstSkipped time.Time
+			ticks, skipped, firstSkipped = c.catchUp(*d.next, now, m.cfg.ScheduleCatchUp, maxCatchUpTicks)
+			if skipped > 0 {
+				m.log.Warn("maintenance: schedule ticks skipped: they were older than the catch-up window when the leader found them",
+					slog.String("schedule", d.name), slog.Int("skipped", skipped), slog.Time("oldest", firstSkipped),
+					slog.Duration("catch_up", m.cfg.ScheduleCatchUp))
+				m.emit(Event{Kind: EventTicksMissed, Term: term, Schedule: d.name, Tick: firstSkipped, Missed: skipped})
 			}
 		}
-		if next.IsZero() {
-			m.log.Warn("maintenance: schedule has no tick within five years; leaving it", slog.String("schedule", d.name))
+		if len(ticks) == 0 { // no next_run_at yet, or it was not a tick: start at the first tick after now
+			next := c.Next(now)
+			if next.IsZero() {
+				m.log.Warn("maintenance: schedule has no tick within five years; leaving it", slog.String("schedule", d.name))
+				continue
+			}
+			if _, err := m.pool.Exec(cctx, `select queues.enqueue_schedule_tick($1, $2, null, $3, $4)`,
+				d.name, d.cron, next, term); err != nil {
+				return fmt.Errorf("enqueue tick of schedule %s: %w", d.name, err)
+			}
 			continue
 		}
-		var taskID *int64
-		if err := m.pool.QueryRow(cctx, `select queues.enqueue_schedule_tick($1, $2, $3, $4, $5)`,
-			d.name, d.cron, tick, next, term).Scan(&taskID); err != nil {
-			return fmt.Errorf("enqueue tick of schedule %s: %w", d.name, err)
+		late := 0
+		for _, tick := range ticks {
+			if m.Term() != term {
+				return nil
+			}
+			next := c.Next(tick)
+			if next.IsZero() {
+				m.log.Warn("maintenance: schedule has no tick within five years; leaving it", slog.String("schedule", d.name))
+				break
+			}
+			var taskID *int64
+			if err := m.pool.QueryRow(cctx, `select queues.enqueue_schedule_tick($1, $2, $3, $4, $5)`,
+				d.name, d.cron, tick, next, term).Scan(&taskID); err != nil {
+				return fmt.Errorf("enqueue tick of schedule %s: %w", d.name, err)
+			}
+			if taskID == nil { // the schedule changed, or the term was lost, meanwhile
+				break
+			}
+			isLate := now.Sub(tick) > m.cfg.ScheduleLateAfter
+			if isLate {
+				late++
+			}
+			m.emit(Event{Kind: EventScheduled, Term: term, Schedule: d.name, Tick: tick, TaskID: *taskID, Late: isLate})
 		}
-		if tick != nil && taskID != nil {
-			m.emit(Event{Kind: EventScheduled, Term: term, Schedule: d.name, Tick: *tick, TaskID: *taskID})
+		if late > 0 {
+			m.log.Warn("maintenance: schedule ticks enqueued late (caught up)", slog.String("schedule", d.name),
+				slog.Int("ticks", late), slog.Time("oldest", ticks[0]), slog.Duration("late_by", now.Sub(ticks[0])))
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package maintenance
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -129,8 +130,9 @@ func TestScheduleTicksOnceAcrossHandover(t *testing.T) {
 	require.Equal(t, 2, ev.count(kind(EventElected)))
 }
 
-// After missed ticks (no leader for a while), only the most recent one is enqueued and the next
-// is the first after now. A schedule added from SQL without next_run_at starts at the next tick.
+// After missed ticks all older than the catch-up window (no leader for ten minutes, a window of
+// one), only the most recent one is enqueued, the others are reported skipped, and the next is
+// the first after now. A schedule added from SQL without next_run_at starts at the next tick.
 func TestScheduleCatchUpAndStart(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -143,8 +145,10 @@ func TestScheduleCatchUpAndStart(t *testing.T) {
 	mustExec(t, pool, `select queues.add_schedule('broken', '* * * * *', 'tick', _next_run_at => $1)`, t0)
 	mustExec(t, pool, `update queues.schedule set cron = '99 * * * *' where name = 'broken'`) // bypassing the checks
 
-	cfg := testConfig("a", newEvents())
+	ev := newEvents()
+	cfg := testConfig("a", ev)
 	cfg.Now = clock.Now
+	cfg.ScheduleCatchUp = time.Minute
 	m, err := New(pool, cfg)
 	require.NoError(t, err)
 	m.setLeader(term, time.Now().Add(time.Hour))
@@ -155,6 +159,11 @@ func TestScheduleCatchUpAndStart(t *testing.T) {
 	require.Len(t, got, 1)
 	_, ok := got[ScheduleTickKey("behind", t0.Add(10*time.Minute))]
 	require.True(t, ok, "the most recent missed tick")
+	_, missed := ev.wait(t, "ticks missed", kind(EventTicksMissed))
+	require.Equal(t, "behind", missed.Schedule)
+	require.Equal(t, 10, missed.Missed, "t0 to t0+9m, older than the window")
+	require.True(t, t0.Equal(missed.Tick), "the oldest skipped")
+	require.Equal(t, 1, ev.count(kind(EventTicksMissed)), "reported once")
 	require.Empty(t, tickTasks(t, pool, "fresh"))
 	require.Empty(t, tickTasks(t, pool, "off"))
 	require.Empty(t, tickTasks(t, pool, "broken"))
@@ -181,4 +190,71 @@ func TestScheduleTickKeyMatchesSQL(t *testing.T) {
 	pool := dbtest.NewDB(t)
 	tick := time.Date(2030, 7, 8, 9, 10, 0, 0, time.FixedZone("X", -5*3600))
 	require.Equal(t, ScheduleTickKey("n", tick), scalar[string](t, pool, `select internal.schedule_tick_key('n', $1)`, tick))
+}
+
+// Ticks missed for less than the catch-up window (a handover, a short outage) are all enqueued,
+// each once, oldest first, and marked late; older ones are skipped and reported; the schedule
+// goes on from the first tick after the last one enqueued.
+func TestScheduleCatchUpWithinWindow(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := dbtest.NewDB(t)
+	term := lead(t, pool, "a")
+	mustExec(t, pool, `select queues.add_schedule('every-10s', '@every 10s', 'tick', _next_run_at => $1)`, t0)
+	mustExec(t, pool, `select queues.add_schedule('minutely', '* * * * *', 'tick', _next_run_at => $1)`, t0)
+
+	clock := &fakeClock{now: t0.Add(45 * time.Second)}
+	ev := newEvents()
+	cfg := testConfig("a", ev)
+	cfg.Now = clock.Now
+	cfg.ScheduleCatchUp = 3 * time.Minute
+	cfg.ScheduleLateAfter = 2 * time.Second
+	m, err := New(pool, cfg)
+	require.NoError(t, err)
+	m.setLeader(term, time.Now().Add(time.Hour))
+	require.NoError(t, m.enqueueDueTicks(ctx, term))
+
+	got := tickTasks(t, pool, "every-10s")
+	require.Len(t, got, 5, "t0, +10s, +20s, +30s, +40s: every missed tick")
+	for i := range 5 {
+		tick := t0.Add(time.Duration(i) * 10 * time.Second)
+		at, ok := got[ScheduleTickKey("every-10s", tick)]
+		require.True(t, ok, "tick %s", tick)
+		require.True(t, tick.Equal(at))
+	}
+	require.Equal(t, t0.Add(50*time.Second), scalar[time.Time](t, pool, `select next_run_at from queues.schedule where name = 'every-10s'`).UTC())
+	late := ev.count(func(_ string, e Event) bool { return e.Kind == EventScheduled && e.Schedule == "every-10s" && e.Late })
+	require.Equal(t, 5, late, "each enqueued at least 5 s after its tick, past ScheduleLateAfter")
+	require.Zero(t, ev.count(kind(EventTicksMissed)), "nothing older than the window")
+	var order []time.Time
+	for _, e := range ev.list {
+		if e.Kind == EventScheduled && e.Schedule == "every-10s" {
+			order = append(order, e.Tick)
+		}
+	}
+	require.True(t, slices.IsSortedFunc(order, func(a, b time.Time) int { return a.Compare(b) }), "oldest first")
+
+	// Ten minutes later: the minutely schedule's last 3 ticks (the window) are enqueued, the 7
+	// before them skipped; the @every schedule's too (19 ticks from the window's start, 42 skipped).
+	clock.Set(t0.Add(10*time.Minute + 50*time.Second))
+	require.NoError(t, m.enqueueDueTicks(ctx, term))
+	got = tickTasks(t, pool, "minutely")
+	require.Len(t, got, 1+3, "t0 in the first pass, then t0+8m to t0+10m")
+	for _, minute := range []int{0, 8, 9, 10} {
+		_, ok := got[ScheduleTickKey("minutely", t0.Add(time.Duration(minute)*time.Minute))]
+		require.True(t, ok, "minute %d", minute)
+	}
+	var missed []Event
+	for _, e := range ev.list {
+		if e.Kind == EventTicksMissed {
+			missed = append(missed, e)
+		}
+	}
+	require.Len(t, missed, 2)
+	bySchedule := map[string]Event{missed[0].Schedule: missed[0], missed[1].Schedule: missed[1]}
+	require.Equal(t, 7, bySchedule["minutely"].Missed, "t0+1m to t0+7m")
+	require.True(t, t0.Add(time.Minute).Equal(bySchedule["minutely"].Tick))
+	require.Equal(t, 42, bySchedule["every-10s"].Missed, "t0+50s to t0+7m40s: before the window's first tick, t0+7m50s")
+	require.True(t, t0.Add(50*time.Second).Equal(bySchedule["every-10s"].Tick))
+	require.Len(t, tickTasks(t, pool, "every-10s"), 5+19, "then t0+7m50s to t0+10m50s")
 }

@@ -53,7 +53,9 @@ func (os observers) maintenanceEvent(e maintenance.Event) {
 	case maintenance.EventPruned:
 		we = tasktype.WorkerEvent{Kind: tasktype.EventPruned, Tasks: e.Tasks}
 	case maintenance.EventScheduled:
-		we.Kind = tasktype.EventScheduled
+		we = tasktype.WorkerEvent{Kind: tasktype.EventScheduled, Late: e.Late}
+	case maintenance.EventTicksMissed:
+		we = tasktype.WorkerEvent{Kind: tasktype.EventTicksMissed, N: e.Missed}
 	case maintenance.EventError:
 		we = tasktype.WorkerEvent{Kind: tasktype.EventMaintenanceError, Op: e.Op, Err: e.Err}
 	default:
