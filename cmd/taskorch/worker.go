@@ -375,10 +375,14 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 			_ = srv.Shutdown(sctx)
 		}()
 	}
+	// The signal is waited for on sigs alone: the command's context (main) is cancelled by the
+	// same signal, and a select on it as well could take that branch and never log the stop,
+	// mark the worker draining, or see the second signal.
+	runDone := make(chan struct{})
 	go func() {
 		select {
 		case <-sigs:
-		case <-ctx.Done():
+		case <-runDone:
 			return
 		}
 		draining.Store(true) // /readyz answers 503 from here on
@@ -392,6 +396,7 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 		}
 	}()
 	unused = nil
+	defer close(runDone)
 	return w.Run(ctx)
 }
 
