@@ -45,7 +45,7 @@ test: deps ## Run every test against one private PostgreSQL
 	$(WITHPG) -- $(GO) test -count=1 $(PKGS)
 
 .PHONY: schema
-schema: deps-demo ## Regenerate schema.sql (every definition after all migrations; make test checks it)
+schema: deps-demo ## Regenerate schema.sql (every definition after all migrations) and the sets' definitions.sum; make test checks both
 	$(WITHPG) -- $(GO) run ./internal/cmd/schemadump -o schema.sql
 
 .PHONY: test-hostile
@@ -68,7 +68,7 @@ ROUNDS ?= 3
 TASKS  ?= 200000
 
 .PHONY: bench-peers
-bench-peers: deps-demo build ## taskorch against River (bench/peers/river) in the same run: ROUNDS (3) alternating pairs of TASKS (200000) no-op tasks, default durability
+bench-peers: deps-demo build ## taskorch against River (bench/peers/river) in the same run, default durability: ROUNDS (3) alternating pairs of TASKS (200000) no-op tasks (throughput), then of an application's transactions (app-tx: an order row + one enqueue)
 	cd bench/peers/river && GOWORK=off $(GO) build -o ../../../bin/riverbench .
 	$(WITHPG) -durable -- sh -c 'DATABASE_URL=$$TASKORCH_TEST_DATABASE_URL ROUNDS=$(ROUNDS) TASKS=$(TASKS) scripts/bench-peers.sh'
 

@@ -210,6 +210,24 @@ const enqueueDebouncedSQL = `select task_id, debounced from queues.enqueue_debou
 
 const enqueueSQL = `select task_id, duplicate from queues.enqueue_with_result($1, $2::jsonb, coalesce($3, now()), $4, $5, $6)`
 
+// insertTaskSQL enqueues a task that names no function: queues.insert_task, which the enqueue
+// functions call after asking for a permit for the functions a task names (docs/security.md,
+// "Who may name a function"). A task of another type needs none, and the trigger on the task
+// table still refuses any row that names a function without a permit; calling it directly
+// saves a function call per task (docs/benchmarks.md, "Enqueue in the application's
+// transaction").
+const insertTaskSQL = `select task_id, duplicate from queues.insert_task($1, $2::jsonb, coalesce($3, now()), $4, $5, $6)`
+
+// namesFunctions says whether tasks of this type name SQL functions (a db_function, a channel
+// task's handlers): their enqueue asks for a permit (docs/security.md).
+func namesFunctions(taskType string) bool {
+	switch taskType {
+	case TypeDBFunction, TypeEmail, TypeSMS, TypeFileDelete:
+		return true
+	}
+	return false
+}
+
 // Enqueue adds one task. opts may be nil.
 func (c *Client) Enqueue(ctx context.Context, args TaskArgs, opts *EnqueueOpts) (*EnqueueResult, error) {
 	return c.enqueue(ctx, c.pool, args, opts)
@@ -231,7 +249,11 @@ func (c *Client) enqueue(ctx context.Context, db DBTX, args TaskArgs, opts *Enqu
 		err = db.QueryRow(ctx, enqueueDebouncedSQL, row.taskType, row.payload, row.debounceKey, row.debounce, row.priority, row.maxAttempts).
 			Scan(&res.TaskID, &res.Debounced)
 	} else {
-		err = db.QueryRow(ctx, enqueueSQL, row.taskType, row.payload, row.scheduledAt, row.priority, row.key, row.maxAttempts).
+		sql := insertTaskSQL
+		if namesFunctions(row.taskType) {
+			sql = enqueueSQL
+		}
+		err = db.QueryRow(ctx, sql, row.taskType, row.payload, row.scheduledAt, row.priority, row.key, row.maxAttempts).
 			Scan(&res.TaskID, &res.Duplicate)
 	}
 	if err != nil {
@@ -242,6 +264,10 @@ func (c *Client) enqueue(ctx context.Context, db DBTX, args TaskArgs, opts *Enqu
 
 const enqueueManySQL = `select task_id, duplicate
 from queues.enqueue_many_with_result($1::text[], $2::jsonb[], $3::timestamptz[], $4::integer[], $5::text[], $6::integer[])`
+
+// insertTasksSQL is enqueueManySQL for a batch no task of which names a function (insertTaskSQL).
+const insertTasksSQL = `select task_id, duplicate
+from queues.insert_tasks($1::text[], $2::jsonb[], $3::timestamptz[], $4::integer[], $5::text[], $6::integer[])`
 
 // EnqueueMany adds many tasks in one statement (a set-based insert; one NOTIFY for all) and
 // returns one result per task, in the order given: the new task's id, or, where an idempotency
@@ -268,6 +294,7 @@ func (c *Client) enqueueMany(ctx context.Context, db DBTX, params []EnqueueParam
 	var keys []*string
 	var maxAttempts []*int32
 	validType := ""
+	sql := insertTasksSQL
 	for i, p := range params {
 		row, err := c.prepare(p.Args, p.Opts, validType)
 		if err != nil {
@@ -277,6 +304,9 @@ func (c *Client) enqueueMany(ctx context.Context, db DBTX, params []EnqueueParam
 			return nil, fmt.Errorf("task %d of %d: %w", i+1, n, inputErrorf("EnqueueMany does not debounce: enqueue debounced tasks with Enqueue"))
 		}
 		validType = row.taskType
+		if namesFunctions(row.taskType) {
+			sql = enqueueManySQL
+		}
 		row.payload = c.withTraceContext(ctx, row.payload)
 		types[i], payloads[i] = row.taskType, row.payload
 		// Optional columns are sent only when some task sets them.
@@ -305,7 +335,7 @@ func (c *Client) enqueueMany(ctx context.Context, db DBTX, params []EnqueueParam
 			maxAttempts[i] = row.maxAttempts
 		}
 	}
-	rows, err := db.Query(ctx, enqueueManySQL, types, payloads, scheduled, priorities, keys, maxAttempts)
+	rows, err := db.Query(ctx, sql, types, payloads, scheduled, priorities, keys, maxAttempts)
 	if err != nil {
 		return nil, fmt.Errorf("enqueue %d tasks: %w", n, mapError(err))
 	}

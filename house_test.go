@@ -108,7 +108,7 @@ func room(r string) string {
 		return "tasktype"
 	case r == "", under("taskorchtest", "internal/builtinhandlers"):
 		return "api"
-	case under("internal", "migrations"):
+	case under("internal", "migrations", "processes"):
 		return "rooms"
 	}
 	return "?" + r

@@ -14,7 +14,6 @@ import (
 	"github.com/taskorch/taskorch"
 	"github.com/taskorch/taskorch/internal/migrate"
 	"github.com/taskorch/taskorch/internal/testing/dbtest"
-	"github.com/taskorch/taskorch/migrations"
 )
 
 // Four processes starting together apply each migration once; a second run applies nothing.
@@ -114,14 +113,18 @@ func TestMigrationSQLAppliesWithPsql(t *testing.T) {
 	require.True(t, strings.HasPrefix(script.String(), "-- taskorch migrations"))
 }
 
-// coreMigrationIDs lists the shipped core migrations, as Migrate reports them.
+// coreMigrationIDs lists the shipped core migrations and function and view files, as Migrate
+// reports them when it applies them to an empty database.
 func coreMigrationIDs(t *testing.T) []string {
 	t.Helper()
-	ms, err := migrate.Load(migrations.FS, "core")
+	sets, err := migrate.Shipped("core")
 	require.NoError(t, err)
-	ids := make([]string, len(ms))
-	for i, m := range ms {
-		ids[i] = m.ID()
+	var ids []string
+	for _, m := range sets[0].Migrations {
+		ids = append(ids, m.ID())
+	}
+	for _, d := range sets[0].Definitions {
+		ids = append(ids, d.ID())
 	}
 	return ids
 }

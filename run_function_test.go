@@ -18,7 +18,7 @@ import (
 	"github.com/taskorch/taskorch/internal/testing/dbtest"
 )
 
-// The SQLSTATEs internal.run_function refuses with (migrations/core/0003_run_function.sql).
+// The SQLSTATEs internal.run_function refuses with (migrations/core/functions/internal/run_function.sql).
 const (
 	codeInvalidParameter = "22023"
 	codeUndefinedFunc    = "42883"

@@ -33,6 +33,10 @@ func TestWorkerRoleLeastPrivilege(t *testing.T) {
 	require.Equal(t, 1, n, "the worker role asks which leases are gone (lease_check.go)")
 	require.NoError(t, tx.QueryRow(ctx, `select count(*) from queues.complete_tasks_with_results('{}', '{}', null)`).Scan(&n),
 		"the worker role completes with results through the function")
+	var clear bool
+	require.NoError(t, tx.QueryRow(ctx, `select queues.worker_waiting()`).Scan(&clear),
+		"the worker role says it waits for a wake-up (internal/worker/listen.go)")
+	require.True(t, clear)
 
 	for _, sql := range []string{
 		`select * from queues.task`,
@@ -71,6 +75,10 @@ func TestWorkerRoleLeastPrivilege(t *testing.T) {
 		`select queues.process_next_run('a.b_supervisor', 1)`,
 		`select * from queues.retry_process('comms.send_email', 1, 'why')`,
 		`select queues.register_process_retry('a', 'b', 'retry_b')`,
+		`select nextval('internal.task_waiter_seq')`,
+		`select setval('internal.task_woken_seq', 1)`,
+		`select last_value from internal.task_woken_seq`,
+		`select pg_sequence_last_value('internal.task_waiter_seq')`,
 	} {
 		_, err := tx.Exec(ctx, "savepoint s")
 		require.NoError(t, err)

@@ -9,31 +9,32 @@ import (
 
 	"github.com/taskorch/taskorch/internal/migrate"
 	"github.com/taskorch/taskorch/internal/testing/dbtest"
-	"github.com/taskorch/taskorch/migrations"
 )
 
 // partitionedFrom is the first core migration with the partitioned history (core/0031).
 const partitionedFrom = 31
 
 // migratedBefore returns a connection to a new database migrated up to the core migration
-// before version, and the core migrations.
-func migratedBefore(t *testing.T, version int) (*pgx.Conn, []migrate.Migration) {
+// before version (as a database of that time: the migrations only), and the core set.
+func migratedBefore(t *testing.T, version int) (*pgx.Conn, []migrate.Set) {
 	t.Helper()
 	ctx := t.Context()
 	conn, err := pgx.Connect(ctx, dbtest.NewEmptyDBURL(t))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close(context.WithoutCancel(ctx)) })
-	ms, err := migrate.Load(migrations.FS, "core")
+	sets, err := migrate.Shipped("core")
 	require.NoError(t, err)
+	ms := sets[0].Migrations
 	cut := 0
 	for cut < len(ms) && ms[cut].Version < version {
 		cut++
 	}
 	require.Less(t, cut, len(ms), "core/%04d exists", version)
 	require.Equal(t, version, ms[cut].Version)
-	_, err = migrate.Up(ctx, conn, ms[:cut])
+	require.LessOrEqual(t, version, sets[0].History, "core/%04d is of the history, which defines its own functions", version)
+	_, err = migrate.Up(ctx, conn, []migrate.Set{{SetSpec: sets[0].SetSpec, Migrations: ms[:cut]}})
 	require.NoError(t, err)
-	return conn, ms
+	return conn, sets
 }
 
 func scalarOf[T any](t *testing.T, conn *pgx.Conn, sql string, args ...any) T {
@@ -89,7 +90,7 @@ func TestHistoryPartitionUpgradeKeepsHistory(t *testing.T) {
 	applied, err := migrate.Up(ctx, conn, ms)
 	require.NoError(t, err)
 	require.NotEmpty(t, applied)
-	require.Equal(t, partitionedFrom, applied[0].Version)
+	require.Equal(t, "core/0031_history_partitions", applied[0])
 
 	require.Equal(t, "p", scalarOf[string](t, conn, `select relkind::text from pg_class where oid = 'queues.task_lease'::regclass`))
 	require.Equal(t, "p", scalarOf[string](t, conn, `select relkind::text from pg_class where oid = 'queues.task_event'::regclass`))

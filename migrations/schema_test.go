@@ -3,6 +3,7 @@ package migrations_test
 import (
 	"bytes"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/taskorch/taskorch/internal/schemadump"
 	"github.com/taskorch/taskorch/internal/testing/dbtest"
 	"github.com/taskorch/taskorch/migrations"
+	"github.com/taskorch/taskorch/processes"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m, dbtest.SetsOptions(migrations.Sets...)) }
@@ -38,21 +40,31 @@ func TestSchemaSQLUpToDate(t *testing.T) {
 	}
 }
 
-// Every migration set in FS is in Sets, so that schema.sql and the tests cover it.
+// Every set folder (core here, the process sets under processes/) is in Sets, so that
+// schema.sql and the tests cover it.
 func TestSetsListsEverySet(t *testing.T) {
 	t.Parallel()
-	entries, err := migrations.FS.ReadDir(".")
-	require.NoError(t, err)
 	var dirs []string
-	for _, e := range entries {
-		if e.IsDir() {
-			dirs = append(dirs, e.Name())
+	for _, fsys := range []fs.ReadDirFS{migrations.FS, processes.FS} {
+		entries, err := fsys.ReadDir(".")
+		require.NoError(t, err)
+		for _, e := range entries {
+			if e.IsDir() {
+				dirs = append(dirs, e.Name())
+			}
 		}
 	}
+	slices.Sort(dirs)
 	sets := slices.Clone(migrations.Sets)
 	slices.Sort(sets)
-	require.Equal(t, dirs, sets, "migrations.Sets must list every folder of migrations (in an order they apply in)")
+	require.Equal(t, dirs, sets, "migrations.Sets must list every set folder (in an order they apply in)")
 	require.Equal(t, "core", migrations.Sets[0])
+	for _, s := range migrations.Sets {
+		fsys, err := migrations.SetFS(s)
+		require.NoError(t, err)
+		_, err = fs.Stat(fsys, "definitions.sum")
+		require.NoError(t, err, "%s: the set's folder", migrations.Dir(s))
+	}
 }
 
 // firstDifference shows the first line where the checked-in dump and the regenerated one

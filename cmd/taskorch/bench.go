@@ -29,7 +29,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	f := &benchFlags{}
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure throughput, latency, backlog, processes, memory, slot use and bloat pressure on a database",
+		Short: "Measure throughput, latency, backlog, processes, memory, slot use, bloat pressure and enqueues in an application's transactions on a database",
 		Long: `Measures taskorch on the database it is given (DATABASE_URL or --database-url), like river bench.
 
 It creates a database of its own on the same server (taskorch_bench_<random>), migrates it, runs,
@@ -46,7 +46,9 @@ terminal. The method and the figures: docs/benchmarks.md.
   taskorch bench processes --count 10000
   taskorch bench memory --tasks 100
   taskorch bench slots --concurrency 16 --work 1ms
-  taskorch bench pressure --rate 2000 --phase 60s`,
+  taskorch bench pressure --rate 2000 --phase 60s
+  taskorch bench pressure --rate 10000 --phases clean --phase 10m --sample 1m
+  taskorch bench app-tx --connections 32 --duration 10s`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.BoolVar(&g.jsonOut, "json", false, "print one JSON object instead of a table")
@@ -58,7 +60,8 @@ terminal. The method and the figures: docs/benchmarks.md.
 	pf.StringVar(&f.listenURL, "listen-database-url", "", "a direct URL of the same server: the workers LISTEN there while their work goes through DATABASE_URL, a transaction pooler")
 
 	cmd.AddCommand(newBenchThroughputCmd(g, f), newBenchLatencyCmd(g, f), newBenchBacklogCmd(g, f),
-		newBenchProcessesCmd(g, f), newBenchMemoryCmd(g, f), newBenchSlotsCmd(g, f), newBenchPressureCmd(g, f))
+		newBenchProcessesCmd(g, f), newBenchMemoryCmd(g, f), newBenchSlotsCmd(g, f), newBenchPressureCmd(g, f),
+		newBenchAppTxCmd(g, f))
 	return cmd
 }
 
@@ -211,6 +214,47 @@ func newBenchPressureCmd(g *globals, f *benchFlags) *cobra.Command {
 	cmd.Flags().DurationVar(&c.Warmup, "warmup", time.Second, "how long to run before the clean phase, from the first task handled")
 	cmd.Flags().IntVar(&c.Readers, "readers", 4, "REPEATABLE READ transactions scanning the queue tables in the readers phase")
 	cmd.Flags().DurationVar(&c.ReaderPause, "reader-pause", 0, "how long each reader waits, its snapshot held, between scans (0: back to back)")
+	cmd.Flags().StringSliceVar(&c.Phases, "phases", nil, "the phases to run, in order (default clean,open_xid,readers,recovery; a sustained-load run: clean)")
+	cmd.Flags().DurationVar(&c.Sample, "sample", 0, "also measure each phase in windows of this length (throughput, claim p99, depth, dead tuples of queues.task), and compare the last with the first")
+	return cmd
+}
+
+func newBenchAppTxCmd(g *globals, f *benchFlags) *cobra.Command {
+	c := bench.AppTxConfig{}
+	cmd := &cobra.Command{
+		Use:   "app-tx",
+		Short: "An application's transactions: an order row + EnqueueTx, against the order row alone; tx/s and ratio",
+		Args:  noArgs,
+		PreRunE: func(*cobra.Command, []string) error {
+			switch {
+			case c.Connections < 1:
+				return usageErrorf("--connections must be at least 1, got %d", c.Connections)
+			case c.Duration <= 0:
+				return usageErrorf("--duration must be positive, got %s", c.Duration)
+			case c.Warmup < 0:
+				return usageErrorf("--warmup must not be negative, got %s", c.Warmup)
+			case c.Rounds < 1:
+				return usageErrorf("--rounds must be at least 1, got %d", c.Rounds)
+			case c.Workers < 0:
+				return usageErrorf("--workers must not be negative, got %d", c.Workers)
+			case c.Concurrency < 1:
+				return usageErrorf("--concurrency must be at least 1, got %d", c.Concurrency)
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return f.run(cmd, g, nil, func(ctx context.Context, e *bench.Env) (bench.Result, error) {
+				return bench.AppTx(ctx, e, c)
+			})
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&c.Connections, "connections", 32, "connections committing transactions at once, each in a loop")
+	fl.DurationVar(&c.Duration, "duration", 10*time.Second, "how long each run is measured")
+	fl.DurationVar(&c.Warmup, "warmup", 2*time.Second, "how long each run goes before it is measured")
+	fl.IntVar(&c.Rounds, "rounds", 3, "runs of each side, alternating; the medians are reported")
+	fl.IntVar(&c.Workers, "workers", 0, "in-process workers working the tasks as they come (0: none; the tasks wait)")
+	fl.IntVar(&c.Concurrency, "concurrency", 100, "task slots per worker (with --workers)")
 	return cmd
 }
 

@@ -38,6 +38,16 @@ func TestBenchCommand(t *testing.T) {
 	r = run(t, "bench", "pressure", "--phase", "10ms", "--database-url", url)
 	require.Equal(t, 1, r.code, r.err)
 	require.Contains(t, r.err, "--phase must be between 100ms and 24h")
+	r = run(t, "bench", "pressure", "--phases", "clean,recovery,clean", "--database-url", url)
+	require.Equal(t, 1, r.code, r.err)
+	require.Contains(t, r.err, `--phases: "clean" repeated or out of order`)
+
+	at := runJSON[map[string]any](t, "bench", "app-tx", "--connections", "2", "--duration", "200ms", "--warmup", "50ms",
+		"--rounds", "1", "--database-url", url)
+	require.Equal(t, "app-tx", at["mode"])
+	require.Positive(t, at["order_tx_per_second"])
+	require.Positive(t, at["enqueue_tx_per_second"])
+	require.Positive(t, at["ratio"])
 
 	r = run(t, "bench", "throughput")
 	require.Equal(t, exitUsage, r.code)
@@ -52,6 +62,10 @@ func TestBenchCommand(t *testing.T) {
 		{[]string{"throughput", "--concurrency", "0"}, "--concurrency must be at least 1, got 0"},
 		{[]string{"pressure", "--fetch-batch", "-2"}, "--fetch-batch must be at least 1 (or unset for the worker's default), got -2"},
 		{[]string{"latency", "--workers", "0"}, "--workers must be at least 1, got 0"},
+		{[]string{"app-tx", "--connections", "0"}, "--connections must be at least 1, got 0"},
+		{[]string{"app-tx", "--rounds", "0"}, "--rounds must be at least 1, got 0"},
+		{[]string{"app-tx", "--duration", "0s"}, "--duration must be positive"},
+		{[]string{"app-tx", "--workers", "-1"}, "--workers must not be negative, got -1"},
 	} {
 		r = run(t, append(append([]string{"bench"}, c.args...), "--database-url", "postgres://nobody@127.0.0.1:1/none")...)
 		require.Equal(t, exitUsage, r.code, c.args)

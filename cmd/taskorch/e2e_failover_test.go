@@ -220,11 +220,15 @@ func reviveFormerPrimary(t *testing.T, old *pgcluster.Cluster, promoted *pgxpool
 	t.Cleanup(func() { _ = revived.Stop(context.Background()) })
 	onRevived := openPool(t, revived.URL("failover"))
 	require.False(t, q[bool](t, onRevived, `select pg_is_in_recovery()`), "the old primary came back writable")
+	// Whatever it had not replicated may all have been finished before the crash (a loaded
+	// machine runs the tasks as fast as they come); work written there now is work a worker
+	// connected to it would certainly run.
+	for range 5 {
+		q[int64](t, onRevived, `select queues.enqueue('taskorch.noop', '{"on": "the revived old primary"}')`)
+	}
 	snapshot := `select count(*) || ':' || coalesce(md5(string_agg(task_id || status::text || attempt || coalesce(lease_id, 0), ',' order by task_id)), '')
 		from queues.task`
 	before := q[string](t, onRevived, snapshot)
-	require.Positive(t, q[int64](t, onRevived, `select count(*) from queues.task where status in ('pending', 'running')`),
-		"the old primary has unfinished tasks a worker connected to it would run")
 
 	_, err = promoted.Exec(ctx, `select pg_terminate_backend(pid) from pg_stat_activity
 		where datname = 'failover' and pid <> pg_backend_pid() and backend_type = 'client backend'`)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/taskorch/taskorch/internal/migrate"
 	"github.com/taskorch/taskorch/internal/testing/dbtest"
-	"github.com/taskorch/taskorch/migrations"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m, dbtest.CoreOptions()) }
@@ -51,16 +50,20 @@ func TestMigrateCommands(t *testing.T) {
 
 	r := run(t, "migrate", "status", "--database-url", url)
 	require.Equal(t, 0, r.code, r.err)
-	require.Contains(t, r.out, "MIGRATION")
-	require.Regexp(t, `(?m)^core/0001_queues_schema +pending +-$`, r.out)
+	require.Contains(t, r.out, "MIGRATION OR FILE")
+	require.Regexp(t, `(?m)^core/0001_queues_schema +- +pending +-$`, r.out)
+	require.Regexp(t, `(?m)^core/functions/queues/claim_tasks.sql +\d+ +pending +-$`, r.out)
 
 	r = run(t, "migrate", "up", "--database-url", url)
 	require.Equal(t, 0, r.code, r.err)
-	ms, err := migrate.Load(migrations.FS, "core")
+	sets, err := migrate.Shipped("core")
 	require.NoError(t, err)
 	want := ""
-	for _, m := range ms {
+	for _, m := range sets[0].Migrations {
 		want += "applied " + m.ID() + "\n"
+	}
+	for _, d := range sets[0].Definitions {
+		want += "applied " + d.ID() + "\n"
 	}
 	require.Equal(t, want, r.out)
 
@@ -70,15 +73,16 @@ func TestMigrateCommands(t *testing.T) {
 	require.Equal(t, "up to date\n", r.out)
 
 	st := runJSON[[]map[string]any](t, "migrate", "status", "--database-url", url)
-	require.Len(t, st, len(ms))
+	require.Len(t, st, len(sets[0].Migrations)+len(sets[0].Definitions))
 	for _, s := range st {
-		require.Equal(t, "applied", s["state"])
+		require.Equal(t, "applied", s["state"], s["id"])
 	}
 
 	r = run(t, "migrate", "sql")
 	require.Equal(t, 0, r.code, "migrate sql needs no database")
 	require.Contains(t, r.out, "===== core/0001_queues_schema =====")
 	require.Contains(t, r.out, "===== core/0002_queues_api =====")
+	require.Contains(t, r.out, "----- core/functions/queues/claim_tasks.sql (version ")
 
 	r = run(t, "migrate", "up", "--database-url", url, "--processes", "nosuch")
 	require.Equal(t, exitUsage, r.code)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -16,14 +17,14 @@ func newMigrateCmd(g *globals) *cobra.Command {
 
 	cmd := &cobra.Command{
 		Use:   "migrate",
-		Short: "Apply, inspect or print taskorch's database migrations",
+		Short: "Apply, inspect or print taskorch's database migrations and function and view files",
 	}
 	cmd.PersistentFlags().StringSliceVar(&processes, "processes", nil,
 		"also install these shipped business processes (comma-separated)")
 
 	up := &cobra.Command{
 		Use:   "up",
-		Short: "Apply the migrations the database lacks (safe to run concurrently and repeatedly)",
+		Short: "Apply the migrations the database lacks, then the function and view files that changed (safe to run concurrently and repeatedly)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			pool, err := g.connect(cmd.Context())
@@ -58,7 +59,7 @@ func newMigrateCmd(g *globals) *cobra.Command {
 
 	status := &cobra.Command{
 		Use:   "status",
-		Short: "Show which migrations are applied, pending or changed",
+		Short: "Show which migrations and function and view files are applied, pending or changed",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			pool, err := g.connect(cmd.Context())
@@ -74,9 +75,13 @@ func newMigrateCmd(g *globals) *cobra.Command {
 				return writeJSON(cmd.OutOrStdout(), st)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "MIGRATION\tSTATE\tAPPLIED AT")
+			fmt.Fprintln(tw, "MIGRATION OR FILE\tVERSION\tSTATE\tAPPLIED AT")
 			for _, s := range st {
-				fmt.Fprintf(tw, "%s/%04d_%s\t%s\t%s\n", s.Set, s.Version, s.Name, s.State, dash(s.AppliedAt))
+				v := "-"
+				if s.Kind != "migration" {
+					v = strconv.Itoa(s.Version)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.ID, v, s.State, dash(s.AppliedAt))
 			}
 			return tw.Flush()
 		},
@@ -85,14 +90,16 @@ func newMigrateCmd(g *globals) *cobra.Command {
 
 	sql := &cobra.Command{
 		Use:   "sql",
-		Short: "Print the migrations as one psql script (psql -v ON_ERROR_STOP=1 -f)",
-		Long: `Prints every migration as a psql script for operators who apply schema changes by hand:
+		Short: "Print the migrations and function and view files as one psql script (psql -v ON_ERROR_STOP=1 -f)",
+		Long: `Prints every migration and every function and view file as a psql script for operators who
+apply schema changes by hand:
 
   taskorch migrate sql > taskorch.sql
   psql -v ON_ERROR_STOP=1 -f taskorch.sql "$DATABASE_URL"
 
 The script records what it applies exactly as 'migrate up' does and skips what is already
-applied, so running it twice is harmless. It needs no database connection.`,
+applied (a function or view file: when it is applied as it is and no migration ran since, or a
+newer version of it is), so running it twice is harmless. It needs no database connection.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return taskorch.MigrationSQL(cmd.OutOrStdout(), opts())

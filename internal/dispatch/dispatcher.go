@@ -63,6 +63,12 @@ type DispatcherConfig struct {
 	Logger *slog.Logger
 	// OnSent, OnRedispatched and OnSendFailed count messages (nil: not counted).
 	OnSent, OnRedispatched, OnSendFailed func(n int)
+	// Announce, when set, is called before a pass after which the dispatcher may wait for Wake
+	// (the worker's queues.worker_waiting: an enqueue notifies only while a worker says it
+	// waits). clear is false when an enqueue was in flight whose task may commit after the pass
+	// without a notification: the dispatcher then polls every PollInterval, without backing off,
+	// until an announcement is clear.
+	Announce func(ctx context.Context) (clear bool, err error)
 }
 
 // Dispatcher sends the ids of due pending tasks to a transport (docs/transports.md):
@@ -151,6 +157,10 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	wait := d.cfg.PollInterval
 	reclaimEvery := max(d.cfg.RedispatchAfter/2, 50*time.Millisecond)
 	nextReclaim := time.Now().Add(reclaimEvery)
+	// Passes are announced (Announce) from a wait until one comes back full; a short pass that
+	// was not announced is followed at once by one that is, so the pass before every wait is.
+	announce := d.cfg.Announce != nil
+	unsure := false
 	for ctx.Err() == nil {
 		if d.cfg.Health.IsDown() {
 			select {
@@ -170,13 +180,31 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			nextReclaim = time.Now().Add(reclaimEvery)
 		}
 		passed := time.Now()
-		n, err := d.pass(ctx)
+		announced := false
+		var err error
+		if announce {
+			var clear bool
+			if clear, err = d.cfg.Announce(ctx); err == nil {
+				announced, unsure = true, !clear
+			}
+		}
+		n := 0
+		if err == nil {
+			n, err = d.pass(ctx)
+		}
 		switch {
 		case err != nil && ctx.Err() == nil:
 			d.cfg.Logger.Warn("dispatch failed; retrying", "error", err, "retry_in", wait)
 		case n == d.cfg.Batch:
-			wait = d.cfg.PollInterval
+			wait, announce = d.cfg.PollInterval, false
 			continue // there may be more
+		case err == nil && !announced && d.cfg.Announce != nil:
+			announce = true
+			continue // the backlog is gone: announce, and pass again before waiting
+		}
+		announce = d.cfg.Announce != nil
+		if unsure {
+			wait = d.cfg.PollInterval
 		}
 		timer := time.NewTimer(min(wait, time.Until(nextReclaim)))
 		select {
@@ -201,7 +229,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			timer.Stop()
 			d.RedispatchAll() // handled at the top
 		case <-timer.C:
-			if n == 0 {
+			if n == 0 && !unsure {
 				wait = min(wait*2, d.cfg.MaxPollInterval)
 			}
 		}

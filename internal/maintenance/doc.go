@@ -5,8 +5,8 @@
 // tasks of workers whose session is gone or that stopped heartbeating, pruning finished tasks
 // past retention, and enqueueing periodic schedules' ticks.
 //
-// Everything is decided in PostgreSQL (migrations/core/0004_workers.sql and
-// 0040_worker_sessions.sql): the lease is a row
+// Everything is decided in PostgreSQL (the functions under migrations/core/functions/queues/:
+// acquire_leadership.sql, reap_lost_sessions.sql, reap_dead_workers.sql, ...): the lease is a row
 // whose term grows at each change of leader, and every leader action carries the term it was
 // elected with, so a leader that lost its lease (paused, partitioned, slow) cannot act with it.
 // A schedule's tick is enqueued with an idempotency key naming the schedule and the tick, so two

@@ -14,7 +14,7 @@ import (
 
 // The worker's session (Config.Session): the connection it registers on and holds for its
 // life. Its advisory lock tells the leader whether the worker lives (migrations/core/
-// 0040_worker_sessions.sql). After the registration it waits, reading, so that a connection the
+// functions/internal/worker_session_state.sql). After the registration it waits, reading, so that a connection the
 // server or the network ended is noticed at once and replaced; every HeartbeatInterval it checks
 // that its backend is still the one it registered on (a transaction pooler would change it).
 

@@ -1,6 +1,8 @@
-// Package migrate applies taskorch's numbered SQL migrations: in order, once, under a PostgreSQL
-// advisory lock so that two processes starting together cannot race, recording what it applied
-// (with a checksum) in queues.schema_migration.
+// Package migrate applies taskorch's SQL (docs/design.md, "How the SQL is laid out"): each
+// set's numbered migrations in order, once, and then its function and view files, re-applied
+// whenever one changes or a migration ran, all under a PostgreSQL advisory lock so that two
+// processes starting together cannot race. It records what it applied, with checksums, in
+// queues.schema_migration and queues.schema_definition.
 package migrate
 
 import (
@@ -9,10 +11,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
-	"path"
-	"regexp"
-	"slices"
 	"strconv"
 	"time"
 
@@ -23,7 +21,8 @@ import (
 // "taskorch" in ASCII).
 const LockKey int64 = 0x7461736b6f726368
 
-// bookkeepingSQL creates the table that records applied migrations. It is idempotent.
+// bookkeepingSQL creates the tables that record applied migrations and definitions. It is
+// idempotent.
 const bookkeepingSQL = `create schema if not exists queues;
 create table if not exists queues.schema_migration (
     migration_set text        not null,
@@ -32,75 +31,29 @@ create table if not exists queues.schema_migration (
     checksum      text        not null,
     applied_at    timestamptz not null default now(),
     primary key (migration_set, version)
-);`
+);
+create table if not exists queues.schema_definition (
+    migration_set text        not null,
+    path          text        not null,
+    version       integer     not null,
+    checksum      text        not null,
+    migrations    integer     not null,
+    applied_at    timestamptz not null default now(),
+    primary key (migration_set, path)
+);
+comment on table queues.schema_definition is 'The function and view files applied (docs/design.md, "How the SQL is laid out"): version and checksum of each, and how many migrations of its set and the sets it builds on were applied then (a migration since makes it apply again).';`
 
-// Migration is one numbered SQL file of a migration set.
-type Migration struct {
-	Set      string // the migration set, e.g. "core"
-	Version  int    // from the file name's number
-	Name     string // the file name without number and extension
-	SQL      string
-	Checksum string // hex SHA-256 of SQL
-}
-
-// ID names the migration as set/NNNN_name.
-func (m Migration) ID() string { return fmt.Sprintf("%s/%04d_%s", m.Set, m.Version, m.Name) }
-
-var fileName = regexp.MustCompile(`^(\d{4})_([a-z0-9_]+)\.sql$`)
-
-// Load reads the migrations of one set from fsys (files <set>/NNNN_name.sql), sorted by version.
-func Load(fsys fs.FS, set string) ([]Migration, error) {
-	entries, err := fs.ReadDir(fsys, set)
-	if err != nil {
-		return nil, fmt.Errorf("migration set %q: %w", set, err)
-	}
-	var out []Migration
-	for _, e := range entries {
-		if e.IsDir() {
-			continue
-		}
-		m := fileName.FindStringSubmatch(e.Name())
-		if m == nil {
-			return nil, fmt.Errorf("migration set %q: file %q is not named NNNN_name.sql", set, e.Name())
-		}
-		body, err := fs.ReadFile(fsys, path.Join(set, e.Name()))
-		if err != nil {
-			return nil, err
-		}
-		v, _ := strconv.Atoi(m[1])
-		sum := sha256.Sum256(body)
-		out = append(out, Migration{Set: set, Version: v, Name: m[2], SQL: string(body), Checksum: hex.EncodeToString(sum[:])})
-	}
-	slices.SortFunc(out, func(a, b Migration) int { return a.Version - b.Version })
-	for i := 1; i < len(out); i++ {
-		if out[i].Version == out[i-1].Version {
-			return nil, fmt.Errorf("migration set %q: two files numbered %04d", set, out[i].Version)
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("migration set %q has no migrations", set)
-	}
-	return out, nil
-}
-
-// LoadSets loads several sets, in the order given.
-func LoadSets(fsys fs.FS, sets ...string) ([]Migration, error) {
-	var all []Migration
-	for _, s := range sets {
-		ms, err := Load(fsys, s)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, ms...)
-	}
-	return all, nil
-}
-
-// Fingerprint is a checksum over a list of migrations: it changes when any of them changes.
-func Fingerprint(ms []Migration) string {
+// Fingerprint is a checksum over sets: it changes when any migration or definition changes.
+func Fingerprint(sets []Set) string {
 	h := sha256.New()
-	for _, m := range ms {
-		fmt.Fprintf(h, "%s:%s\n", m.ID(), m.Checksum)
+	for _, s := range sets {
+		fmt.Fprintf(h, "set %s %v\n", s.Name, s.Watch)
+		for _, m := range s.Migrations {
+			fmt.Fprintf(h, "%s:%s\n", m.ID(), m.Checksum)
+		}
+		for _, d := range s.Definitions {
+			fmt.Fprintf(h, "%s:%s\n", d.ID(), d.Checksum)
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -117,39 +70,58 @@ type Applied struct {
 // ErrChecksumMismatch reports a migration whose file changed after it was applied.
 var ErrChecksumMismatch = errors.New("migration changed after it was applied")
 
-// Up applies, on conn, every migration in ms not yet applied, in order, each in its own
-// transaction together with its bookkeeping row. Each of those transactions takes the advisory
-// lock (pg_advisory_xact_lock) and checks again that its migration is still missing, so
-// concurrent callers apply each migration once. The lock is a transaction's, never the
-// session's, so Up works through a transaction-pooling proxy too (PgBouncer in transaction
-// mode), where consecutive transactions may run on different server connections. It returns
-// the migrations it applied.
-func Up(ctx context.Context, conn *pgx.Conn, ms []Migration) ([]Migration, error) {
-	return UpNotify(ctx, conn, ms, nil)
+// Up applies, on conn, each set in order: its numbered migrations not yet applied, in order, each
+// in its own transaction together with its bookkeeping row; then, in one transaction, its
+// function and view files that are new, changed, or older than a migration applied since
+// (ApplyDefinitions). Each of those transactions takes the advisory lock
+// (pg_advisory_xact_lock) and checks again what is missing, so concurrent callers apply each
+// thing once. The lock is a transaction's, never the session's, so Up works through a
+// transaction-pooling proxy too (PgBouncer in transaction mode), where consecutive transactions
+// may run on different server connections. It returns the ids of the migrations it applied and
+// of the definitions that were new or changed (Migration.ID, Definition.ID), in order.
+func Up(ctx context.Context, conn *pgx.Conn, sets []Set) ([]string, error) {
+	return UpNotify(ctx, conn, sets, nil)
 }
 
-// UpNotify is Up that calls before(m), when not nil, just before applying each migration m.
-func UpNotify(ctx context.Context, conn *pgx.Conn, ms []Migration, before func(Migration)) ([]Migration, error) {
+// UpNotify is Up that calls before(id), when not nil, just before applying each migration and
+// each new or changed definition.
+func UpNotify(ctx context.Context, conn *pgx.Conn, sets []Set, before func(id string)) ([]string, error) {
 	// Without the lock first: when everything is applied (every start of every process), the
 	// run takes no lock and writes nothing.
 	applied, err := appliedMap(ctx, conn)
 	if err != nil {
 		return nil, err
 	}
-	var done []Migration
-	for _, m := range ms {
-		if a, ok := applied[key(m.Set, m.Version)]; ok {
-			if err := sameChecksum(m, a); err != nil {
+	var done []string
+	for _, s := range sets {
+		for _, m := range s.Migrations {
+			if a, ok := applied[key(m.Set, m.Version)]; ok {
+				if err := sameChecksum(m, a); err != nil {
+					return done, err
+				}
+				continue
+			}
+			ran, err := applyOne(ctx, conn, m, before)
+			if err != nil {
 				return done, err
 			}
-			continue
+			if ran {
+				done = append(done, m.ID())
+			}
 		}
-		ran, err := applyOne(ctx, conn, m, before)
+		ids, err := ApplyDefinitions(ctx, conn, s, before)
+		done = append(done, ids...)
 		if err != nil {
 			return done, err
 		}
-		if ran {
-			done = append(done, m)
+	}
+	// A set's definitions apply again after a migration of a set built on it (Set.Watch), which
+	// ran after them: once more, what is stale now (usually nothing, at the cost of a read).
+	for _, s := range sets {
+		ids, err := ApplyDefinitions(ctx, conn, s, before)
+		done = append(done, ids...)
+		if err != nil {
+			return done, err
 		}
 	}
 	return done, nil
@@ -165,7 +137,7 @@ func sameChecksum(m Migration, a Applied) error {
 
 // applyOne applies m in one transaction under the advisory lock, unless another process applied
 // it meanwhile; ran reports whether this call applied it.
-func applyOne(ctx context.Context, conn *pgx.Conn, m Migration, before func(Migration)) (ran bool, err error) {
+func applyOne(ctx context.Context, conn *pgx.Conn, m Migration, before func(string)) (ran bool, err error) {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return false, fmt.Errorf("migrate %s: %w", m.ID(), err)
@@ -187,10 +159,10 @@ func applyOne(ctx context.Context, conn *pgx.Conn, m Migration, before func(Migr
 		return false, fmt.Errorf("migrate: read applied migrations: %w", err)
 	}
 	if before != nil {
-		before(m)
+		before(m.ID())
 	}
 	// No arguments: pgx sends the file with the simple protocol, so it may hold many statements.
-	if _, err := tx.Exec(ctx, m.SQL); err != nil {
+	if _, err := tx.Exec(ctx, m.Body); err != nil {
 		return false, fmt.Errorf("migrate %s: %w", m.ID(), err)
 	}
 	if _, err := tx.Exec(ctx,

@@ -58,20 +58,23 @@ type ChannelProcess struct {
 	// signal within <timeout>". Not with Delivery.
 	WaitSignal, WaitTimeout string
 
-	// runs: render the run-aware supervisor and success handler (RenderChannelRetry), which
+	// runs: render the run-aware supervisor and success handler (channel_retry.sql.tmpl), which
 	// count only the attempts and the failure of an instance's current run.
 	runs bool
 	// permanent: render the error handler that records the failure's class and the supervisor
-	// that ends a run at its first permanent failure (RenderChannelPermanent).
+	// that ends a run at its first permanent failure (channel_permanent.sql.tmpl).
 	permanent bool
+	// plans: render the per-attempt functions (PerAttemptFunctions) with the plan settings of
+	// channel_plans.sql.tmpl in their definitions.
+	plans bool
 }
 
-// Runs reports whether the kit renders the run-aware supervisor of RenderChannelRetry (for the
+// Runs reports whether the kit renders the run-aware supervisor of retry by hand (for the
 // templates).
 func (p ChannelProcess) Runs() bool { return p.runs }
 
 // Permanent reports whether the kit renders the handling of permanent failures of
-// RenderChannelPermanent (for the templates).
+// channel_permanent.sql.tmpl (for the templates).
 func (p ChannelProcess) Permanent() bool { return p.permanent }
 
 // Delivery names a channel process's delivery facts: tables of its schema keyed by
@@ -144,58 +147,18 @@ var (
 	intervalRE = regexp.MustCompile(`^[1-9][0-9]{0,5} (second|minute|hour|day)s?$`)
 )
 
-// RenderChannelKit returns the kit's SQL for the processes, in order, after header (SQL
-// comment lines).
-func RenderChannelKit(header string, ps ...ChannelProcess) ([]byte, error) {
+// RenderPermanentTables returns, after header, the table changes of the handling of permanent
+// failures for each process (docs/processes.md, "Permanent failures"): the class of each
+// failure fact (<name>_attempt_failed.error_class). The functions that use it are the
+// process's function files (Definitions).
+func RenderPermanentTables(header string, ps ...ChannelProcess) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.WriteString(header)
 	for _, p := range ps {
 		if err := p.validate(); err != nil {
 			return nil, err
 		}
-		if err := kitTmpl.ExecuteTemplate(&buf, "channel_kit", p); err != nil {
-			return nil, err
-		}
-	}
-	return buf.Bytes(), nil
-}
-
-// RenderChannelRetry returns the SQL that lets an operator retry a failed instance of each
-// process by hand (docs/processes.md, "Retrying a failed process"), after header: the restart
-// fact table, one terminal failure per run, the supervisor and success handler redefined to
-// count only the current run, the instances view, <schema>.retry_<name>(id, reason), and its
-// registration with queues.register_process_retry. It applies after the kit (RenderChannelKit)
-// and the process's instances view.
-func RenderChannelRetry(header string, ps ...ChannelProcess) ([]byte, error) {
-	var buf bytes.Buffer
-	buf.WriteString(header)
-	for _, p := range ps {
-		if err := p.validate(); err != nil {
-			return nil, err
-		}
-		p.runs = true
-		if err := kitTmpl.ExecuteTemplate(&buf, "channel_retry", p); err != nil {
-			return nil, err
-		}
-	}
-	return buf.Bytes(), nil
-}
-
-// RenderChannelPermanent returns the SQL that makes a permanent failure end each process at once
-// (docs/processes.md, "Permanent failures"), after header: the class of each failure fact
-// (<name>_attempt_failed.error_class), the facts helper has_<name>_permanent_failure, the error
-// handler that records the class the worker passes, and the run-aware supervisor and success
-// handler redefined to end a run at its first permanent failure, with their plans settings
-// (RenderChannelPlans) applied again. It applies after the kit, the retry and the plans.
-func RenderChannelPermanent(header string, ps ...ChannelProcess) ([]byte, error) {
-	var buf bytes.Buffer
-	buf.WriteString(header)
-	for _, p := range ps {
-		if err := p.validate(); err != nil {
-			return nil, err
-		}
-		p.runs, p.permanent = true, true
-		if err := kitTmpl.ExecuteTemplate(&buf, "channel_permanent", p); err != nil {
+		if err := kitTmpl.ExecuteTemplate(&buf, "channel_permanent_tables", p); err != nil {
 			return nil, err
 		}
 	}
@@ -215,20 +178,7 @@ func (p ChannelProcess) PerAttemptFunctions() []string {
 	}
 }
 
-// RenderChannelPlans returns the SQL that makes the per-attempt functions of each process
-// (PerAttemptFunctions) keep their cached plans, planned never to scan a whole table, after
-// header. It applies after the kit and the retry (RenderChannelRetry); earlier versions planned
-// these functions at every call (docs/processes.md, "Plans").
-func RenderChannelPlans(header string, ps ...ChannelProcess) ([]byte, error) {
-	var buf bytes.Buffer
-	buf.WriteString(header)
-	for _, p := range ps {
-		if err := p.validate(); err != nil {
-			return nil, err
-		}
-		if err := kitTmpl.ExecuteTemplate(&buf, "channel_plans", p); err != nil {
-			return nil, err
-		}
-	}
-	return buf.Bytes(), nil
-}
+// Plans reports whether the per-attempt functions are rendered with the plan settings of
+// channel_plans.sql.tmpl in their definitions (the function files of the shipped processes), rather
+// than planning at every call (for the templates).
+func (p ChannelProcess) Plans() bool { return p.plans }

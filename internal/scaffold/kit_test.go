@@ -29,10 +29,32 @@ func TestChannelKitRefusesBadSpec(t *testing.T) {
 			t.Parallel()
 			p := good
 			tc.edit(&p)
-			out, err := RenderChannelKit("", p)
+			out, err := p.Definitions()
 			require.ErrorIs(t, err, ErrInvalid)
 			require.ErrorContains(t, err, tc.want)
 			require.Nil(t, out)
 		})
+	}
+}
+
+// The shipped processes' specs render: one file per function and view, each under its
+// schema's folder, with the run-aware, permanent-failure and plan-settings forms.
+func TestShippedKitsRender(t *testing.T) {
+	t.Parallel()
+	for _, p := range append(append([]ChannelProcess{}, CommsKit...), FilesKit...) {
+		defs, err := p.Definitions()
+		require.NoError(t, err)
+		paths := map[string]bool{}
+		for _, d := range defs {
+			require.False(t, paths[d.Path], d.Path)
+			paths[d.Path] = true
+			require.Regexp(t, `^(functions|views)/`+p.Schema+`/[a-z_]+\.sql$`, d.Path)
+			require.Contains(t, string(d.SQL), "create or replace ")
+		}
+		sup := string(defs[6].SQL)
+		require.Contains(t, sup, p.Schema+"."+p.Name+"_supervisor(_payload jsonb)")
+		require.Contains(t, sup, "permanent_error", "a permanent failure ends the run")
+		require.Contains(t, sup, p.Name+"_run(_id)", "run-aware")
+		require.Contains(t, string(defs[0].SQL), "set enable_seqscan = off set enable_hashjoin = off set enable_mergejoin = off")
 	}
 }

@@ -108,7 +108,7 @@ func (p Process) Kit() ChannelProcess {
 		WaitSignal: p.WaitSignal, WaitTimeout: p.WaitTimeout, permanent: true}
 }
 
-// RetryKit is Kit rendering the run-aware supervisor of retry by hand (RenderChannelRetry).
+// RetryKit is Kit rendering the run-aware supervisor of retry by hand (channel_retry.sql.tmpl).
 func (p Process) RetryKit() ChannelProcess {
 	k := p.Kit()
 	k.runs = true

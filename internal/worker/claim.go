@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -52,6 +53,29 @@ func (w *Worker) claim(ctx context.Context, kind claimKind, n int, ids []int64) 
 		return nil, err
 	}
 	return w.collectClaimed(ctx, rows)
+}
+
+// claimAnnounced calls queues.worker_waiting (listen.go) and then claims up to n tasks, in one
+// round trip (a batch: the claim's snapshot is taken after the announcement). clear is
+// worker_waiting's answer: false when an enqueue was in flight whose task may commit after the
+// claim without a notification. ctx as for claim.
+func (w *Worker) claimAnnounced(ctx context.Context, kind claimKind, n int) (tasks []*tasktype.Task, clear bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
+	defer cancel()
+	b := &pgx.Batch{}
+	b.Queue(workerWaitingSQL)
+	b.Queue(claimSQL[kind], w.cfg.ID, n, w.lease, w.types)
+	br := w.pool.SendBatch(ctx, b)
+	defer func() { err = errors.Join(err, br.Close()) }()
+	if err := br.QueryRow().Scan(&clear); err != nil {
+		return nil, false, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, false, err
+	}
+	tasks, err = w.collectClaimed(ctx, rows)
+	return tasks, clear, err
 }
 
 // A claim commits its leases before the worker reads its rows. A row the worker cannot read (a

@@ -82,12 +82,17 @@ func (d *delivery) open(ctx context.Context) error {
 		d.log.Info("transport is back; receiving from it again, and sending again what was dispatched before", "outage", outage.Round(time.Millisecond))
 		d.disp.RedispatchAll() // the transport may have lost what it held
 	}
+	var announce func(context.Context) (bool, error)
+	if !c.PollOnly {
+		announce = d.w.announceWaiting // wake-ups come only while a worker says it waits
+	}
 	d.disp = dispatch.NewDispatcher(d.w.pool, dispatch.DispatcherConfig{
 		Transport: d.tr, Health: d.health, TaskTypes: d.w.types, RedispatchAfter: c.RedispatchAfter,
 		PollInterval: c.PollInterval, MaxPollInterval: c.MaxPollInterval, Logger: d.log,
 		OnSent:         d.counter(tasktype.EventMessagesSent),
 		OnRedispatched: d.counter(tasktype.EventMessagesRedispatched),
 		OnSendFailed:   d.counter(tasktype.EventSendFailed),
+		Announce:       announce,
 	})
 	return nil
 }

@@ -72,6 +72,17 @@ type source struct {
 	hinted, empty bool // due: the wait is a limit's hint; the last claim returned nothing
 	short         bool // due: a claim came back short while another was in flight
 	probed        bool // limited: queues.limit_wait said a limited task may be claimed now
+
+	// Wake-ups (due; docs/worker.md, "The loop"): an enqueue notifies only while a worker waits,
+	// so the claim after which the source waits must be sent after queues.worker_waiting
+	// (claimAnnounced). Claims are announced from the moment the source leaves a wait until one
+	// comes back full (a backlog: it claims again without waiting); a short claim that was not
+	// announced is followed at once by one that is. unsure: the last announcement saw an
+	// enqueue in flight, whose task may commit unseen by the claim and unannounced: poll every
+	// PollInterval until an announcement sees none.
+	announce      bool
+	lastAnnounced int64 // the sequence number of the latest announced claim that landed
+	unsure        bool
 }
 
 // landing is what a claim (or a limit probe) of a source brought back to the loop.
@@ -82,6 +93,9 @@ type landing struct {
 	asked int
 	sent  time.Time
 	seq   int64 // the claim's sequence number (ordered sources); 0 otherwise
+
+	announced bool // the claim was sent after queues.worker_waiting (due)
+	clear     bool // and that call saw no enqueue in flight
 
 	probe     bool // a limit probe (limited source), not a claim
 	probeWait time.Duration
@@ -98,6 +112,7 @@ func (w *Worker) fetch(ctx, inner context.Context) {
 	f.due = f.newSource(sourceDue, maxClaimsInFlight, true, func(_, inner context.Context, n int) ([]*tasktype.Task, error) {
 		return w.claim(inner, claimDue, n, nil)
 	})
+	f.due.announce = !w.cfg.PollOnly
 	f.ahead = aheadEstimator{limit: max(w.cfg.ClaimAhead, 0), slots: w.cfg.Concurrency}
 	if w.dl != nil {
 		// A worker on a transport claims for its free slots only, from the transport or, while
@@ -186,6 +201,7 @@ func (f *fetcher) run() {
 				// The transport is unreachable: claim from PostgreSQL until it is back.
 				f.due.timer.Stop()
 				f.due.idle, f.due.short, f.due.wait = false, false, w.cfg.PollInterval
+				f.due.announce = !w.cfg.PollOnly
 			}
 			f.due.active = down
 		}
@@ -216,9 +232,11 @@ func (f *fetcher) run() {
 		case <-wake:
 			f.due.timer.Stop()
 			f.due.idle, f.due.wait = false, w.cfg.PollInterval
+			f.due.announce = !w.cfg.PollOnly
 		case <-f.due.timer.C:
 			f.due.idle = false
-			if f.due.hinted {
+			f.due.announce = !w.cfg.PollOnly
+			if f.due.hinted || f.due.unsure {
 				f.due.wait = w.cfg.PollInterval
 			} else if f.due.empty {
 				f.due.wait = min(f.due.wait*2, w.cfg.MaxPollInterval) // backing off while nothing comes
@@ -252,7 +270,7 @@ func (f *fetcher) send(s *source) {
 		if want == 0 {
 			return
 		}
-		r := landing{src: s, asked: min(want, w.cfg.FetchBatch), sent: time.Now()}
+		r := landing{src: s, asked: min(want, w.cfg.FetchBatch), sent: time.Now(), announced: s.kind == sourceDue && s.announce}
 		if s.ordered {
 			f.seq++
 			r.seq = f.seq
@@ -263,7 +281,11 @@ func (f *fetcher) send(s *source) {
 		}
 		s.inFlight, s.asked = s.inFlight+1, s.asked+r.asked
 		go func() {
-			r.tasks, r.err = s.claim(f.ctx, f.inner, r.asked)
+			if r.announced {
+				r.tasks, r.clear, r.err = w.claimAnnounced(f.inner, claimDue, r.asked)
+			} else {
+				r.tasks, r.err = s.claim(f.ctx, f.inner, r.asked)
+			}
 			f.results <- r
 		}()
 	}
@@ -315,10 +337,14 @@ func (f *fetcher) landed(r landing) {
 
 // dueLanded: while claims come back full the due source claims again at once; a claim that
 // comes back short means the backlog is gone, and the source waits for a NOTIFY or the poll
-// timer (which backs off), or as long as a limit holding tasks back says.
+// timer (which backs off), or as long as a limit holding tasks back says. The claim before a
+// wait is an announced one (the source's announce).
 func (f *fetcher) dueLanded(r landing) {
 	w, s := f.w, f.due
 	f.ahead.observe(time.Since(r.sent), w.freed.Load(), w.busy.Load())
+	if r.announced && r.err == nil && r.seq > s.lastAnnounced {
+		s.lastAnnounced, s.unsure = r.seq, !r.clear
+	}
 	switch {
 	case r.err != nil:
 		w.log.Warn("claim failed; retrying", "error", r.err, "retry_in", s.wait)
@@ -327,17 +353,27 @@ func (f *fetcher) dueLanded(r landing) {
 		s.short = true
 	default:
 		s.wait = w.cfg.PollInterval
+		s.announce = false // a backlog: the source claims again without waiting
 	}
 	if !s.short || s.inFlight > 0 {
 		return // there may be more; or the backlog is gone, and the other claim returns first
 	}
 	s.short = false
+	if r.err == nil && !w.cfg.PollOnly && s.lastAnnounced != f.seq {
+		// The backlog is gone, but the latest claim was not announced: an enqueue committing
+		// after it would not wake this worker. Announce, and claim again.
+		s.announce = true
+		return
+	}
 	d := s.wait
 	s.hinted, s.empty = false, len(r.tasks) == 0
 	if r.err == nil {
 		if hint, ok := w.limitWait(f.inner, w.types); ok {
 			d, s.hinted = hint, true
 		}
+	}
+	if s.unsure {
+		d = min(d, w.cfg.PollInterval)
 	}
 	// Idle (or the database is unreachable): wait for a NOTIFY or the poll timer.
 	s.idle = true

@@ -16,6 +16,26 @@ import (
 // The LISTEN connection: NOTIFY taskorch_task wakes the fetch loop (and, with a transport, the
 // dispatcher); NOTIFY taskorch_cancel names a task cancelled while it runs (lease_check.go).
 
+// Wake-ups (docs/worker.md, "The loop"): an enqueue notifies only while a worker says it waits.
+// The claim after which the fetch loop waits is sent after queues.worker_waiting, in the same
+// batch (claimAnnounced, claim.go); the dispatcher of a transport announces before its pass
+// (announceWaiting).
+
+// workerWaitingSQL tells the database this worker is about to wait for NOTIFY taskorch_task: the
+// next enqueue notifies. It answers false when an enqueue that began before it is still in
+// flight.
+const workerWaitingSQL = `select queues.worker_waiting()`
+
+// announceWaiting calls queues.worker_waiting before a pass after which the caller may wait:
+// clear is false when an enqueue was in flight, whose task may commit after the pass without a
+// notification.
+func (w *Worker) announceWaiting(ctx context.Context) (clear bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
+	defer cancel()
+	err = w.pool.QueryRow(ctx, workerWaitingSQL).Scan(&clear)
+	return clear, err
+}
+
 // runListener holds a LISTEN connection (taskorch_task and taskorch_cancel) and turns
 // notifications into wake-ups and lease checks, reconnecting with backoff when the connection
 // drops. Polling covers the gaps; after a reconnect the running tasks' leases are checked once.

@@ -14,7 +14,7 @@
 // a security-definer supervisor that locks the root row, and idempotent before/success/error
 // handlers granted to worker_service_user. See docs/processes.md.
 //
-// The SQL lives in the migration sets beside this folder (migrations/comms, migrations/files,
-// migrations/accounts); this package holds only the tests that run it with a real worker and
-// the channel providers.
+// The SQL lives in the process sets' folders (processes/comms, processes/files,
+// processes/accounts; processes/README.md indexes every part of each process); this package
+// holds only the tests that run it with a real worker and the channel providers.
 package processtest

@@ -176,6 +176,9 @@ func TestHostileApplicationRole(t *testing.T) {
 		`insert into comms.send_email_attempt_succeeded (send_email_attempt_id) values (1)`,
 		`select queues.complete_task(1, 1)`,
 		`select queues.add_schedule('s', '* * * * *', 't.a')`,
+		// The wake-up state is the workers' and the enqueue trigger's.
+		`select queues.worker_waiting()`,
+		`select setval('internal.task_woken_seq', 1)`,
 	} {
 		requireSQLState(t, probe(t, tx, sql), "42501", sql)
 	}

@@ -48,6 +48,20 @@ type config struct {
 	JSON              bool
 	Keep              bool
 	Timeout           time.Duration
+
+	// Mode is throughput (the default) or app-tx (apptx.go).
+	Mode string
+	// app-tx: connections, each run's measured window and warm-up, rounds of each side, whether
+	// a started client works the jobs (with Concurrency workers), and the client's
+	// FetchCooldown, which also spaces its insert notifications (River's default, 100 ms, unless
+	// --fetch-cooldown is given).
+	Connections      int
+	Duration         time.Duration
+	Warmup           time.Duration
+	Rounds           int
+	Work             bool
+	Concurrency      int
+	AppFetchCooldown time.Duration
 }
 
 // parseFlags reads the command line (getenv gives DATABASE_URL's default); a bad value is an
@@ -68,9 +82,23 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.BoolVar(&c.JSON, "json", false, "print one JSON object instead of a table")
 	fs.BoolVar(&c.Keep, "keep", false, "keep the benchmark's database afterwards")
 	fs.DurationVar(&c.Timeout, "timeout", 30*time.Minute, "give up after this long")
+	fs.StringVar(&c.Mode, "mode", "throughput", "throughput (bulk insert, then work) or app-tx (an application's transactions: an order row + InsertTx, against the order row alone)")
+	fs.IntVar(&c.Connections, "connections", 32, "app-tx: connections committing transactions at once, each in a loop")
+	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "app-tx: how long each run is measured")
+	fs.DurationVar(&c.Warmup, "warmup", 2*time.Second, "app-tx: how long each run goes before it is measured")
+	fs.IntVar(&c.Rounds, "rounds", 3, "app-tx: runs of each side, alternating; the medians are reported")
+	fs.BoolVar(&c.Work, "work", false, "app-tx: start the client, working the jobs as they come")
+	fs.IntVar(&c.Concurrency, "concurrency", 100, "app-tx: the queue's MaxWorkers (with --work)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	// app-tx runs River as an application would: its default FetchCooldown, unless given.
+	c.AppFetchCooldown = river.FetchCooldownDefault
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "fetch-cooldown" {
+			c.AppFetchCooldown = c.FetchCooldown
+		}
+	})
 	switch {
 	case fs.NArg() > 0:
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
@@ -86,6 +114,16 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 		return c, fmt.Errorf("--insert %q: want many or fast", c.Insert)
 	case c.MaxConns < 0:
 		return c, fmt.Errorf("--max-conns must not be negative, got %d", c.MaxConns)
+	case c.Mode != "throughput" && c.Mode != "app-tx":
+		return c, fmt.Errorf("--mode %q: want throughput or app-tx", c.Mode)
+	case c.Connections < 1:
+		return c, fmt.Errorf("--connections must be at least 1, got %d", c.Connections)
+	case c.Duration <= 0 || c.Warmup < 0:
+		return c, errors.New("--duration must be positive and --warmup not negative")
+	case c.Rounds < 1:
+		return c, fmt.Errorf("--rounds must be at least 1, got %d", c.Rounds)
+	case c.Concurrency < 1 || c.Concurrency > 10_000:
+		return c, fmt.Errorf("--concurrency must be between 1 and 10000, got %d", c.Concurrency)
 	}
 	return c, nil
 }
@@ -152,7 +190,7 @@ func main() {
 
 // run creates a database of its own on the server, runs River's migrations there, measures,
 // and drops the database (unless --keep), also when the run fails.
-func run(ctx context.Context, c config, log io.Writer) (r *result, err error) {
+func run(ctx context.Context, c config, log io.Writer) (r any, err error) {
 	server, err := pgx.Connect(ctx, c.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
@@ -188,34 +226,66 @@ func run(ctx context.Context, c config, log io.Writer) (r *result, err error) {
 	}
 	if c.MaxConns > 0 {
 		pcfg.MaxConns = int32(min(c.MaxConns, 10_000)) //nolint:gosec // bounded
+	} else if c.Mode == "app-tx" {
+		pcfg.MaxConns = int32(min(c.Connections+8, 10_000)) //nolint:gosec // bounded: the transactions' connections and the client's
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	defer pool.Close()
+	if c.Mode == "app-tx" {
+		return runAppTx(ctx, c, pool, name, log)
+	}
 
-	r = &result{Mode: "throughput", System: "river", RiverVersion: moduleVersion("github.com/riverqueue/river"),
+	t := &result{Mode: "throughput", System: "river", RiverVersion: moduleVersion("github.com/riverqueue/river"),
 		PgxVersion: moduleVersion("github.com/jackc/pgx/v5"), Database: name, DatabaseCreated: true, Kept: c.Keep,
 		StartedAt: time.Now().UTC().Truncate(time.Millisecond), CPUs: runtime.NumCPU(), LoadBefore: loadAverage(),
 		Tasks: int64(c.Jobs), Workers: 1, Concurrency: c.MaxWorkers, MaxWorkers: c.MaxWorkers,
 		FetchCooldownMS: ms(c.FetchCooldown), FetchPollIntervalMS: ms(c.FetchPollInterval), PoolMaxConns: pcfg.MaxConns}
-	r.Enqueue = map[string]string{"many": "InsertMany", "fast": "InsertManyFast"}[c.Insert]
-	if err := pool.QueryRow(ctx, `select current_setting('server_version'), current_setting('fsync'),
-		current_setting('synchronous_commit'), current_setting('full_page_writes'), current_setting('shared_buffers')`).
-		Scan(&r.ServerVersion, &r.Fsync, &r.SynchronousCommit, &r.FullPageWrites, &r.SharedBuffers); err != nil {
+	t.Enqueue = map[string]string{"many": "InsertMany", "fast": "InsertManyFast"}[c.Insert]
+	if err := pool.QueryRow(ctx, settingsSQL).Scan(&t.ServerVersion, &t.Fsync, &t.SynchronousCommit, &t.FullPageWrites, &t.SharedBuffers); err != nil {
 		return nil, fmt.Errorf("read settings: %w", err)
 	}
-
-	driver := riverpgxv5.New(pool)
-	migrator, err := rivermigrate.New(driver, nil)
-	if err != nil {
+	if err := migrate(ctx, pool); err != nil {
 		return nil, err
 	}
-	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return nil, fmt.Errorf("migrate: %w", err)
+	if err := measure(ctx, c, pool, t, log); err != nil {
+		return nil, err
 	}
-	if err := measure(ctx, c, pool, r, log); err != nil {
+	t.LoadAfter = loadAverage()
+	return t, nil
+}
+
+const settingsSQL = `select current_setting('server_version'), current_setting('fsync'),
+	current_setting('synchronous_commit'), current_setting('full_page_writes'), current_setting('shared_buffers')`
+
+// migrate runs River's migrations.
+func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	migrator, err := rivermigrate.New(riverpgxv5.New(pool), nil)
+	if err != nil {
+		return err
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// runAppTx runs the app-tx mode (apptx.go) in the created database name, on pool.
+func runAppTx(ctx context.Context, c config, pool *pgxpool.Pool, name string, log io.Writer) (*appTxResult, error) {
+	r := &appTxResult{Mode: "app-tx", System: "river", RiverVersion: moduleVersion("github.com/riverqueue/river"),
+		PgxVersion: moduleVersion("github.com/jackc/pgx/v5"), Database: name, DatabaseCreated: true, Kept: c.Keep,
+		StartedAt: time.Now().UTC().Truncate(time.Millisecond), CPUs: runtime.NumCPU(), LoadBefore: loadAverage(),
+		Connections: c.Connections, DurationSeconds: c.Duration.Seconds(), WarmupSeconds: c.Warmup.Seconds(),
+		Rounds: c.Rounds, FetchCooldownMS: ms(c.AppFetchCooldown)}
+	if err := pool.QueryRow(ctx, settingsSQL).Scan(&r.ServerVersion, &r.Fsync, &r.SynchronousCommit, &r.FullPageWrites, &r.SharedBuffers); err != nil {
+		return nil, fmt.Errorf("read settings: %w", err)
+	}
+	if err := migrate(ctx, pool); err != nil {
+		return nil, err
+	}
+	if err := measureAppTx(ctx, c, pool, r, log); err != nil {
 		return nil, err
 	}
 	r.LoadAfter = loadAverage()
@@ -325,13 +395,23 @@ func measure(ctx context.Context, c config, pool *pgxpool.Pool, r *result, log i
 	return nil
 }
 
-func print(w io.Writer, r *result, asJSON bool) error {
+func print(w io.Writer, v any, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+		return enc.Encode(v)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if a, ok := v.(*appTxResult); ok {
+		for _, row := range a.rows() {
+			fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
+		}
+		return tw.Flush()
+	}
+	r, ok := v.(*result)
+	if !ok {
+		return fmt.Errorf("nothing to print: %T", v)
+	}
 	for _, row := range [][2]string{
 		{"system", fmt.Sprintf("River %s (pgx %s)", r.RiverVersion, r.PgxVersion)},
 		{"database", r.Database + " (created for the run)"},

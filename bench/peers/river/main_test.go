@@ -19,6 +19,13 @@ func TestParseFlagsDefaultsAreRiverBenchs(t *testing.T) {
 	require.Equal(t, 100_000, c.Jobs)
 	require.Equal(t, 2000, c.MaxWorkers)
 	require.Equal(t, "many", c.Insert)
+	require.Equal(t, "throughput", c.Mode)
+	require.Equal(t, 32, c.Connections)
+	// app-tx runs River with its own default FetchCooldown, unless one is given.
+	require.Equal(t, 100*time.Millisecond, c.AppFetchCooldown)
+	c, err = parseFlags([]string{"--database-url", "postgres://x/y", "--fetch-cooldown", "5ms"}, noEnv, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, 5*time.Millisecond, c.AppFetchCooldown)
 }
 
 func TestParseFlagsRefusesBadInput(t *testing.T) {
@@ -35,6 +42,10 @@ func TestParseFlagsRefusesBadInput(t *testing.T) {
 		{[]string{"--max-conns", "-1"}, "--max-conns must not be negative"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 		{[]string{"--jobs", "many"}, "invalid value"},
+		{[]string{"--mode", "latency"}, `--mode "latency": want throughput or app-tx`},
+		{[]string{"--connections", "0"}, "--connections must be at least 1"},
+		{[]string{"--rounds", "0"}, "--rounds must be at least 1"},
+		{[]string{"--duration", "0s"}, "--duration must be positive"},
 	} {
 		_, err := parseFlags(append([]string{"--database-url", "postgres://x/y"}, tc.args...), noEnv, io.Discard)
 		require.ErrorContains(t, err, tc.want, tc.args)
@@ -54,9 +65,11 @@ func TestRun(t *testing.T) {
 	if url == "" {
 		t.Skip("TASKORCH_TEST_DATABASE_URL is not set: run under go run ./internal/cmd/withpg from the repository's root")
 	}
-	r, err := run(t.Context(), config{DatabaseURL: url, Jobs: 3000, MaxWorkers: 100, Insert: "many",
+	v, err := run(t.Context(), config{DatabaseURL: url, Jobs: 3000, MaxWorkers: 100, Insert: "many",
 		FetchCooldown: 2 * time.Millisecond, FetchPollInterval: 20 * time.Millisecond}, io.Discard)
 	require.NoError(t, err)
+	r, ok := v.(*result)
+	require.True(t, ok, "%T", v)
 	require.EqualValues(t, 3000, r.Tasks)
 	require.Positive(t, r.TasksPerSecond)
 	require.Positive(t, r.Seconds)
@@ -81,3 +94,31 @@ func TestRun(t *testing.T) {
 }
 
 func noEnv(string) string { return "" }
+
+// TestRunAppTx runs the app-tx mode briefly: both sides measured, every committed insert is a
+// job, and the keys scripts/bench-peers.sh reads are there.
+func TestRunAppTx(t *testing.T) {
+	t.Parallel()
+	url := os.Getenv("TASKORCH_TEST_DATABASE_URL")
+	if url == "" {
+		t.Skip("TASKORCH_TEST_DATABASE_URL is not set: run under go run ./internal/cmd/withpg from the repository's root")
+	}
+	v, err := run(t.Context(), config{DatabaseURL: url, Mode: "app-tx", Connections: 4, Duration: 300 * time.Millisecond,
+		Warmup: 100 * time.Millisecond, Rounds: 2, Concurrency: 10, AppFetchCooldown: 100 * time.Millisecond}, io.Discard)
+	require.NoError(t, err)
+	r, ok := v.(*appTxResult)
+	require.True(t, ok, "%T", v)
+	require.Len(t, r.Order.Runs, 2)
+	require.Len(t, r.Enqueue.Runs, 2)
+	require.Positive(t, r.OrderTxPerSecond)
+	require.Positive(t, r.EnqueueTxPerSecond)
+	require.Positive(t, r.Tasks)
+	b, err := json.Marshal(r)
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b, &m))
+	for _, k := range []string{"mode", "order_tx_per_second", "enqueue_tx_per_second", "ratio", "order_only", "enqueue"} {
+		require.Contains(t, m, k)
+	}
+	require.Equal(t, "app-tx", m["mode"])
+}

@@ -3,7 +3,9 @@
 //
 //	go run ./internal/cmd/withpg -- go run ./internal/cmd/schemadump -o schema.sql
 //
-// which is `make schema`. It migrates a scratch database on the server of
+// which is `make schema`. First it brings each set's definitions.sum up to date (a function or
+// view file that changed gets its next version: internal/migrate.UpdateSums); run it from the
+// repository's root. Then it migrates a scratch database on the server of
 // TASKORCH_TEST_DATABASE_URL (withpg starts a private one), dumps it and drops it.
 package main
 
@@ -14,8 +16,10 @@ import (
 	"os"
 	"time"
 
+	"github.com/taskorch/taskorch/internal/migrate"
 	"github.com/taskorch/taskorch/internal/schemadump"
 	"github.com/taskorch/taskorch/internal/testing/dbtest"
+	"github.com/taskorch/taskorch/migrations"
 )
 
 func main() {
@@ -28,6 +32,16 @@ func main() {
 }
 
 func run(out string) error {
+	for _, set := range migrations.Sets {
+		dir := migrations.Dir(set)
+		changed, err := migrate.UpdateSums(dir)
+		if err != nil {
+			return fmt.Errorf("%s: %w (run from the repository's root)", dir, err)
+		}
+		if changed {
+			fmt.Fprintf(os.Stderr, "schemadump: wrote %s/%s\n", dir, migrate.SumsFile)
+		}
+	}
 	server := os.Getenv(dbtest.EnvDatabaseURL)
 	if server == "" {
 		return fmt.Errorf("%s is not set: run `make schema`, or this under `go run ./internal/cmd/withpg --`", dbtest.EnvDatabaseURL)

@@ -6,7 +6,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/taskorch/taskorch/internal/migrate"
-	"github.com/taskorch/taskorch/migrations"
 )
 
 // CoreOptions makes the template database with taskorch's core migrations, for the packages
@@ -18,7 +17,7 @@ func CoreOptions() Options { return SetsOptions("core") }
 // SetsOptions makes the template database with the given migration sets applied in order
 // (e.g. "core", "comms", "files", "accounts"), for the packages that test processes.
 func SetsOptions(sets ...string) Options {
-	ms, err := migrate.LoadSets(migrations.FS, sets...)
+	ms, err := migrate.Shipped(sets...)
 	if err != nil {
 		panic(err) // the embedded migrations are part of the binary
 	}

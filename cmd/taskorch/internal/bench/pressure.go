@@ -34,6 +34,13 @@ type PressureConfig struct {
 	// (the default) scans back to back: on a small machine the readers then take CPU the queue
 	// needs, and the phase measures that as much as the snapshots.
 	ReaderPause time.Duration
+	// Phases are the phases to run, in the order clean, open_xid, readers, recovery; nil runs
+	// them all. A sustained-load run is one long clean phase.
+	Phases []string
+	// Sample, when positive, also measures each phase in windows of this length (the last one
+	// may be shorter): completions, claim durations, depth and queues.task's dead tuples and
+	// vacuums, so that the end of a long phase can be compared with its start.
+	Sample time.Duration
 }
 
 func (c PressureConfig) withDefaults() (PressureConfig, error) {
@@ -47,6 +54,26 @@ func (c PressureConfig) withDefaults() (PressureConfig, error) {
 		return c, fmt.Errorf("bench: --readers must be between 1 and 64, got %d", c.Readers)
 	case c.ReaderPause < 0 || c.ReaderPause > time.Hour:
 		return c, fmt.Errorf("bench: --reader-pause must be between 0 and 1h, got %s", c.ReaderPause)
+	case c.Sample < 0 || (c.Sample > 0 && c.Sample < 100*time.Millisecond):
+		return c, fmt.Errorf("bench: --sample must be at least 100ms (or 0: none), got %s", c.Sample)
+	}
+	if len(c.Phases) == 0 {
+		c.Phases = allPhases
+	}
+	seen := map[string]int{}
+	for i, name := range allPhases {
+		seen[name] = i + 1
+	}
+	last := 0
+	for _, name := range c.Phases {
+		at := seen[name]
+		switch {
+		case at == 0:
+			return c, fmt.Errorf("bench: --phases: unknown phase %q (clean, open_xid, readers, recovery)", name)
+		case at <= last:
+			return c, fmt.Errorf("bench: --phases: %q repeated or out of order (clean, open_xid, readers, recovery)", name)
+		}
+		last = at
 	}
 	if c.Rate == 0 {
 		c.Rate = 2000
@@ -73,6 +100,8 @@ const (
 	phaseRecovery = "recovery"
 )
 
+var allPhases = []string{phaseClean, phaseOpenXID, phaseReaders, phaseRecovery}
+
 // PressureResult is Pressure's result.
 type PressureResult struct {
 	Header
@@ -89,8 +118,9 @@ type PressureResult struct {
 	// Phases are clean, open_xid, readers and recovery, in order.
 	Phases []PressurePhase `json:"phases"`
 	// Drained says the queue caught up in the recovery phase: the pending count at its end was
-	// no more than at the clean phase's end plus 100 ms of arrivals.
-	Drained bool `json:"drained"`
+	// no more than at the clean phase's end plus 100 ms of arrivals. Absent without both phases.
+	Drained       *bool   `json:"drained,omitempty"`
+	SampleSeconds float64 `json:"sample_seconds,omitempty"`
 }
 
 // PressurePhase is what one phase measured.
@@ -122,6 +152,38 @@ type PressurePhase struct {
 	// (backend_xmin) at the readers phase's end; ReaderScans is how many scans they finished.
 	ReaderSnapshots int   `json:"reader_snapshots,omitempty"`
 	ReaderScans     int64 `json:"reader_scans,omitempty"`
+	// Samples are the phase's windows of PressureConfig.Sample, in order; LastToFirst compares
+	// the last full one with the first (absent with fewer than two).
+	Samples     []PressureSample `json:"samples,omitempty"`
+	LastToFirst *SampleRatios    `json:"last_to_first,omitempty"`
+}
+
+// PressureSample is one window of a phase.
+type PressureSample struct {
+	// AtSeconds is the window's end, from the phase's start.
+	AtSeconds            float64     `json:"at_seconds"`
+	Seconds              float64     `json:"seconds"`
+	Completed            int64       `json:"completed"`
+	CompletionsPerSecond float64     `json:"completions_per_second"`
+	EnqueuedPerSecond    float64     `json:"enqueued_per_second"`
+	Claims               int         `json:"claims"`
+	Claim                Percentiles `json:"claim_ms"`
+	Depth                int64       `json:"depth"`
+	// TaskLive and TaskDead are queues.task's n_live_tup and n_dead_tup at the window's end;
+	// TaskVacuums counts its vacuums so far (autovacuum_count + vacuum_count), and
+	// TaskDeadMax is the most dead tuples seen in the window (read every second).
+	TaskLive    int64 `json:"task_n_live_tup"`
+	TaskDead    int64 `json:"task_n_dead_tup"`
+	TaskDeadMax int64 `json:"task_n_dead_tup_max"`
+	TaskVacuums int64 `json:"task_vacuums"`
+}
+
+// SampleRatios compare a phase's last full window with its first: the throughput and the claim
+// durations' p50 and p99 (last ÷ first).
+type SampleRatios struct {
+	CompletionsPerSecond float64 `json:"completions_per_second"`
+	ClaimP50             float64 `json:"claim_p50"`
+	ClaimP99             float64 `json:"claim_p99"`
 }
 
 // TableStat is one table's tuple estimates.
@@ -136,8 +198,19 @@ func (r *PressureResult) Table() []Row {
 	rows := append(r.headerRows(),
 		Row{"producer", fmt.Sprintf("%s tasks/s (EnqueueMany every 5 ms), phases of %s s after %s s of warm-up", humanize.Thousands(int64(r.Rate)), fmtMS(r.PhaseSeconds), fmtMS(r.WarmupSeconds))},
 		Row{"workers", fmt.Sprintf("%d in-process, concurrency %d each", r.Workers, r.Concurrency)},
-		Row{"pressure", fmt.Sprintf("open_xid: one transaction holding xid %d; readers: %d REPEATABLE READ transactions scanning task, task_lease, task_event, %s", r.HolderXID, r.Readers, readerPace(r.ReaderPauseMS))},
 	)
+	var pressure []string
+	for _, p := range r.Phases {
+		switch p.Name {
+		case phaseOpenXID:
+			pressure = append(pressure, fmt.Sprintf("open_xid: one transaction holding xid %d", r.HolderXID))
+		case phaseReaders:
+			pressure = append(pressure, fmt.Sprintf("readers: %d REPEATABLE READ transactions scanning task, task_lease, task_event, %s", r.Readers, readerPace(r.ReaderPauseMS)))
+		}
+	}
+	if len(pressure) > 0 {
+		rows = append(rows, Row{"pressure", strings.Join(pressure, "; ")})
+	}
 	for _, p := range r.Phases {
 		rows = append(rows, Row{p.Name, fmt.Sprintf("%s completions/s (%.0f%% of clean), enqueued %s/s, depth %s at the end, claim %s",
 			humanize.Thousands(int64(p.CompletionsPerSecond)), 100*p.RatioToClean, humanize.Thousands(int64(p.EnqueuedPerSecond)),
@@ -155,8 +228,21 @@ func (r *PressureResult) Table() []Row {
 		case phaseReaders:
 			rows = append(rows, Row{"  held", fmt.Sprintf("%d snapshots at the phase's end, %s scans", p.ReaderSnapshots, humanize.Thousands(p.ReaderScans))})
 		}
+		for _, w := range p.Samples {
+			rows = append(rows, Row{fmt.Sprintf("  at %s s", fmtMS(w.AtSeconds)), fmt.Sprintf(
+				"%s completions/s, claim p50 %s ms p99 %s ms, depth %s, task dead %s (max %s) / live %s, %d vacuums",
+				humanize.Thousands(int64(w.CompletionsPerSecond)), fmtMS(w.Claim.P50), fmtMS(w.Claim.P99), humanize.Thousands(w.Depth),
+				humanize.Thousands(w.TaskDead), humanize.Thousands(w.TaskDeadMax), humanize.Thousands(w.TaskLive), w.TaskVacuums)})
+		}
+		if l := p.LastToFirst; l != nil {
+			rows = append(rows, Row{"  last ÷ first", fmt.Sprintf("completions/s %.2f, claim p50 %.2f, p99 %.2f",
+				l.CompletionsPerSecond, l.ClaimP50, l.ClaimP99)})
+		}
 	}
-	return append(rows, Row{"drained", fmt.Sprintf("%v (recovery's end depth vs clean's)", r.Drained)})
+	if r.Drained != nil {
+		rows = append(rows, Row{"drained", fmt.Sprintf("%v (recovery's end depth vs clean's)", *r.Drained)})
+	}
+	return rows
 }
 
 // claimTracer times the workers' claim statements, by phase.
@@ -170,7 +256,7 @@ type claimStart struct{}
 
 // TraceQueryStart implements pgx.QueryTracer.
 func (t *claimTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if strings.Contains(d.SQL, "queues.claim_tasks(") || strings.Contains(d.SQL, "queues.claim_limited_tasks(") {
+	if isClaim(d.SQL) {
 		return context.WithValue(ctx, claimStart{}, time.Now())
 	}
 	return ctx
@@ -188,6 +274,44 @@ func (t *claimTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.Trac
 	if t.phase >= 0 && t.phase < len(t.ds) {
 		t.ds[t.phase] = append(t.ds[t.phase], took)
 	}
+}
+
+// TraceBatchStart implements pgx.BatchTracer: the worker sends the claim after which it may
+// wait in one batch with queues.worker_waiting (fetcher.go); the claim's time runs from the
+// batch's start, one round trip like a claim alone.
+func (t *claimTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	if d.Batch != nil {
+		for _, q := range d.Batch.QueuedQueries {
+			if isClaim(q.SQL) {
+				return context.WithValue(ctx, claimStart{}, time.Now())
+			}
+		}
+	}
+	return ctx
+}
+
+// TraceBatchQuery implements pgx.BatchTracer.
+func (t *claimTracer) TraceBatchQuery(ctx context.Context, c *pgx.Conn, d pgx.TraceBatchQueryData) {
+	if isClaim(d.SQL) {
+		t.TraceQueryEnd(ctx, c, pgx.TraceQueryEndData{CommandTag: d.CommandTag, Err: d.Err})
+	}
+}
+
+// TraceBatchEnd implements pgx.BatchTracer.
+func (t *claimTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+func isClaim(sql string) bool {
+	return strings.Contains(sql, "queues.claim_tasks(") || strings.Contains(sql, "queues.claim_limited_tasks(")
+}
+
+// cut returns the durations recorded in the current phase since the last cut.
+func (t *claimTracer) cut(from int) []time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.phase < 0 || t.phase >= len(t.ds) || from > len(t.ds[t.phase]) {
+		return nil
+	}
+	return append([]time.Duration(nil), t.ds[t.phase][from:]...)
 }
 
 // next moves to phase i (-1: none), returning the durations of the phase before.
@@ -254,14 +378,14 @@ func Pressure(ctx context.Context, e *Env, cfg PressureConfig) (*PressureResult,
 	}
 	r := &PressureResult{Header: e.header("pressure"), Rate: cfg.Rate, PhaseSeconds: cfg.Phase.Seconds(),
 		WarmupSeconds: cfg.Warmup.Seconds(), Workers: cfg.Workers, Concurrency: cfg.Concurrency, Readers: cfg.Readers,
-		ReaderPauseMS: ms(cfg.ReaderPause)}
+		ReaderPauseMS: ms(cfg.ReaderPause), SampleSeconds: cfg.Sample.Seconds()}
 	e.checkpoint(ctx)
 	mark, err := e.taskMark(ctx)
 	if err != nil {
 		return nil, err
 	}
 
-	names := []string{phaseClean, phaseOpenXID, phaseReaders, phaseRecovery}
+	names := cfg.Phases
 	tracer := &claimTracer{phase: -1, ds: make([][]time.Duration, len(names))}
 	pool, err := e.NewPool(ctx, int32(min(cfg.Workers*connsPerWorker, 1000)), tracer) //nolint:gosec // bounded
 	if err != nil {
@@ -330,8 +454,15 @@ func Pressure(ctx context.Context, e *Env, cfg PressureConfig) (*PressureResult,
 		// The phase starts once its pressure is in place.
 		tracer.next(i)
 		t0, n0, q0 := time.Now(), count.n.Load(), prod.enqueued.Load()
-		err = wait(cfg.Phase, "phase "+name)
-		t1, n1, q1 := time.Now(), count.n.Load(), prod.enqueued.Load()
+		var t1 time.Time
+		var n1, q1 int64
+		if cfg.Sample > 0 {
+			// The phase ends where its last window ends: the windows add up to it.
+			p.Samples, t1, n1, q1, err = e.sampleWindows(ctx, cfg, mark, t0, n0, q0, tracer, count, prod, wait)
+		} else {
+			err = wait(cfg.Phase, "phase "+name)
+			t1, n1, q1 = time.Now(), count.n.Load(), prod.enqueued.Load()
+		}
 		claims := tracer.next(-1)
 		if err == nil {
 			err = e.phaseEnd(ctx, &p, mark)
@@ -352,6 +483,7 @@ func Pressure(ctx context.Context, e *Env, cfg PressureConfig) (*PressureResult,
 		p.Completed, p.CompletionsPerSecond = n1-n0, rate(n1-n0, t1.Sub(t0))
 		p.Enqueued, p.EnqueuedPerSecond = q1-q0, rate(q1-q0, t1.Sub(t0))
 		p.Claims, p.Claim = len(claims), percentiles(claims)
+		p.LastToFirst = lastToFirst(p.Samples)
 		r.Phases = append(r.Phases, p)
 	}
 	stopProducer()
@@ -364,7 +496,10 @@ func Pressure(ctx context.Context, e *Env, cfg PressureConfig) (*PressureResult,
 			r.Phases[i].RatioToClean = round3(r.Phases[i].CompletionsPerSecond / clean)
 		}
 	}
-	r.Drained = r.Phases[len(r.Phases)-1].Depth <= r.Phases[0].Depth+int64(cfg.Rate/10)
+	if first, last := r.Phases[0], r.Phases[len(r.Phases)-1]; first.Name == phaseClean && last.Name == phaseRecovery {
+		drained := last.Depth <= first.Depth+int64(cfg.Rate/10)
+		r.Drained = &drained
+	}
 	e.progress.clear()
 	r.finish()
 	return r, nil
@@ -415,4 +550,84 @@ func readerPace(pauseMS float64) string {
 		return "back to back"
 	}
 	return fmtMS(pauseMS) + " ms apart"
+}
+
+// sampleWindows waits out a phase of cfg.Phase in windows of cfg.Sample, measuring each; it
+// reads queues.task's dead tuples every second too, for the most each window saw.
+// It returns the windows and the last one's end: time, completions and enqueued tasks.
+func (e *Env) sampleWindows(ctx context.Context, cfg PressureConfig, mark int64, start time.Time, n0, q0 int64, tracer *claimTracer,
+	count *counter, prod *producer, wait func(time.Duration, string) error) (out []PressureSample, w0 time.Time, _, _ int64, _ error) {
+	end := start.Add(cfg.Phase)
+	claimsSeen := 0
+	w0 = start
+	for w0.Before(end) {
+		wEnd := w0.Add(cfg.Sample)
+		if wEnd.After(end) {
+			wEnd = end
+		}
+		var deadMax int64
+		for now := time.Now(); now.Before(wEnd); now = time.Now() {
+			if err := wait(min(time.Second, wEnd.Sub(now)), fmt.Sprintf("sample %d", len(out)+1)); err != nil {
+				return out, w0, n0, q0, err
+			}
+			st, err := e.taskStat(ctx)
+			if err != nil {
+				return out, w0, n0, q0, err
+			}
+			deadMax = max(deadMax, st.dead)
+		}
+		t1, n1, q1 := time.Now(), count.n.Load(), prod.enqueued.Load()
+		claims := tracer.cut(claimsSeen)
+		claimsSeen += len(claims)
+		w := PressureSample{AtSeconds: seconds(t1.Sub(start)), Seconds: seconds(t1.Sub(w0)), Completed: n1 - n0,
+			CompletionsPerSecond: rate(n1-n0, t1.Sub(w0)), EnqueuedPerSecond: rate(q1-q0, t1.Sub(w0)),
+			Claims: len(claims), Claim: percentiles(claims), TaskDeadMax: deadMax}
+		if err := e.admin.QueryRow(ctx, `select count(*) from queues.task where task_id > $1 and status = 'pending'`, mark).Scan(&w.Depth); err != nil {
+			return out, w0, n0, q0, err
+		}
+		st, err := e.taskStat(ctx)
+		if err != nil {
+			return out, w0, n0, q0, err
+		}
+		w.TaskLive, w.TaskDead, w.TaskVacuums = st.live, st.dead, st.vacuums
+		w.TaskDeadMax = max(w.TaskDeadMax, st.dead)
+		out = append(out, w)
+		n0, q0, w0 = n1, q1, t1
+	}
+	return out, w0, n0, q0, nil
+}
+
+type taskStat struct{ live, dead, vacuums int64 }
+
+// taskStat reads queues.task's tuple estimates and vacuum count, fresh.
+func (e *Env) taskStat(ctx context.Context) (taskStat, error) {
+	var st taskStat
+	err := pgx.BeginFunc(ctx, e.admin, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `select pg_stat_clear_snapshot()`); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `select n_live_tup, n_dead_tup, autovacuum_count + vacuum_count
+			from pg_stat_user_tables where schemaname = 'queues' and relname = 'task'`).Scan(&st.live, &st.dead, &st.vacuums)
+	})
+	return st, err
+}
+
+// lastToFirst compares the last full window with the first; nil with fewer than two full
+// windows (a last window shorter than the first is left out).
+func lastToFirst(ws []PressureSample) *SampleRatios {
+	if len(ws) > 1 && ws[len(ws)-1].Seconds < 0.9*ws[0].Seconds {
+		ws = ws[:len(ws)-1]
+	}
+	if len(ws) < 2 {
+		return nil
+	}
+	first, last := ws[0], ws[len(ws)-1]
+	div := func(a, b float64) float64 {
+		if b == 0 {
+			return 0
+		}
+		return round3(a / b)
+	}
+	return &SampleRatios{CompletionsPerSecond: div(last.CompletionsPerSecond, first.CompletionsPerSecond),
+		ClaimP50: div(last.Claim.P50, first.Claim.P50), ClaimP99: div(last.Claim.P99, first.Claim.P99)}
 }

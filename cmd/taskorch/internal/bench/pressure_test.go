@@ -20,6 +20,10 @@ func TestPressure(t *testing.T) {
 		{bench.PressureConfig{Phase: 10 * time.Millisecond}, "--phase must be between 100ms and 24h"},
 		{bench.PressureConfig{Readers: 65}, "--readers must be between 1 and 64"},
 		{bench.PressureConfig{ReaderPause: -time.Second}, "--reader-pause must be between 0 and 1h"},
+		{bench.PressureConfig{Sample: time.Millisecond}, "--sample must be at least 100ms"},
+		{bench.PressureConfig{Phases: []string{"clean", "dirty"}}, `unknown phase "dirty"`},
+		{bench.PressureConfig{Phases: []string{"readers", "clean"}}, `"clean" repeated or out of order`},
+		{bench.PressureConfig{Phases: []string{"clean", "clean"}}, `"clean" repeated or out of order`},
 	} {
 		_, err := bench.Pressure(t.Context(), e, bad.cfg)
 		require.ErrorContains(t, err, bad.want)
@@ -51,6 +55,7 @@ func TestPressure(t *testing.T) {
 	}
 	require.Equal(t, []string{"clean", "open_xid", "readers", "recovery"}, names)
 	require.Equal(t, 1.0, r.Phases[0].RatioToClean)
+	require.NotNil(t, r.Drained)
 
 	// The open-xid phase held a real xid: pg_stat_activity showed it on the holder's backend.
 	require.Positive(t, r.HolderXID)
@@ -59,7 +64,7 @@ func TestPressure(t *testing.T) {
 	// Each reader held its snapshot to the phase's end, and scanned.
 	require.Equal(t, 4, r.Phases[2].ReaderSnapshots)
 	require.Positive(t, r.Phases[2].ReaderScans)
-	require.Equal(t, r.Phases[3].Depth <= r.Phases[0].Depth+20, r.Drained)
+	require.Equal(t, r.Phases[3].Depth <= r.Phases[0].Depth+20, *r.Drained)
 
 	// By the last phase the statistics show the live tasks the run left.
 	last := r.Phases[3]
@@ -90,4 +95,42 @@ func TestPressure(t *testing.T) {
 	require.Contains(t, p1, "claim_ms")
 	require.Contains(t, p1, "holder_backend_xid")
 	require.Contains(t, p1["tables"].([]any)[0], "n_dead_tup")
+}
+
+// A sustained-load run: one clean phase measured in windows, the last compared with the first.
+func TestPressureSustainedSamples(t *testing.T) {
+	t.Parallel()
+	e := open(t, bench.Options{})
+	r, err := bench.Pressure(t.Context(), e, bench.PressureConfig{Rate: 200, Phases: []string{"clean"}, Phase: 1500 * time.Millisecond,
+		Sample: 500 * time.Millisecond, Warmup: 100 * time.Millisecond, WorkerOptions: bench.WorkerOptions{Concurrency: 20}})
+	require.NoError(t, err)
+	require.Len(t, r.Phases, 1)
+	require.Nil(t, r.Drained, "no recovery phase to compare")
+	p := r.Phases[0]
+	require.Equal(t, "clean", p.Name)
+	require.GreaterOrEqual(t, len(p.Samples), 3)
+	var completed int64
+	last := 0.0
+	for _, w := range p.Samples {
+		require.Greater(t, w.AtSeconds, last, "in order")
+		last = w.AtSeconds
+		require.Positive(t, w.Seconds)
+		require.GreaterOrEqual(t, w.TaskDeadMax, w.TaskDead)
+		require.GreaterOrEqual(t, w.Depth, int64(0))
+		require.LessOrEqual(t, w.Claim.P50, w.Claim.P99)
+		completed += w.Completed
+	}
+	require.Equal(t, p.Completed, completed, "the windows add up to the phase")
+	require.NotNil(t, p.LastToFirst)
+	require.Positive(t, p.LastToFirst.CompletionsPerSecond)
+	require.Equal(t, 500.0, r.SampleSeconds*1000)
+
+	m := asJSON(t, r)
+	phases, ok := m["phases"].([]any)
+	require.True(t, ok)
+	p0, ok := phases[0].(map[string]any)
+	require.True(t, ok)
+	require.Contains(t, p0, "samples")
+	require.Contains(t, p0, "last_to_first")
+	require.NotContains(t, m, "drained")
 }

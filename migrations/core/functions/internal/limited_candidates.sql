@@ -1,0 +1,133 @@
+-- Chooses and locks up to _want pending, due tasks of the limited types _types (NULL: every
+-- limited type) that their limits let run now; with _only_ids, only among those tasks. For each
+-- limit it can lock (a limit another claim holds is skipped this round: that claim serves it),
+-- each bucket (key) gets at most its free running slots and its whole tokens. A claim looks at no
+-- more than max(4 × _want, 64) keys, starting after the furthest key the previous claim took from,
+-- and wrapping around. The candidates rotate across buckets, fewest running first: a task's rank
+-- is its bucket's running tasks plus its place in the bucket, and lower ranks come first, so an
+-- idle key's first task goes before a busy key's next one, and one key's backlog cannot starve the
+-- others; among equal ranks, keys come in order from the cursor, so that successive claims rotate
+-- through the keys even when every task finishes between two claims (priority and age order the
+-- tasks within a key). Tokens are not taken here: see internal.take_limit_tokens, called with what
+-- the claim finally leases.
+create or replace function internal.limited_candidates(_types text[], _want integer, _only_ids bigint[], _clock timestamptz)
+returns setof bigint
+language plpgsql volatile security definer set search_path = pg_catalog, pg_temp as $$
+declare
+    _l queues.task_limit;
+    _ids bigint[] := '{}';
+    _ranks bigint[] := '{}';
+    _got bigint[];
+    _got_ranks bigint[];
+    _window integer;
+    _cursor text;
+    _last text;
+begin
+    for _l in
+        select * from queues.task_limit l
+        where _types is null or l.task_type = any (_types)
+        order by l.task_type
+        for update skip locked
+    loop
+        -- The keys to look at: at most _window of them, in key order from the limit's cursor,
+        -- wrapping around (a claim by id looks at the keys of its tasks). Bounding the window
+        -- bounds a claim's cost however many keys have tasks; moving the cursor past the keys
+        -- looked at makes successive claims rotate through all of them.
+        _window := case when _only_ids is not null then cardinality(_only_ids) else greatest(4 * _want, 64) end;
+        _cursor := case when _only_ids is null then _l.key_cursor end;
+        with recursive after_cursor(k, n) as (
+            select (select t.limit_key from queues.task t
+                    where t.limit_name = _l.task_type and t.status = 'pending'
+                      and (_cursor is null or t.limit_key > _cursor)
+                      and (_only_ids is null or t.task_id = any (_only_ids))
+                    order by t.limit_key limit 1), 1
+            union all
+            select (select t.limit_key from queues.task t
+                    where t.limit_name = _l.task_type and t.status = 'pending' and t.limit_key > a.k
+                      and (_only_ids is null or t.task_id = any (_only_ids))
+                    order by t.limit_key limit 1), a.n + 1
+            from after_cursor a where a.k is not null and a.n < _window
+        ), before_cursor(k, n) as (
+            select (select t.limit_key from queues.task t
+                    where t.limit_name = _l.task_type and t.status = 'pending' and t.limit_key <= _cursor
+                    order by t.limit_key limit 1), 1
+            where _cursor is not null
+            union all
+            select (select t.limit_key from queues.task t
+                    where t.limit_name = _l.task_type and t.status = 'pending' and t.limit_key > b.k and t.limit_key <= _cursor
+                    order by t.limit_key limit 1), b.n + 1
+            from before_cursor b where b.k is not null and b.n < _window
+        ), keys(k, ord) as (
+            select a.k, a.n from after_cursor a where a.k is not null
+            union all
+            select b.k, _window + b.n from before_cursor b
+            where b.k is not null and b.n <= _window - (select count(*) from after_cursor a where a.k is not null)
+        ), running as (
+            select t.limit_key as k, count(*) as n
+            from queues.task t
+            where t.limit_name = _l.task_type and t.status = 'running'
+            group by t.limit_key
+        ), room as (
+            select keys.k, keys.ord, coalesce(r.n, 0) as busy,
+                   least(_want::bigint,
+                         coalesce(_l.max_running - coalesce(r.n, 0), _want),
+                         case when _l.rate_per_second is null then _want
+                              else floor(least(_l.burst::double precision,
+                                               coalesce(b.tokens, _l.burst) + _l.rate_per_second
+                                                   * greatest(0, extract(epoch from _clock - coalesce(b.refilled_at, _clock))))
+                                         + internal.limit_slack(_l.rate_per_second))::bigint end) as n
+            from keys
+            left join running r on r.k = keys.k
+            left join queues.limit_bucket b on b.task_type = _l.task_type and b.limit_key = keys.k
+            where keys.k is not null
+        )
+        , candidates as (
+            select c.task_id, c.rank, c.rn, room.ord, room.k
+            from room
+            cross join lateral (
+                select t.task_id, t.rn, room.busy + t.rn as rank
+                from (select t.task_id, t.priority, t.run_at,
+                             row_number() over (order by t.priority desc, t.run_at, t.task_id) as rn
+                      from queues.task t
+                      where t.limit_name = _l.task_type and t.limit_key = room.k and t.status = 'pending'
+                        and t.run_at <= now()
+                        and (_only_ids is null or t.task_id = any (_only_ids))
+                      order by t.priority desc, t.run_at, t.task_id
+                      limit room.n) t
+            ) c
+            where room.n > 0
+        ), picked as (
+            -- Fewest running first; among equals, keys in order from the cursor, so that
+            -- successive claims rotate through the keys; within a key, priority then age.
+            select * from candidates order by rank, ord, rn limit _want
+        )
+        select array_agg(p.task_id order by p.rank, p.ord, p.rn),
+               array_agg(p.rank order by p.rank, p.ord, p.rn),
+               (select p2.k from picked p2 order by p2.ord desc limit 1)
+        into _got, _got_ranks, _last
+        from picked p;
+
+        if _got is not null then
+            _ids := _ids || _got;
+            _ranks := _ranks || _got_ranks;
+        end if;
+        -- The next claim starts after the furthest key this one took from.
+        if _only_ids is null and _l.key_field is not null and _last is not null and _last is distinct from _l.key_cursor then
+            update queues.task_limit set key_cursor = _last where task_type = _l.task_type;
+        end if;
+    end loop;
+
+    if cardinality(_ids) = 0 then
+        return;
+    end if;
+    -- Across limits as within one: lowest rank first, then in each limit's order.
+    return query
+    select t.task_id
+    from queues.task t
+    join unnest(_ids, _ranks) with ordinality as c(task_id, rank, pos) on c.task_id = t.task_id
+    where t.status = 'pending'
+    order by c.rank, c.pos
+    limit _want
+    for update of t skip locked;
+end $$;
+revoke all on function internal.limited_candidates(text[], integer, bigint[], timestamp with time zone) from public;

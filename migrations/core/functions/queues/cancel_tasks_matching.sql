@@ -1,0 +1,14 @@
+-- One batch of an operator's cancel by filter, after a cursor (docs/sql.md, "Operators' actions").
+create or replace function queues.cancel_tasks_matching(
+    _statuses queues.task_status[] default null, _task_types text[] default null, _idempotency_key text default null,
+    _enqueued_since timestamptz default null, _enqueued_until timestamptz default null,
+    _finished_since timestamptz default null, _finished_until timestamptz default null,
+    _after_task_id bigint default 0, _batch integer default 500, _actor text default null, _reason text default null)
+returns table (matched integer, done integer, skipped integer, last_task_id bigint)
+language sql security definer set search_path = pg_catalog, pg_temp as $$
+    select * from internal.task_action_batch('cancel_tasks_matching', 'cancel', _statuses, _task_types, _idempotency_key,
+        _enqueued_since, _enqueued_until, _finished_since, _finished_until, _after_task_id, _batch, _actor, _reason)
+$$;
+revoke all on function queues.cancel_tasks_matching(queues.task_status[], text[], text, timestamptz, timestamptz, timestamptz, timestamptz, bigint, integer, text, text) from public;
+comment on function queues.cancel_tasks_matching(queues.task_status[], text[], text, timestamptz, timestamptz, timestamptz, timestamptz, bigint, integer, text, text) is
+    'One batch of a cancel by filter: the pending, running, failed or dead tasks (or _statuses among them) matching the filter; see retry_tasks_matching for the loop.';

@@ -1,0 +1,22 @@
+-- Grants. Everything an enqueueing role needs, in one call, for new roles (docs/security.md).
+create or replace function queues.grant_enqueue(_role regrole) returns void
+language plpgsql security invoker set search_path = pg_catalog, pg_temp as $$
+begin
+    if _role is null then
+        raise exception 'grant_enqueue: role must not be null' using errcode = 'invalid_parameter_value';
+    end if;
+    execute format('grant usage on schema queues to %s', _role);
+    execute format('grant execute on function
+        queues.enqueue(text, jsonb, timestamptz, integer, text, integer),
+        queues.enqueue_with_result(text, jsonb, timestamptz, integer, text, integer),
+        queues.enqueue_many(text[], jsonb[], timestamptz[], integer[], text[], integer[]),
+        queues.enqueue_many_with_result(text[], jsonb[], timestamptz[], integer[], text[], integer[]),
+        queues.enqueue_debounced(text, jsonb, text, interval, integer, integer),
+        queues.insert_task(text, jsonb, timestamptz, integer, text, integer),
+        queues.insert_tasks(text[], jsonb[], timestamptz[], integer[], text[], integer[]),
+        queues.insert_debounced_task(text, jsonb, text, interval, integer, integer),
+        queues.permit_task_functions(text[], jsonb[]) to %s', _role);
+    execute format('grant insert on table queues.enqueue_permit to %s', _role);
+end $$;
+revoke all on function queues.grant_enqueue(regrole) from public;
+comment on function queues.grant_enqueue(regrole) is 'Grants a role what enqueueing takes: the enqueue functions, the insert functions they call, and the permit they ask for. Run as the schema owner.';

@@ -1,0 +1,63 @@
+-- Inserts one task (SECURITY DEFINER; what the enqueue functions call after their permit, and
+-- what the Go client calls directly for a task that names no function), checking its input
+-- (22023) and finite times; a known idempotency key returns the existing task as a duplicate.
+create or replace function queues.insert_task(
+    _task_type text,
+    _payload jsonb,
+    _scheduled_at timestamptz default now(),
+    _priority integer default 0,
+    _idempotency_key text default null,
+    _max_attempts integer default null)
+returns table (task_id bigint, duplicate boolean)
+language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
+declare
+    _id bigint;
+    _dup boolean := false;
+begin
+    -- Every rule in one test; the functions that word the error run only when one is broken.
+    if _task_type is null or _task_type !~ '^[A-Za-z][A-Za-z0-9_.:-]*$' or length(_task_type) > 128
+       or _payload is null or jsonb_typeof(_payload) <> 'object' or pg_column_size(_payload) > 8388608
+       or _max_attempts < 1 or length(_idempotency_key) not between 1 and 512
+       or _scheduled_at < '0001-01-01 00:00:00+00' or _scheduled_at >= '10000-01-01 00:00:00+00' then
+        perform internal.check_task_input(_task_type, _payload, _max_attempts, _idempotency_key);
+        perform internal.check_finite('enqueue', '_scheduled_at', _scheduled_at);
+    end if;
+    _scheduled_at := coalesce(_scheduled_at, now());
+
+    if _idempotency_key is null then
+        insert into queues.task (task_type, payload, priority, scheduled_at, run_at, max_attempts)
+        values (_task_type, _payload, coalesce(_priority, 0), _scheduled_at, _scheduled_at,
+                coalesce(_max_attempts, queues.default_max_attempts()))
+        returning queues.task.task_id into _id;
+    else
+        -- With a key: insert, or find the task that holds it. The loop covers the rare case where
+        -- the holder disappears (rolled back or pruned) between the two statements.
+        for _i in 1..3 loop
+            insert into queues.task (task_type, payload, priority, idempotency_key, scheduled_at, run_at, max_attempts)
+            values (_task_type, _payload, coalesce(_priority, 0), _idempotency_key, _scheduled_at, _scheduled_at,
+                    coalesce(_max_attempts, queues.default_max_attempts()))
+            on conflict (task_type, idempotency_key) where idempotency_key is not null do nothing
+            returning queues.task.task_id into _id;
+            exit when _id is not null;
+
+            select t.task_id into _id
+            from queues.task t
+            where t.task_type = _task_type and t.idempotency_key = _idempotency_key;
+            if _id is not null then
+                _dup := true;
+                exit;
+            end if;
+        end loop;
+        if _id is null then
+            raise exception 'enqueue: could not insert or find the task with idempotency key %', quote_literal(_idempotency_key)
+                using errcode = 'serialization_failure';
+        end if;
+    end if;
+    if _task_type in ('db_function', 'email', 'sms', 'file_delete') then
+        perform internal.drop_enqueue_permits();
+    end if;
+    task_id := _id;
+    duplicate := _dup;
+    return next;
+end $$;
+revoke all on function queues.insert_task(text, jsonb, timestamp with time zone, integer, text, integer) from public;

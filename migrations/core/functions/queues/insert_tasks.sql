@@ -1,0 +1,136 @@
+-- Inserts many tasks in one statement (SECURITY DEFINER; what enqueue_many calls after its
+-- permit); keys repeated within the batch map to one task. Returns each id in input order and
+-- whether it was a duplicate.
+create or replace function queues.insert_tasks(
+    _task_types text[],
+    _payloads jsonb[],
+    _scheduled_ats timestamptz[] default null,
+    _priorities integer[] default null,
+    _idempotency_keys text[] default null,
+    _max_attempts integer[] default null)
+returns table (task_id bigint, duplicate boolean)
+language plpgsql security definer set search_path = pg_catalog, pg_temp as $_$
+#variable_conflict use_column
+declare
+    _n integer := coalesce(cardinality(_task_types), 0);
+    _bad record;
+    _ids bigint[];
+    _dups boolean[];
+begin
+    if coalesce(cardinality(_payloads), 0) <> _n
+        or (_scheduled_ats is not null and cardinality(_scheduled_ats) <> _n)
+        or (_priorities is not null and cardinality(_priorities) <> _n)
+        or (_idempotency_keys is not null and cardinality(_idempotency_keys) <> _n)
+        or (_max_attempts is not null and cardinality(_max_attempts) <> _n) then
+        raise exception 'enqueue_many: the arrays must all have % elements, one per task', _n
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if _n = 0 then
+        return;
+    end if;
+
+    -- Validate the whole batch in one pass; report the first bad task by its position. The time
+    -- check is inline (internal.time_in_range, an SQL function with a SET clause, is not
+    -- inlined: a call per task).
+    select u.ord, u.task_type, u.payload, u.max_attempts, u.idempotency_key, u.scheduled_at into _bad
+    from unnest(_task_types, _payloads,
+                coalesce(_max_attempts, array_fill(null::integer, array[_n])),
+                coalesce(_idempotency_keys, array_fill(null::text, array[_n])),
+                coalesce(_scheduled_ats, array_fill(null::timestamptz, array[_n])))
+         with ordinality as u(task_type, payload, max_attempts, idempotency_key, scheduled_at, ord)
+    where u.task_type is null
+       or u.task_type !~ '^[A-Za-z][A-Za-z0-9_.:-]*$' or length(u.task_type) > 128
+       or u.payload is null or jsonb_typeof(u.payload) <> 'object'
+       or u.max_attempts < 1
+       or length(u.idempotency_key) not between 1 and 512
+       or pg_column_size(u.payload) > internal.max_payload_bytes()
+       or u.scheduled_at < '0001-01-01 00:00:00+00' or u.scheduled_at >= '10000-01-01 00:00:00+00'
+    order by u.ord
+    limit 1;
+    if found then
+        perform internal.check_task_input(_bad.task_type, _bad.payload, _bad.max_attempts, _bad.idempotency_key,
+                                          format('task %s of %s', _bad.ord, _n));
+        perform internal.check_finite(format('enqueue_many: task %s of %s', _bad.ord, _n), '_scheduled_ats', _bad.scheduled_at);
+    end if;
+
+    if _idempotency_keys is null
+       or not exists (select from unnest(_idempotency_keys) as k where k is not null) then
+        -- Fast path: no idempotency keys, so no conflicts and no duplicates. Ids are drawn in
+        -- input order.
+        with input as materialized (
+            select u.ord, u.task_type, u.payload,
+                   coalesce(u.scheduled_at, now()) as scheduled_at,
+                   coalesce(u.priority, 0) as priority,
+                   coalesce(u.max_attempts, queues.default_max_attempts()) as max_attempts,
+                   nextval('queues.task_task_id_seq'::regclass) as new_id
+            from unnest(_task_types, _payloads,
+                        coalesce(_scheduled_ats, array_fill(null::timestamptz, array[_n])),
+                        coalesce(_priorities, array_fill(null::integer, array[_n])),
+                        coalesce(_max_attempts, array_fill(null::integer, array[_n])))
+                 with ordinality as u(task_type, payload, scheduled_at, priority, max_attempts, ord)
+        ), ins as (
+            insert into queues.task (task_id, task_type, payload, priority, scheduled_at, run_at, max_attempts)
+            select i.new_id, i.task_type, i.payload, i.priority, i.scheduled_at, i.scheduled_at, i.max_attempts
+            from input i
+        )
+        select array_agg(i.new_id order by i.ord) into _ids from input i;
+        if _task_types && array['db_function', 'email', 'sms', 'file_delete'] then
+            perform internal.drop_enqueue_permits();
+        end if;
+        return query select r.id, false from unnest(_ids) with ordinality as r(id, ord) order by r.ord;
+        return;
+    end if;
+
+    -- With keys: the first occurrence of a key in the batch is inserted (or finds the existing
+    -- task); later occurrences share its id. Ids are drawn in scan order (input order) before
+    -- the window sorts by key.
+    with numbered as materialized (
+        select u.ord, u.task_type, u.payload, u.idempotency_key,
+               coalesce(u.scheduled_at, now()) as scheduled_at,
+               coalesce(u.priority, 0) as priority,
+               coalesce(u.max_attempts, queues.default_max_attempts()) as max_attempts,
+               nextval('queues.task_task_id_seq'::regclass) as new_id
+        from unnest(_task_types, _payloads,
+                    coalesce(_scheduled_ats, array_fill(null::timestamptz, array[_n])),
+                    coalesce(_priorities, array_fill(null::integer, array[_n])),
+                    _idempotency_keys,
+                    coalesce(_max_attempts, array_fill(null::integer, array[_n])))
+             with ordinality as u(task_type, payload, scheduled_at, priority, idempotency_key, max_attempts, ord)
+    ), input as materialized (
+        select n.*,
+               n.idempotency_key is null
+                 or n.ord = min(n.ord) over (partition by n.task_type, n.idempotency_key) as first_of_key
+        from numbered n
+    ), ins as (
+        insert into queues.task as t (task_id, task_type, payload, priority, idempotency_key, scheduled_at, run_at, max_attempts)
+        select i.new_id, i.task_type, i.payload, i.priority, i.idempotency_key, i.scheduled_at, i.scheduled_at, i.max_attempts
+        from input i
+        where i.first_of_key
+        on conflict (task_type, idempotency_key) where idempotency_key is not null do nothing
+        returning t.task_id as inserted_id
+    )
+    select array_agg(ins.inserted_id order by i.ord) into _ids
+    from input i left join ins on ins.inserted_id = i.new_id;
+
+    -- An element nothing was inserted for is a duplicate.
+    select array_agg(r.id is null order by r.ord) into _dups
+    from unnest(_ids) with ordinality as r(id, ord);
+
+    if array_position(_ids, null) is not null then
+        -- Resolve keys held by existing tasks (or by an earlier element of this batch) in a new
+        -- statement, which sees everything committed so far.
+        select array_agg(coalesce(g.id, t.task_id) order by g.ord) into _ids
+        from unnest(_ids, _task_types, _idempotency_keys) with ordinality as g(id, task_type, idempotency_key, ord)
+        left join queues.task t
+               on g.id is null and t.task_type = g.task_type and t.idempotency_key = g.idempotency_key;
+        if array_position(_ids, null) is not null then
+            raise exception 'enqueue_many: a task holding one of the idempotency keys disappeared during the call; retry'
+                using errcode = 'serialization_failure';
+        end if;
+    end if;
+    if _task_types && array['db_function', 'email', 'sms', 'file_delete'] then
+        perform internal.drop_enqueue_permits();
+    end if;
+    return query select r.id, r.dup from unnest(_ids, _dups) with ordinality as r(id, dup, ord) order by r.ord;
+end $_$;
+revoke all on function queues.insert_tasks(text[], jsonb[], timestamp with time zone[], integer[], text[], integer[]) from public;

@@ -1,0 +1,8 @@
+-- The current run of an account deletion: 1, or the run its last restart started.
+create or replace function accounts.account_deletion_run(_account_deletion_task_id bigint) returns integer
+language plpgsql stable security definer set search_path = pg_catalog, pg_temp as $$
+begin
+    return (select coalesce(max(r.run), 1) from accounts.account_deletion_task_restarted r
+            where r.account_deletion_task_id = _account_deletion_task_id);
+end $$;
+revoke all on function accounts.account_deletion_run(bigint) from public;
