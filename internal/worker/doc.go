@@ -17,7 +17,7 @@
 //	writer.go       the outcome writer: the one file that writes outcomes to the database
 //	renewer.go      the running and buffered tasks' leases, extended
 //	lease_check.go  the one path that stops a task whose lease is gone (a cancel, a takeover)
-//	listen.go       LISTEN: wake-ups and cancellations
+//	listen.go       LISTEN: wake-ups (and saying the worker waits for one) and cancellations
 //	observe.go      the observers (metrics, traces), told after each commit
 //
 // The package imports the shared types of package tasktype and never package taskorch: the
