@@ -2,7 +2,12 @@
 GO       ?= go
 BIN      := bin/taskorch
 WITHPG   := $(GO) run ./internal/cmd/withpg
-PKGS     := ./...
+# Every package of every module of the workspace (go.work): the library, and the modules that
+# bring SDKs (providers, transports, contrib, the command) or test them. ./... alone would be the
+# root module only.
+PKGS     := github.com/taskorch/taskorch/...
+# The workspace's module directories, for the tools that take directories.
+MODULES   = $(shell $(GO) list -m -f '{{.Dir}}')
 GOLANGCI_VERSION := v2.15.0
 
 .DEFAULT_GOAL := help
@@ -52,8 +57,8 @@ test-race: deps ## Run every test with the race detector
 	$(WITHPG) -- $(GO) test -count=1 -race $(PKGS)
 
 .PHONY: bench
-bench: deps ## Run the Go benchmarks on a PostgreSQL with default durability
-	$(WITHPG) -durable -- $(GO) test -run '^$$' -bench . -benchtime 200000x -count 3 .
+bench: deps ## Run the Go benchmarks on a PostgreSQL with default durability (the library's and the transports')
+	$(WITHPG) -durable -- $(GO) test -run '^$$' -bench . -benchtime 200000x -count 3 . ./internal/testing/transportsuite
 
 .PHONY: bench-all
 bench-all: deps build ## taskorch bench: every mode, on a private PostgreSQL with default durability
@@ -64,7 +69,7 @@ TASKS  ?= 200000
 
 .PHONY: bench-peers
 bench-peers: deps-demo build ## taskorch against River (bench/peers/river) in the same run, default durability: ROUNDS (3) alternating pairs of TASKS (200000) no-op tasks (throughput), then of an application's transactions (app-tx: an order row + one enqueue)
-	cd bench/peers/river && $(GO) build -o ../../../bin/riverbench .
+	cd bench/peers/river && GOWORK=off $(GO) build -o ../../../bin/riverbench .
 	$(WITHPG) -durable -- sh -c 'DATABASE_URL=$$TASKORCH_TEST_DATABASE_URL ROUNDS=$(ROUNDS) TASKS=$(TASKS) scripts/bench-peers.sh'
 
 # Each fuzzer runs a fixed number of inputs, about ten seconds' worth on a loaded two-core machine
@@ -101,22 +106,26 @@ release: ## Static binaries for linux/amd64 and linux/arm64 in dist/, with SHA25
 
 .PHONY: chaos
 chaos: deps build ## Chaos harness: 100,000 tasks under every fault, lost = duplicates = 0 (root; docs/testing.md)
-	$(GO) run ./internal/cmd/chaos -bin $(BIN) -tasks 100000 -duration 12m $(CHAOS_FLAGS)
+	$(GO) run ./cmd/taskorch/internal/cmd/chaos -bin $(BIN) -tasks 100000 -duration 12m $(CHAOS_FLAGS)
 
 .PHONY: chaos-short
 chaos-short: deps build ## The chaos harness's short form, what CI runs: 10,000 tasks, every fault, ~3½ minutes
-	$(GO) run ./internal/cmd/chaos -bin $(BIN) -tasks 10000 -duration 180s $(CHAOS_FLAGS)
+	$(GO) run ./cmd/taskorch/internal/cmd/chaos -bin $(BIN) -tasks 10000 -duration 180s $(CHAOS_FLAGS)
 
 .PHONY: lint
-lint: go-check ## Run go vet (also on bench/peers/river) and golangci-lint (the pinned version, go-installed on first use into GOPATH/bin)
+lint: go-check ## Run go vet and golangci-lint over every module (and go vet on bench/peers/river); the pinned golangci-lint is go-installed on first use into GOPATH/bin
 	$(GO) vet $(PKGS)
-	cd bench/peers/river && $(GO) vet ./... # the River peer benchmark, a module of its own
+	cd bench/peers/river && GOWORK=off $(GO) vet ./... # the River peer benchmark, outside the workspace
 	@bin=$$($(GO) env GOBIN); bin=$${bin:-$$($(GO) env GOPATH | cut -d: -f1)/bin}; \
 	if ! "$$bin/golangci-lint" version 2>/dev/null | grep -q "version $(GOLANGCI_VERSION:v%=%) "; then \
 		echo "installing golangci-lint $(GOLANGCI_VERSION) into $$bin (go install)"; \
 		$(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION) || exit 1; \
 	fi; \
-	echo "$$bin/golangci-lint run"; "$$bin/golangci-lint" run
+	echo "$$bin/golangci-lint run (every module)"; "$$bin/golangci-lint" run $(addsuffix /...,$(MODULES))
+
+.PHONY: tidy
+tidy: go-check ## go mod tidy in every module of the workspace, each on its own (GOWORK=off)
+	@for d in $(MODULES); do echo "== $$d"; (cd $$d && GOWORK=off $(GO) mod tidy) || exit 1; done
 
 .PHONY: demo-check
 demo-check: deps-demo build ## Run the demo once in a throwaway data dir, wait for its processes, exit

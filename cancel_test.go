@@ -17,7 +17,7 @@ import (
 
 	"github.com/taskorch/taskorch"
 	"github.com/taskorch/taskorch/internal/builtinhandlers"
-	"github.com/taskorch/taskorch/internal/dbtest"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
 )
 
 // promptCancel is how soon a running task's handler must be stopped after its cancellation

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch"
-	"github.com/taskorch/taskorch/internal/testfixtures"
+	"github.com/taskorch/taskorch/internal/testing/testfixtures"
 )
 
 // The error handler hears each failure's class: "permanent" for a provider's Discard (retrying

@@ -10,11 +10,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch"
-	"github.com/taskorch/taskorch/internal/dbtest"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
 )
 
 // aheadHandlers run "quick" tasks at once and hold "hold" tasks until their context ends,
@@ -32,7 +31,7 @@ func aheadHandlers(started chan<- int64) *taskorch.Handlers {
 
 // aheadPool is pool's database behind a proxy that answers 10-20 ms late. A claim's round trip
 // then outlasts a quick task by far, so the worker always claims ahead (it aims at six round
-// trips of work, claim_ahead.go), however loaded the machine: without it, a machine busy enough
+// trips of work, internal/worker/buffer.go), however loaded the machine: without it, a machine busy enough
 // to make a quick task look slow kept the buffer empty, and the tests below tested nothing.
 func aheadPool(t *testing.T, pool *pgxpool.Pool) *pgxpool.Pool {
 	t.Helper()
@@ -197,9 +196,9 @@ func TestClaimAheadCancelledTaskNeverStarts(t *testing.T) {
 	pool := dbtest.NewDB(t)
 	enqueueAhead(t, pool, 300, 20)
 	started := make(chan int64, 20)
-	reg := prometheus.NewRegistry()
+	obs := newCountingObserver()
 	w, stop := startWorker(t, aheadPool(t, pool), &taskorch.WorkerConfig{ID: "ahead-cancel", Handlers: aheadHandlers(started),
-		Concurrency: 1, ClaimAhead: 5, Registerer: reg})
+		Concurrency: 1, ClaimAhead: 5, Observers: []taskorch.Observer{obs}})
 	defer func() { w.HardStop(); stop() }()
 
 	running := <-started
@@ -211,43 +210,11 @@ func TestClaimAheadCancelledTaskNeverStarts(t *testing.T) {
 		"the worker holds tasks ahead of its one slot")
 	victim := buffered()[0]
 	mustExec(t, pool, `select queues.cancel_task($1)`, victim)
-	require.Eventually(t, func() bool { return metricSum(t, "taskorch_leases_lost_total", reg) == 1 }, 5*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return obs.leasesLost.Load() == 1 }, 5*time.Second, 5*time.Millisecond,
 		"the buffered task is dropped when it is cancelled, before any slot frees")
 
 	mustExec(t, pool, `select queues.cancel_task($1)`, running) // frees the slot
 	next := <-started
 	require.NotEqual(t, victim, next, "the cancelled task started")
 	require.Equal(t, "cancelled", scalar[string](t, pool, `select status::text from queues.task where task_id = $1`, victim))
-}
-
-// TestClaimSize: the fetcher claims in chunks of at least half its room, except for a free slot
-// that nothing would fill.
-func TestClaimSize(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		name                                  string
-		free, target, buffered, asked, flight int
-		want                                  int
-	}{
-		{"idle worker, all slots free", 16, 0, 0, 0, 0, 16},
-		{"one slot free, nothing buffered, nothing asked", 1, 0, 0, 0, 0, 1},
-		{"one slot free with a target: claims the room", 1, 40, 0, 0, 0, 41},
-		{"buffer covers the free slots, little missing", 1, 40, 35, 0, 0, 0},
-		{"a quarter missing: waits", 1, 40, 30, 0, 0, 0},
-		{"just under half missing: waits", 1, 40, 21, 0, 0, 0},
-		{"half missing: claims it", 1, 40, 20, 0, 0, 21},
-		{"free slot, its task already asked for", 1, 40, 0, 38, 1, 0},
-		{"free slot that nothing fills, a claim in flight: waits for it", 2, 40, 0, 38, 1, 0},
-		{"free slot that nothing fills, no claim in flight: claims at once", 16, 0, 15, 0, 0, 1},
-		{"the same with a claim in flight: waits for it", 16, 0, 14, 1, 1, 0},
-		{"free slot starving with a claim in flight, half missing", 2, 40, 0, 20, 1, 22},
-		{"free slot starving with a claim in flight, under half missing", 2, 40, 0, 22, 1, 0},
-		{"full", 0, 40, 40, 0, 0, 0},
-		{"over full (target fell)", 0, 10, 30, 0, 0, 0},
-		{"no claiming ahead, one slot frees of sixteen", 1, 0, 0, 0, 0, 1},
-		{"no claiming ahead, slots free while a claim flies, half or more", 4, 0, 0, 0, 1, 4},
-		{"no claiming ahead, one slot frees while a claim flies", 1, 0, 0, 3, 1, 0},
-	} {
-		require.Equal(t, c.want, taskorch.ClaimSize(c.free, c.target, c.buffered, c.asked, c.flight), c.name)
-	}
 }

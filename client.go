@@ -26,11 +26,12 @@ type ClientConfig struct {
 	// program that means to send large payloads.
 	MaxPayloadBytes int
 
-	// PropagateTraceContext, when true, adds the W3C "traceparent" (and "tracestate") of the
-	// OpenTelemetry span in the enqueuing context to each payload that does not carry one, so a
-	// worker's task span links back to the trace that enqueued it. Off by default: it adds two
-	// keys to payloads.
-	PropagateTraceContext bool
+	// TraceContext, when set, returns the W3C trace context ("traceparent", and "tracestate"
+	// when there is one) of the trace in an enqueuing context; each payload that does not carry
+	// a "traceparent" gets them, so a worker's task span links back to the trace that enqueued
+	// it. contrib/otel's TraceContext reads OpenTelemetry's span (ClientConfig{TraceContext:
+	// taskorchotel.TraceContext}). Nil by default: payloads are sent as given.
+	TraceContext func(ctx context.Context) (traceparent, tracestate string)
 }
 
 const defaultMaxPayloadBytes = 1 << 20

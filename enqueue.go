@@ -243,9 +243,7 @@ func (c *Client) enqueue(ctx context.Context, db DBTX, args TaskArgs, opts *Enqu
 	if err != nil {
 		return nil, err
 	}
-	if c.cfg.PropagateTraceContext {
-		row.payload = injectTraceParent(ctx, row.payload)
-	}
+	row.payload = c.withTraceContext(ctx, row.payload)
 	var res EnqueueResult
 	if row.debounceKey != "" {
 		err = db.QueryRow(ctx, enqueueDebouncedSQL, row.taskType, row.payload, row.debounceKey, row.debounce, row.priority, row.maxAttempts).
@@ -309,9 +307,7 @@ func (c *Client) enqueueMany(ctx context.Context, db DBTX, params []EnqueueParam
 		if namesFunctions(row.taskType) {
 			sql = enqueueManySQL
 		}
-		if c.cfg.PropagateTraceContext {
-			row.payload = injectTraceParent(ctx, row.payload)
-		}
+		row.payload = c.withTraceContext(ctx, row.payload)
 		types[i], payloads[i] = row.taskType, row.payload
 		// Optional columns are sent only when some task sets them.
 		if row.scheduledAt != nil && scheduled == nil {

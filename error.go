@@ -26,10 +26,6 @@ var (
 	// a task naming a function the role may not execute itself (docs/security.md, "Who may name
 	// a function"). The error's message says what and why.
 	ErrPermissionDenied = errors.New("taskorch: permission denied")
-
-	// ErrListenProbe: a worker's direct LISTEN connection (WorkerConfig.ListenConfig) did not
-	// receive a NOTIFY sent through its pool, so it would never wake the worker.
-	ErrListenProbe = errors.New("taskorch: the LISTEN connection does not hear the pool's notifications")
 )
 
 // InputError says what was wrong with the input. It matches ErrInvalidInput.

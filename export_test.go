@@ -5,9 +5,6 @@ import "time"
 // MapPgError exposes mapError to the tests.
 var MapPgError = mapError
 
-// ClaimSize exposes the fetcher's claim sizing to the tests.
-var ClaimSize = claimSize
-
 // HandlerFor exposes a registered handler to the tests.
 func (hs *Handlers) HandlerFor(taskType string) (Handler, bool) {
 	e, ok := hs.lookup(taskType)

@@ -12,8 +12,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/taskorch/taskorch"
-	"github.com/taskorch/taskorch/internal/dbtest"
 	"github.com/taskorch/taskorch/internal/migrate"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
 )
 
 // Four processes starting together apply each migration once; a second run applies nothing.

@@ -9,13 +9,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/taskorch/taskorch"
-	"github.com/taskorch/taskorch/internal/dbtest"
-	"github.com/taskorch/taskorch/internal/pgbouncertest"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
+	"github.com/taskorch/taskorch/internal/testing/pgbouncertest"
 )
 
 // Behind a transaction pooler (a real PgBouncer in transaction mode), as docs/operations.md,
@@ -109,9 +108,9 @@ func TestPoolerWorkerListensDirectly(t *testing.T) {
 		started <- struct{}{}
 		return nil
 	})
-	reg := prometheus.NewRegistry()
+	obs := newCountingObserver()
 	w, err := taskorch.NewWorker(pool, &taskorch.WorkerConfig{
-		Handlers: hs, ListenConfig: listenCfg, Concurrency: 2, Registerer: reg,
+		Handlers: hs, ListenConfig: listenCfg, Concurrency: 2, Observers: []taskorch.Observer{obs},
 		PollInterval: time.Minute, MaxPollInterval: time.Minute, Logger: testLogger(t),
 	})
 	require.NoError(t, err)
@@ -137,7 +136,7 @@ func TestPoolerWorkerListensDirectly(t *testing.T) {
 	}
 	// What proves the direct connection is the notification it received.
 	require.Eventually(t, func() bool {
-		return gather(t, reg)["taskorch_notifications_received_total"] >= 1
+		return obs.notifications.Load() >= 1
 	}, 5*time.Second, 10*time.Millisecond, "no NOTIFY received on the direct LISTEN connection")
 }
 
@@ -208,8 +207,8 @@ func TestPoolerSessionModeWorksAsDirect(t *testing.T) {
 		started <- struct{}{}
 		return nil
 	})
-	reg := prometheus.NewRegistry()
-	startWorker(t, pool, &taskorch.WorkerConfig{Handlers: hs, Registerer: reg, Concurrency: 2,
+	obs := newCountingObserver()
+	startWorker(t, pool, &taskorch.WorkerConfig{Handlers: hs, Observers: []taskorch.Observer{obs}, Concurrency: 2,
 		PollInterval: time.Minute, MaxPollInterval: time.Minute})
 	// An enqueue notifies only a worker that has said it waits (docs/worker.md, "The loop"):
 	// enqueue once it has.
@@ -229,7 +228,7 @@ func TestPoolerSessionModeWorksAsDirect(t *testing.T) {
 		}
 	}
 	require.Eventually(t, func() bool {
-		return gather(t, reg)["taskorch_notifications_received_total"] >= 1
+		return obs.notifications.Load() >= 1
 	}, 5*time.Second, 10*time.Millisecond, "no NOTIFY through the session pooler")
 }
 

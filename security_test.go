@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch"
-	"github.com/taskorch/taskorch/internal/dbtest"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
 )
 
 // worker_service_user can run the queue functions a worker needs and nothing else: no table
@@ -35,7 +35,7 @@ func TestWorkerRoleLeastPrivilege(t *testing.T) {
 		"the worker role completes with results through the function")
 	var clear bool
 	require.NoError(t, tx.QueryRow(ctx, `select queues.worker_waiting()`).Scan(&clear),
-		"the worker role says it waits for a wake-up (fetcher.go)")
+		"the worker role says it waits for a wake-up (internal/worker/listen.go)")
 	require.True(t, clear)
 
 	for _, sql := range []string{

@@ -12,11 +12,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch"
-	"github.com/taskorch/taskorch/internal/dbtest"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
 )
 
 // cutProxy is a TCP proxy in front of PostgreSQL that a test can cut: every connection through
@@ -122,8 +121,8 @@ func TestWorkerCutOffLosesItsTasksCleanly(t *testing.T) {
 		stopped <- context.Cause(ctx)
 		return nil
 	})
-	reg := prometheus.NewRegistry()
-	startWorker(t, cutPool, &taskorch.WorkerConfig{ID: "w-cut", Handlers: hs, Registerer: reg, Concurrency: 1})
+	obs := newCountingObserver()
+	startWorker(t, cutPool, &taskorch.WorkerConfig{ID: "w-cut", Handlers: hs, Observers: []taskorch.Observer{obs}, Concurrency: 1})
 	require.Eventually(t, func() bool {
 		return scalar[bool](t, direct, `select exists (select from queues.worker where worker_id = 'w-cut' and session_key is not null)`)
 	}, 20*time.Second, 5*time.Millisecond)
@@ -150,7 +149,7 @@ func TestWorkerCutOffLosesItsTasksCleanly(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the handler of a recovered task was not stopped after the worker came back")
 	}
-	require.Eventually(t, func() bool { return metricSum(t, "taskorch_leases_lost_total", reg) == 1 }, 20*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return obs.leasesLost.Load() == 1 }, 20*time.Second, 5*time.Millisecond)
 	require.Zero(t, scalar[int](t, direct, `select count(*) from queues.task where task_id = $1 and lease_id = $2 and status = 'completed'`, id, lease),
 		"its outcome is never applied")
 }

@@ -10,10 +10,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/taskorch/taskorch/internal/dispatch"
+	"github.com/taskorch/taskorch/internal/worker"
 	"github.com/taskorch/taskorch/transport"
 )
 
@@ -152,25 +151,19 @@ type WorkerConfig struct {
 	// negative keeps it forever.
 	HistoryRetention time.Duration
 
-	// Registerer receives the worker's Prometheus metrics (prefix taskorch_, listed in
-	// docs/operations.md, "Metrics and alerts"); serve its registry with promhttp. Registering
-	// fails if the names are taken: give each worker its own registry, or wrap a shared one
-	// for each worker with prometheus.WrapRegistererWith and a distinct label value. Defaults to
-	// nil: no metrics.
-	Registerer prometheus.Registerer
-
-	// TracerProvider, when set, traces every task run: a consumer span "taskorch.task <type>"
-	// carrying the task's id, type, attempt, lease and worker, marked as an error when the
-	// attempt fails, and linked to the enqueuing trace when the payload carries a W3C
-	// "traceparent" (see ClientConfig.PropagateTraceContext). Nil (the default) turns tracing off
-	// at no cost.
-	TracerProvider trace.TracerProvider
+	// Observers watch the worker: the tasks it runs (each told once its outcome is committed)
+	// and what happens to it (docs/operations.md, "Metrics and alerts"). The library links no
+	// metrics or tracing library itself: the Prometheus metrics are
+	// github.com/taskorch/taskorch/contrib/prometheus, the OpenTelemetry spans
+	// github.com/taskorch/taskorch/contrib/otel, each a module of its own; or implement Observer.
+	// Defaults to none: nothing is measured, at no cost.
+	Observers []Observer
 
 	// QueueStatsInterval is how often the leader samples queue depth, the oldest pending age and
 	// the types no live worker claims, per task type (taskorch_queue_depth,
 	// taskorch_oldest_pending_age_seconds, taskorch_queue_unserved) with one
-	// queues.queue_stats() call, which counts pending and running tasks only. Only used with a
-	// Registerer. Defaults to 5s.
+	// queues.queue_stats() call, which counts pending and running tasks only. Only used when an
+	// observer wants them (a tasktype.QueueObserver, as contrib/prometheus's). Defaults to 5s.
 	QueueStatsInterval time.Duration
 
 	// Transport is how task ids reach the worker (docs/transports.md). Nil, the default, claims
@@ -190,18 +183,6 @@ type WorkerConfig struct {
 	// claimed before it is dispatched again (its message was lost). Only used with a transport.
 	// Defaults to 30s.
 	RedispatchAfter time.Duration
-}
-
-// postgresTransport is the transport name of a worker without a transport, in queues.worker,
-// logs and metrics.
-const postgresTransport = "postgres"
-
-// transportName is the name of a worker's transport: its Name, postgresTransport when nil.
-func transportName(tr transport.Transport) string {
-	if tr == nil {
-		return postgresTransport
-	}
-	return tr.Name()
 }
 
 func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
@@ -277,7 +258,7 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 		return c, inputErrorf("queue stats interval must be at least 10ms, got %s", c.QueueStatsInterval)
 	}
 	for typ := range c.Channels {
-		if !isChannelType(typ) {
+		if !worker.IsChannelType(typ) {
 			return c, inputErrorf("%q is not a channel task type (want one of %v)", typ, ChannelTypes)
 		}
 	}
@@ -300,9 +281,24 @@ func (c WorkerConfig) validateTransport() error {
 	switch name := c.Transport.Name(); name {
 	case "":
 		return inputErrorf("worker transport %T has an empty name", c.Transport)
-	case postgresTransport:
+	case worker.PostgresTransport:
 		return inputErrorf("worker transport %T is named %q, the name of a worker without a transport: "+
 			"leave WorkerConfig.Transport nil to claim from PostgreSQL", c.Transport, name)
 	}
 	return nil
+}
+
+// workerConfig is c, checked and with its defaults applied, as the worker's machinery takes it.
+func (c WorkerConfig) workerConfig() worker.Config {
+	return worker.Config{
+		ID: c.ID, Concurrency: c.Concurrency, FetchBatch: c.FetchBatch, ClaimAhead: c.ClaimAhead,
+		LeaseDuration: c.LeaseDuration, TaskTimeout: c.TaskTimeout,
+		PollInterval: c.PollInterval, MaxPollInterval: c.MaxPollInterval, PollOnly: c.PollOnly, ListenConfig: c.ListenConfig,
+		ShutdownGrace: c.ShutdownGrace, Handlers: handlerSet{c.Handlers}, MaxResultBytes: c.MaxResultBytes,
+		Channels: c.Channels, ClaimUnknownTypes: c.ClaimUnknownTypes, Logger: c.Logger, Version: c.Version,
+		HeartbeatInterval: c.HeartbeatInterval, WorkerTimeout: c.WorkerTimeout, LeaderTTL: c.LeaderTTL,
+		SessionGrace: c.SessionGrace, Retention: c.Retention, FailedRetention: c.FailedRetention,
+		HistoryRetention: c.HistoryRetention, Observers: c.Observers, QueueStatsInterval: c.QueueStatsInterval,
+		Transport: c.Transport, RedispatchAfter: c.RedispatchAfter,
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/tasktype"
 )
 
 // startWorker runs a worker until the test ends (or the returned stop is called).
@@ -63,4 +65,29 @@ func waitStatus(t *testing.T, db taskorch.DBTX, id int64, status taskorch.Status
 func lastError(t *testing.T, db taskorch.DBTX, id int64) string {
 	t.Helper()
 	return scalar[string](t, db, `select error_message from queues.error where task_id = $1 order by error_id desc limit 1`, id)
+}
+
+// countingObserver counts what the tests ask of a worker's observers: the leases it found lost
+// and the NOTIFY wake-ups it heard (what contrib/prometheus reports as
+// taskorch_leases_lost_total and taskorch_notifications_received_total).
+type countingObserver struct {
+	tasktype.ObserverDefaults
+	leasesLost, notifications atomic.Int64
+}
+
+func newCountingObserver() *countingObserver { return &countingObserver{} }
+
+func (o *countingObserver) TaskFinished(_ context.Context, _ *taskorch.Task, f tasktype.TaskFinish) {
+	if f.Outcome == tasktype.OutcomeLeaseLost {
+		o.leasesLost.Add(1)
+	}
+}
+
+func (o *countingObserver) WorkerEvent(e tasktype.WorkerEvent) {
+	switch e.Kind {
+	case tasktype.EventLeaseLost:
+		o.leasesLost.Add(1)
+	case tasktype.EventNotified:
+		o.notifications.Add(1)
+	}
 }

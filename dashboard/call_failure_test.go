@@ -13,7 +13,7 @@ import (
 
 	"github.com/taskorch/taskorch"
 	"github.com/taskorch/taskorch/dashboard"
-	"github.com/taskorch/taskorch/internal/dbtest"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
 )
 
 // TestChannelCallFailureShown runs a real worker whose email provider fails for one address:

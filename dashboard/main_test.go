@@ -3,7 +3,7 @@ package dashboard_test
 import (
 	"testing"
 
-	"github.com/taskorch/taskorch/internal/dbtest"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
 )
 
 // The test databases have the core schema and the comms process (its email flow is shown end

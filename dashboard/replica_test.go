@@ -16,7 +16,7 @@ import (
 	"github.com/taskorch/taskorch"
 	"github.com/taskorch/taskorch/dashboard"
 	"github.com/taskorch/taskorch/internal/pgcluster"
-	"github.com/taskorch/taskorch/internal/replicatest"
+	"github.com/taskorch/taskorch/internal/testing/replicatest"
 )
 
 // replicatedDB starts a primary and a streaming standby with a migrated database "app" and

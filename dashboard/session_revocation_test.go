@@ -16,7 +16,7 @@ import (
 
 	"github.com/taskorch/taskorch"
 	"github.com/taskorch/taskorch/dashboard"
-	"github.com/taskorch/taskorch/internal/dbtest"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
 )
 
 // signInOver signs in on the dashboard at base with the token and returns the session cookie

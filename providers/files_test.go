@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/taskorch/taskorch/internal/s3test"
+	"github.com/taskorch/taskorch/internal/testing/s3test"
 	"github.com/taskorch/taskorch/providers"
 )
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes the README's picture of the dashboard (docs/images/dashboard.png) from the demo: runs
 # `taskorch dev --fresh` in a throwaway data dir, waits until the demo's processes have reached
-# their terminal facts, takes the overview with headless Chromium (internal/cmd/screenshot), and
+# their terminal facts, takes the overview with headless Chromium (dashboard/browser/screenshot), and
 # stops the demo with Ctrl-C (SIGINT). `make screenshots` runs it; docs/dashboard.md says more.
 #
 #   scripts/demo-screenshot.sh [OUT.png]    (default docs/images/dashboard.png)
@@ -17,7 +17,7 @@ token=$(head -c 24 /dev/urandom | base64 | tr -d '/+=' | head -c 32)
 start=$(date +%s)
 
 go build -o bin/taskorch ./cmd/taskorch
-go build -o "$work/screenshot" ./internal/cmd/screenshot
+go build -o "$work/screenshot" ./dashboard/browser/screenshot
 
 # Its own session and process group, so that Ctrl-C reaches everything it starts.
 setsid bin/taskorch dev --fresh --data-dir "$work/dev" --token "$token" >"$log" 2>&1 &

@@ -65,7 +65,7 @@ have_pg || missing+=(postgresql)
 command -v psql >/dev/null 2>&1 || missing+=(postgresql-client)
 
 if [ "$level" = test ]; then
-  # The S3 tests (internal/s3test, providers) start versitygw, an S3-compatible gateway that checks
+  # The S3 tests (internal/testing/s3test, providers) start versitygw, an S3-compatible gateway that checks
   # signatures. go install puts it in $(go env GOPATH)/bin, root or not.
   VERSITYGW_VERSION=v1.8.0
   if ! gobin_has versitygw; then
@@ -73,7 +73,7 @@ if [ "$level" = test ]; then
     "$GO" install "github.com/versity/versitygw/cmd/versitygw@${VERSITYGW_VERSION}"
   fi
 
-  # The chaos harness (make chaos, internal/chaos) puts toxiproxy between the workers and
+  # The chaos harness (make chaos, cmd/taskorch/internal/chaos) puts toxiproxy between the workers and
   # PostgreSQL. The module names its command "server": installed as toxiproxy-server in
   # $(go env GOPATH)/bin.
   TOXIPROXY_VERSION=v2.5.0
@@ -87,15 +87,15 @@ if [ "$level" = test ]; then
     rmdir "$toxi_tmp"
   fi
 
-  # The Redis transport's tests (internal/redistest) start Debian's redis-server on a free port.
+  # The Redis transport's tests (internal/testing/redistest) start Debian's redis-server on a free port.
   command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
   # The chaos harness's network namespace scenario runs `ip netns` and `ip link` (as root).
   command -v ip >/dev/null 2>&1 || missing+=(iproute2)
   # The dashboard's browser tests (dashboard/browser_test.go) drive Debian's headless chromium.
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
-  # The pooler tests (internal/pgbouncertest) put Debian's PgBouncer in front of PostgreSQL.
+  # The pooler tests (internal/testing/pgbouncertest) put Debian's PgBouncer in front of PostgreSQL.
   command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)
-  # The mail tests (internal/mtatest) start Debian's Postfix, configured in a temporary directory
+  # The mail tests (internal/testing/mtatest) start Debian's Postfix, configured in a temporary directory
   # (as root: its master daemon runs its services as the postfix user).
   command -v postfix >/dev/null 2>&1 || [ -x /usr/sbin/postfix ] || missing+=(postfix)
 fi

@@ -3,7 +3,7 @@ package taskorchtest
 import (
 	"testing"
 
-	"github.com/taskorch/taskorch/internal/dbtest"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m, dbtest.CoreOptions()) }

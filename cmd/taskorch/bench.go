@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/taskorch/taskorch/internal/bench"
+	"github.com/taskorch/taskorch/cmd/taskorch/internal/bench"
 )
 
 // benchFlags are the settings every bench mode shares.

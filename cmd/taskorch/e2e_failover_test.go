@@ -14,10 +14,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/taskorch/taskorch/internal/chaos"
+	"github.com/taskorch/taskorch/cmd/taskorch/internal/chaos"
 	"github.com/taskorch/taskorch/internal/pgcluster"
-	"github.com/taskorch/taskorch/internal/replicatest"
-	"github.com/taskorch/taskorch/internal/testfixtures"
+	"github.com/taskorch/taskorch/internal/testing/replicatest"
+	"github.com/taskorch/taskorch/internal/testing/testfixtures"
 )
 
 // A primary and a streaming standby (pg_basebackup -R), workers on a multi-host URL

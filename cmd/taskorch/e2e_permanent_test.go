@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch/internal/admin"
-	"github.com/taskorch/taskorch/internal/dbtest"
-	"github.com/taskorch/taskorch/internal/mtatest"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
+	"github.com/taskorch/taskorch/internal/testing/mtatest"
 )
 
 // A `taskorch worker` sending through a real mail server (Postfix, TASKORCH_EMAIL_PROVIDER=smtp):

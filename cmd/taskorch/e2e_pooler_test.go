@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/taskorch/taskorch/internal/dbtest"
-	"github.com/taskorch/taskorch/internal/pgbouncertest"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
+	"github.com/taskorch/taskorch/internal/testing/pgbouncertest"
 )
 
 // Through a real PgBouncer in transaction mode (docs/operations.md, "Production topology"): the

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch/internal/pgcluster"
-	"github.com/taskorch/taskorch/internal/replicatest"
+	"github.com/taskorch/taskorch/internal/testing/replicatest"
 )
 
 // replicatedURLs starts a primary and a streaming standby with a migrated database "app" and

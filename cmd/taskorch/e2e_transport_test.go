@@ -10,9 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/taskorch/taskorch/internal/dbtest"
-	"github.com/taskorch/taskorch/internal/redistest"
-	"github.com/taskorch/taskorch/internal/sqstest"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
+	"github.com/taskorch/taskorch/internal/testing/redistest"
+	"github.com/taskorch/taskorch/internal/testing/sqstest"
 )
 
 // transportEnv starts the test's Redis or local SQS server and returns the worker's environment

@@ -23,7 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch"
-	"github.com/taskorch/taskorch/internal/dbtest"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
 )
 
 const e2eWebhookSecret = "whsec_dGFza29yY2gtZTJlLXdlYmhvb2stc2VjcmV0"

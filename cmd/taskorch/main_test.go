@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/taskorch/taskorch/internal/dbtest"
 	"github.com/taskorch/taskorch/internal/migrate"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m, dbtest.CoreOptions()) }

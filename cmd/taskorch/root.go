@@ -16,8 +16,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/cmd/taskorch/internal/failover"
 	"github.com/taskorch/taskorch/internal/admin"
-	"github.com/taskorch/taskorch/internal/failover"
 	mask "github.com/taskorch/taskorch/internal/redact"
 )
 

@@ -24,8 +24,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/cmd/taskorch/internal/failover"
+	taskorchotel "github.com/taskorch/taskorch/contrib/otel"
+	taskorchprom "github.com/taskorch/taskorch/contrib/prometheus"
 	"github.com/taskorch/taskorch/internal/builtinhandlers"
-	"github.com/taskorch/taskorch/internal/failover"
 	"github.com/taskorch/taskorch/webhooks"
 )
 
@@ -317,8 +319,14 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 		defer cancel()
 		_ = stopTracing(sctx)
 	}()
+	// The metrics and the traces watch the worker from outside the library (contrib/prometheus,
+	// contrib/otel).
+	observers := []taskorch.Observer{taskorchprom.New(reg)}
+	if tp != nil {
+		observers = append(observers, taskorchotel.New(tp))
+	}
 	w, err := taskorch.NewWorker(pool, &taskorch.WorkerConfig{
-		TracerProvider:  tp,
+		Observers:       observers,
 		ID:              f.workerID,
 		Concurrency:     f.concurrency,
 		LeaseDuration:   f.leaseDuration,
@@ -340,7 +348,6 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 		Retention:         f.retention,
 		FailedRetention:   f.failedRetention,
 		HistoryRetention:  f.historyRetention,
-		Registerer:        reg,
 
 		Transport:       tr,
 		RedispatchAfter: f.transports.redispatchAfter,
@@ -368,10 +375,14 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 			_ = srv.Shutdown(sctx)
 		}()
 	}
+	// The signal is waited for on sigs alone: the command's context (main) is cancelled by the
+	// same signal, and a select on it as well could take that branch and never log the stop,
+	// mark the worker draining, or see the second signal.
+	runDone := make(chan struct{})
 	go func() {
 		select {
 		case <-sigs:
-		case <-ctx.Done():
+		case <-runDone:
 			return
 		}
 		draining.Store(true) // /readyz answers 503 from here on
@@ -385,6 +396,7 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 		}
 	}()
 	unused = nil
+	defer close(runDone)
 	return w.Run(ctx)
 }
 

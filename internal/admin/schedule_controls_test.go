@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/taskorch/taskorch/internal/dbtest"
 	"github.com/taskorch/taskorch/internal/maintenance"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
 )
 
 // Pause, resume and run now change what they say, each recorded with who did it: a resumed

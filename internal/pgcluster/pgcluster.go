@@ -1,7 +1,7 @@
 // Package pgcluster starts and stops a private PostgreSQL cluster using the
 // PostgreSQL binaries installed on the machine (initdb, pg_ctl, postgres).
 //
-// It is used by the test harness (internal/dbtest) and by `taskorch dev`.
+// It is used by the test harness (internal/testing/dbtest) and by `taskorch dev`.
 // The server only listens on 127.0.0.1 (plus, when the path is short enough,
 // a Unix socket inside the data directory).
 //

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch"
-	"github.com/taskorch/taskorch/internal/dbtest"
 	"github.com/taskorch/taskorch/internal/scaffold"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m, dbtest.CoreOptions()) }

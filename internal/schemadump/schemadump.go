@@ -156,7 +156,7 @@ func Generate(ctx context.Context, serverURL string) ([]byte, error) {
 	name := fmt.Sprintf("taskorch_schemadump_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
 	ident := pgx.Identifier{name}.Sanitize()
 	// template0: nothing but what the migrations create, whatever template1 holds; and the
-	// test template's encoding and locale (internal/dbtest), so that both dump alike.
+	// test template's encoding and locale (internal/testing/dbtest), so that both dump alike.
 	if _, err := admin.Exec(ctx, "create database "+ident+
 		" template template0 encoding 'UTF8' lc_collate 'C' lc_ctype 'C'"); err != nil {
 		return nil, fmt.Errorf("schemadump: create database: %w", err)

@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch"
-	"github.com/taskorch/taskorch/internal/dbtest"
-	"github.com/taskorch/taskorch/internal/mtatest"
-	"github.com/taskorch/taskorch/internal/s3test"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
+	"github.com/taskorch/taskorch/internal/testing/mtatest"
+	"github.com/taskorch/taskorch/internal/testing/s3test"
 	"github.com/taskorch/taskorch/providers"
 )
 

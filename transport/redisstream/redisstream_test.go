@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/taskorch/taskorch/internal/redistest"
+	"github.com/taskorch/taskorch/internal/testing/redistest"
 	"github.com/taskorch/taskorch/transport"
 	"github.com/taskorch/taskorch/transport/redisstream"
 )

@@ -12,7 +12,7 @@
 //	}
 //	w, err := taskorch.NewWorker(pool, &taskorch.WorkerConfig{Transport: tr, Handlers: hs})
 //
-// Verified against the local server in internal/sqstest (the JSON protocol subset taskorch
+// Verified against the local server in internal/testing/sqstest (the JSON protocol subset taskorch
 // uses), not against AWS.
 package sqs
 

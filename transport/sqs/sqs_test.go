@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/taskorch/taskorch/internal/sqstest"
+	"github.com/taskorch/taskorch/internal/testing/sqstest"
 	"github.com/taskorch/taskorch/transport"
 	"github.com/taskorch/taskorch/transport/sqs"
 )

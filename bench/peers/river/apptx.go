@@ -17,7 +17,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 )
 
-// The app-tx mode does what `taskorch bench app-tx` does (internal/bench/apptx.go in taskorch):
+// The app-tx mode does what `taskorch bench app-tx` does (cmd/taskorch/internal/bench/apptx.go in taskorch):
 // Connections connections each commit transactions in a loop that insert one row into an
 // application table (an order) and, on the insert side, insert one job with Client.InsertTx;
 // the baseline side inserts the row alone. The sides alternate for Rounds rounds; transactions

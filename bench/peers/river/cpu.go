@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// The CPU figures follow taskorch bench's (internal/bench/cpu.go, which this module cannot
+// The CPU figures follow taskorch bench's (cmd/taskorch/internal/bench/cpu.go, which this module cannot
 // import): the process's own CPU time from getrusage, and the whole local PostgreSQL cluster's
 // from /proc (the postmaster, its reaped children and its live children), each per job.
 

@@ -16,9 +16,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/taskorch/taskorch/internal/dbtest"
 	"github.com/taskorch/taskorch/internal/migrate"
 	"github.com/taskorch/taskorch/internal/schemadump"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
 	"github.com/taskorch/taskorch/migrations"
 )
 

@@ -26,8 +26,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/taskorch/taskorch/internal/dbtest"
 	"github.com/taskorch/taskorch/internal/pgcluster"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
 )
 
 func main() {

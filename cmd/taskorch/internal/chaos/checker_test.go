@@ -1,0 +1,152 @@
+package chaos
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/internal/builtinhandlers"
+	"github.com/taskorch/taskorch/internal/testing/dbtest"
+	"github.com/taskorch/taskorch/providers"
+)
+
+func TestParseChecks(t *testing.T) {
+	t.Parallel()
+	checks, err := parseChecks(checksSQL)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(checks), 20)
+	seen := map[string]bool{}
+	for _, c := range checks {
+		require.False(t, seen[c.name], "duplicate check %s", c.name)
+		seen[c.name] = true
+	}
+	_, err = parseChecks("-- check: x nonsense\n-- what\nselect 1;\n")
+	require.ErrorContains(t, err, "unknown kind")
+	_, err = parseChecks("-- check: x lost\nselect 1;\n")
+	require.ErrorContains(t, err, "needs a description")
+}
+
+// drainedWorkload runs a small workload of every kind with a real in-process worker (no
+// faults) until every task is terminal, stops the worker, and returns the database and what
+// was enqueued.
+func drainedWorkload(t *testing.T) (*pgxpool.Pool, Expected) {
+	t.Helper()
+	ctx := context.Background()
+	pool := dbtest.NewDB(t)
+	_, err := pool.Exec(ctx, fixtureSQL)
+	require.NoError(t, err)
+
+	hs := taskorch.NewHandlers()
+	builtinhandlers.Register(hs)
+	outbox, err := providers.NewOutbox(pool, taskorch.TypeEmail)
+	require.NoError(t, err)
+	w, err := taskorch.NewWorker(pool, &taskorch.WorkerConfig{
+		Concurrency: 8, Handlers: hs, Channels: map[string]taskorch.ChannelProvider{taskorch.TypeEmail: outbox},
+		PollInterval: 20 * time.Millisecond, MaxPollInterval: 100 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	require.NoError(t, err)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(wctx) }()
+	stop := func() { cancel(); <-done }
+	defer stop()
+
+	p := &producer{pool: pool, log: slog.New(slog.DiscardHandler), items: variedWorkload(t, 120)}
+	require.NoError(t, p.run(ctx, time.Millisecond))
+	exp, _ := p.committed()
+	require.Equal(t, 120, exp.Total())
+	require.Positive(t, exp.GoTasks)
+	require.Positive(t, exp.DBFunctionTasks)
+	require.Positive(t, exp.EmailProcesses)
+	require.Eventually(t, func() bool {
+		var open int
+		require.NoError(t, pool.QueryRow(ctx, `select count(*) from queues.task where status in ('pending', 'running')`).Scan(&open))
+		return open == 0
+	}, 90*time.Second, 50*time.Millisecond, "the workload drains")
+	return pool, exp
+}
+
+// variedWorkload returns a workload of n items with every variant: sleeping Go tasks,
+// db_function tasks with children, and emails to fail-once and always-failing recipients.
+func variedWorkload(t *testing.T, n int) []item {
+	t.Helper()
+	for seed := uint64(1); seed < 1000; seed++ {
+		items := makeWorkload(n, rand.New(rand.NewPCG(seed, 1)))
+		var sleep, child, once, always bool
+		for _, it := range items {
+			sleep = sleep || it.typ == "taskorch.sleep"
+			child = child || strings.Contains(string(it.payload), `"child":true`)
+			once = once || strings.HasPrefix(it.to, "once-")
+			always = always || it.expect == "gave_up"
+		}
+		if sleep && child && once && always {
+			return items
+		}
+	}
+	t.Fatal("no seed below 1000 gives every variant")
+	return nil
+}
+
+// A clean run passes; the checker then finds each violation planted in the database.
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, exp := drainedWorkload(t)
+
+	res, err := Check(ctx, pool, exp)
+	require.NoError(t, err)
+	require.True(t, res.OK(), "%+v", res.Checks)
+	require.Equal(t, exp, res.Found)
+	require.Positive(t, res.EmailsSent)
+	require.Positive(t, res.EmailsGaveUp, "the always-failing recipient's processes give up")
+	require.Equal(t, res.Tasks, res.ByStatus["completed"])
+
+	exec := func(sql string) {
+		t.Helper()
+		_, err := pool.Exec(ctx, sql)
+		require.NoError(t, err)
+	}
+	// A second completion under another lease, of a db_function task.
+	exec(`insert into chaos.completion (task_id, lease_id, completed_at)
+	      select task_id, lease_id + 1000000, now()
+	      from queues.task where task_type = 'db_function' and idempotency_key like 'chaos-d%' order by task_id limit 1`)
+	// A db_function effect applied twice.
+	exec(`insert into chaos.effect (key) select key from chaos.effect order by effect_id limit 1`)
+	// A task left pending; a failed task with no error recorded.
+	exec(`select queues.enqueue('taskorch.noop', '{}')`)
+	exec(`select queues.enqueue('taskorch.noop', '{"unexplained": true}')`)
+	exec(`update queues.task set status = 'failed', failed_at = now() where payload ? 'unexplained'`)
+	// An email process whose terminal fact is gone.
+	exec(`delete from comms.send_email_task_succeeded
+	      where send_email_task_id = (select min(send_email_task_id) from comms.send_email_task_succeeded)`)
+
+	missing := exp
+	missing.GoTasks++ // the producer says it committed one more than there is
+	res, err = Check(ctx, pool, missing)
+	require.NoError(t, err)
+	require.False(t, res.OK())
+	for name, want := range map[string]int64{
+		"completed_twice": 1, "completed_under_stale_lease": 1, "effect_twice": 1,
+		"not_terminal": 1, "unexplained_failure": 1, "email_not_terminal": 1,
+	} {
+		require.Equal(t, want, res.count(name), name)
+	}
+	require.Equal(t, int64(1+1+1), res.Lost(), "pending task, email process, missing workload item")
+	require.Equal(t, int64(3), res.Duplicates(), "two completions, one of them stale; one effect twice")
+	require.Equal(t, int64(1), res.Unexplained())
+
+	rep := &Report{Tasks: 120, Result: res, Faults: map[string]int{FaultKill: 1}, Required: []string{FaultKill, FaultPause},
+		Phases: []PhaseReport{{Name: "postgres"}, {Name: "netns"}}}
+	require.False(t, rep.Passed())
+	require.Equal(t, []string{FaultPause}, rep.Missing())
+	require.Equal(t, []string{"netns"}, rep.Idle(), "no worker named ns* claimed anything")
+}

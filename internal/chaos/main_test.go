@@ -1,9 +1,0 @@
-package chaos
-
-import (
-	"testing"
-
-	"github.com/taskorch/taskorch/internal/dbtest"
-)
-
-func TestMain(m *testing.M) { dbtest.Main(m, dbtest.SetsOptions("core", "comms")) }

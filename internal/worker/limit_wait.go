@@ -1,0 +1,51 @@
+package worker
+
+import (
+	"context"
+	"time"
+)
+
+// How long to wait when limits hold tasks back (docs/limits.md): queues.limit_wait says.
+
+// limitWaitSQL asks how long until a task a limit holds back may be claimed (docs/limits.md).
+const limitWaitSQL = `select queues.limit_wait($1)`
+
+// limitWait is how long the fetcher should wait after a short claim when limits hold tasks back:
+// until the next token of a rate limit, or PollInterval when running slots hold them (a slot
+// frees when a task finishes, anywhere). ok is false when no task is held back; the answer is
+// then kept for a second, so an idle worker without limits asks once a second at most.
+func (w *Worker) limitWait(ctx context.Context, types []string) (time.Duration, bool) {
+	if time.Now().UnixNano() < w.noLimitWaitUntil.Load() {
+		return 0, false
+	}
+	d, due, err := w.askLimitWait(ctx, types)
+	if err != nil || !due {
+		w.noLimitWaitUntil.Store(time.Now().Add(time.Second).UnixNano())
+		return 0, false
+	}
+	if d == 0 {
+		return w.cfg.PollInterval, true
+	}
+	return d, true
+}
+
+// askLimitWait asks queues.limit_wait: due is false when no task of a limited type is due; d is
+// how long until one may be claimed, 0 when running slots hold them (or one may be claimed now).
+func (w *Worker) askLimitWait(ctx context.Context, types []string) (d time.Duration, due bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
+	defer cancel()
+	asked := time.Now()
+	var secs *float64
+	if err := w.pool.QueryRow(ctx, limitWaitSQL, types).Scan(&secs); err != nil || secs == nil {
+		return 0, false, err
+	}
+	if *secs <= 0 {
+		return 0, true, nil
+	}
+	// The answer is as old as the round trip that brought it, and the next claim takes about as
+	// long to reach the bucket: aim that much earlier. A claim that comes a little early finds
+	// no token and asks again; one that comes late loses the time, as a bucket holds no more
+	// than its burst.
+	d = time.Duration(*secs*float64(time.Second)) - 2*time.Since(asked)
+	return min(max(d, time.Millisecond), w.cfg.MaxPollInterval), true, nil
+}
