@@ -31,7 +31,7 @@ func TestE2EReadinessFailsWhileDraining(t *testing.T) {
 	require.Equal(t, "ok\n", body)
 
 	id := enqueue(t, pool, "taskorch.sleep", `{"ms": 600000}`, 0)
-	waitStatus(t, pool, id, "running")
+	w.waitStarted(t, id)
 	stopping := w.out.lineWith(`"msg":"stopping: finishing running tasks`)
 	w.signal(t, syscall.SIGTERM)
 	var line string

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -206,6 +207,18 @@ func (p *proc) doneOrTimeout() <-chan error {
 		}
 	}()
 	return ch
+}
+
+// waitStarted waits until the worker has called task id's handler (its debug line "task
+// started"). A task's status says "running" from its claim on, also while it waits in the
+// claim-ahead buffer, which a stopping worker gives back at once.
+func (p *proc) waitStarted(t *testing.T, id int64) {
+	t.Helper()
+	select {
+	case <-p.out.lineWith(`"msg":"task started"`, fmt.Sprintf(`"task_id":%d,`, id)):
+	case <-time.After(30 * time.Second):
+		t.Fatalf("task %d was not started within 30 s", id)
+	}
 }
 
 func (p *proc) signal(t *testing.T, sig syscall.Signal) {

@@ -193,7 +193,7 @@ func TestE2ESecondSignalStopsAtOnce(t *testing.T) {
 	pool := openPool(t, url)
 	w := startWorkerProc(t, url, "TASKORCH_SHUTDOWN_GRACE=10m")
 	id := enqueue(t, pool, "taskorch.sleep", `{"ms": 600000}`, 0)
-	waitStatus(t, pool, id, "running")
+	w.waitStarted(t, id)
 	w.signal(t, syscall.SIGTERM)
 	require.Eventually(t, func() bool { return strings.Contains(w.out.String(), "signal again to stop at once") },
 		30*time.Second, 10*time.Millisecond)
