@@ -58,6 +58,13 @@ func writeCLIDoc(w io.Writer, root *cobra.Command) error {
 		if fl := c.NonInheritedFlags(); c.Runnable() && fl.HasAvailableFlags() {
 			fmt.Fprintf(&b, "Flags:\n\n```\n%s```\n\n", fl.FlagUsages())
 		}
+		// Flags a parent command gives all its subcommands (migrate's --processes), which
+		// NonInheritedFlags leaves out; the root's are the global flags below.
+		for p := c.Parent(); c.Runnable() && p != nil && p != root; p = p.Parent() {
+			if fl := p.PersistentFlags(); fl.HasAvailableFlags() {
+				fmt.Fprintf(&b, "Flags of every `%s` command:\n\n```\n%s```\n\n", p.CommandPath(), fl.FlagUsages())
+			}
+		}
 	}
 	fmt.Fprintf(&b, "## Global flags\n\n```\n%s```\n", root.PersistentFlags().FlagUsages())
 	_, err := io.WriteString(w, b.String())
