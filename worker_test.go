@@ -190,7 +190,9 @@ func TestWorkerGoHandlerOutcomes(t *testing.T) {
 		return errors.New(strings.Repeat("é\x00\xff", 1<<18)) // 1 MiB of NULs and invalid UTF-8
 
 	})
-	startWorker(t, pool, &taskorch.WorkerConfig{Handlers: hs, TaskTimeout: 200 * time.Millisecond, ClaimUnknownTypes: true})
+	// Long enough that no quick handler times out on a loaded machine (the huge error takes a
+	// moment to build); "hangs" waits it out.
+	startWorker(t, pool, &taskorch.WorkerConfig{Handlers: hs, TaskTimeout: time.Second, ClaimUnknownTypes: true})
 
 	enq := func(typ string, maxAttempts int) int64 {
 		res, err := c.Enqueue(ctx, raw(typ, `{}`), &taskorch.EnqueueOpts{MaxAttempts: maxAttempts})
@@ -210,7 +212,7 @@ func TestWorkerGoHandlerOutcomes(t *testing.T) {
 	waitStatus(t, pool, panics, taskorch.StatusDead)
 	require.Contains(t, lastError(t, pool, panics), "handler panicked: kaboom")
 	waitStatus(t, pool, hangs, taskorch.StatusDead)
-	require.Contains(t, lastError(t, pool, hangs), "timed out after 200ms")
+	require.Contains(t, lastError(t, pool, hangs), "timed out after 1s")
 	waitStatus(t, pool, flaky, taskorch.StatusDead)
 	require.Equal(t, int32(3), flakyRuns.Load())
 	require.Equal(t, []string{"claimed:running", "retry_scheduled:pending", "claimed:running", "retry_scheduled:pending",

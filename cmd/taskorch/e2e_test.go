@@ -23,7 +23,9 @@ func TestE2EWorkerProcess(t *testing.T) {
 	pool := openPool(t, url)
 	_, err := pool.Exec(context.Background(), testfixtures.WorkerSQL)
 	require.NoError(t, err)
-	startWorkerProc(t, url, "TASKORCH_TASK_TIMEOUT=1s", "TASKORCH_CONCURRENCY=8")
+	// Every task's timeout, long enough that a loaded machine never times out the quick ones (at
+	// 1 s, wbiz.invalid once timed out, was retried, and its "not retried" check saw attempt 2).
+	startWorkerProc(t, url, "TASKORCH_TASK_TIMEOUT=5s", "TASKORCH_CONCURRENCY=8")
 
 	supervisor := enqueue(t, pool, "db_function", `{"db_function": "wbiz.supervisor", "note": "e2e", "child_type": "taskorch.noop"}`, 0)
 	typed := enqueue(t, pool, "taskorch.sleep", `{"ms": 10}`, 0)
@@ -49,7 +51,7 @@ func TestE2EWorkerProcess(t *testing.T) {
 	waitStatus(t, pool, panics, "dead")
 	require.Contains(t, lastErr(t, pool, panics), "handler panicked: kaboom")
 	waitStatus(t, pool, timeout, "dead")
-	require.Contains(t, lastErr(t, pool, timeout), "timed out after 1s")
+	require.Contains(t, lastErr(t, pool, timeout), "timed out after 5s")
 	waitStatus(t, pool, flaky, "dead") // after a real backoff of up to 2s
 	require.Equal(t, int64(2), q[int64](t, pool, `select count(*) from queues.task_lease where task_id = $1`, flaky))
 	require.Equal(t, "retry_scheduled", q[string](t, pool,
