@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -16,12 +15,37 @@ import (
 	"github.com/taskorch/taskorch/internal/testing/dbtest"
 )
 
+// handledSet records every task a handler was called for.
+type handledSet struct{ m sync.Map }
+
+func (h *handledSet) add(id int64) { h.m.Store(id, true) }
+
+// buffered lists, in id order, the tasks that worker holds (running) and that no handler was
+// called for: its claim-ahead buffer. A quick task that an overlapping claim took can be buffered
+// behind a held one, so the buffer is not hold tasks only; a finished quick task counts as
+// running until the completer writes it, and was handled, so it is not counted.
+func (h *handledSet) buffered(t *testing.T, db taskorch.DBTX, worker string) []int64 {
+	t.Helper()
+	var out []int64
+	for _, id := range scalar[[]int64](t, db, `select coalesce(array_agg(task_id order by task_id), '{}') from queues.task
+		where status = 'running' and worker_id = $1`, worker) {
+		if _, ok := h.m.Load(id); !ok {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // aheadHandlers run "quick" tasks at once and hold "hold" tasks until their context ends,
-// announcing each start of a held task on started.
-func aheadHandlers(started chan<- int64) *taskorch.Handlers {
+// announcing each start of a held task on started and recording every task run in handled.
+func aheadHandlers(started chan<- int64, handled *handledSet) *taskorch.Handlers {
 	hs := taskorch.NewHandlers()
-	hs.HandleFunc("quick", func(context.Context, *taskorch.Task) error { return nil })
+	hs.HandleFunc("quick", func(_ context.Context, t *taskorch.Task) error {
+		handled.add(t.ID)
+		return nil
+	})
 	hs.HandleFunc("hold", func(ctx context.Context, t *taskorch.Task) error {
+		handled.add(t.ID)
 		started <- t.ID
 		<-ctx.Done()
 		return ctx.Err()
@@ -79,36 +103,12 @@ func TestClaimAheadStopGivesBufferBack(t *testing.T) {
 	pool := dbtest.NewDB(t)
 	enqueueAhead(t, pool, 300, 20)
 	started := make(chan int64, 20)
-	var handled sync.Map // every task a handler was called for
-	hs := taskorch.NewHandlers()
-	hs.HandleFunc("quick", func(_ context.Context, t *taskorch.Task) error { handled.Store(t.ID, true); return nil })
-	hs.HandleFunc("hold", func(ctx context.Context, t *taskorch.Task) error {
-		handled.Store(t.ID, true)
-		started <- t.ID
-		<-ctx.Done()
-		return ctx.Err()
-	})
-	w, stop := startWorker(t, aheadPool(t, pool), &taskorch.WorkerConfig{ID: "ahead-stop", Handlers: hs,
+	handled := &handledSet{}
+	w, stop := startWorker(t, aheadPool(t, pool), &taskorch.WorkerConfig{ID: "ahead-stop", Handlers: aheadHandlers(started, handled),
 		Concurrency: 1, ClaimAhead: 5, ShutdownGrace: time.Minute})
 
 	running := <-started
-	// ahead counts the tasks the worker holds that no handler was called for: the buffer. (A
-	// quick task claimed by an overlapping claim can be buffered behind the held one, so the
-	// buffer is not hold tasks only; a finished quick task counts as running until the completer
-	// writes it, and is not counted here.)
-	ahead := func() int {
-		rows, err := pool.Query(t.Context(), `select task_id from queues.task where status = 'running' and worker_id = 'ahead-stop'`)
-		require.NoError(t, err)
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		require.NoError(t, err)
-		n := 0
-		for _, id := range ids {
-			if _, ok := handled.Load(id); !ok {
-				n++
-			}
-		}
-		return n
-	}
+	ahead := func() int { return len(handled.buffered(t, pool, "ahead-stop")) }
 	require.Eventually(t, func() bool { return ahead() > 0 }, 10*time.Second, 5*time.Millisecond,
 		"the worker holds tasks ahead of its one slot")
 	require.LessOrEqual(t, ahead(), 5, "at most ClaimAhead ahead of the slot")
@@ -144,7 +144,7 @@ func TestClaimAheadLongWaitGivesBack(t *testing.T) {
 	pool := dbtest.NewDB(t)
 	enqueueAhead(t, pool, 300, 10)
 	started := make(chan int64, 10)
-	_, _ = startWorker(t, aheadPool(t, pool), &taskorch.WorkerConfig{ID: "ahead-wait", Handlers: aheadHandlers(started),
+	_, _ = startWorker(t, aheadPool(t, pool), &taskorch.WorkerConfig{ID: "ahead-wait", Handlers: aheadHandlers(started, &handledSet{}),
 		Concurrency: 1, ClaimAhead: 4, LeaseDuration: time.Second, ShutdownGrace: time.Millisecond})
 	<-started
 
@@ -180,7 +180,7 @@ func TestClaimAheadConfig(t *testing.T) {
 
 	enqueueAhead(t, pool, 300, 5)
 	started := make(chan int64, 5)
-	_, _ = startWorker(t, pool, &taskorch.WorkerConfig{ID: "ahead-off", Handlers: aheadHandlers(started),
+	_, _ = startWorker(t, pool, &taskorch.WorkerConfig{ID: "ahead-off", Handlers: aheadHandlers(started, &handledSet{}),
 		Concurrency: 1, ClaimAhead: -1, ShutdownGrace: time.Millisecond})
 	<-started
 	quickDone(t, pool)
@@ -197,15 +197,13 @@ func TestClaimAheadCancelledTaskNeverStarts(t *testing.T) {
 	enqueueAhead(t, pool, 300, 20)
 	started := make(chan int64, 20)
 	obs := newCountingObserver()
-	w, stop := startWorker(t, aheadPool(t, pool), &taskorch.WorkerConfig{ID: "ahead-cancel", Handlers: aheadHandlers(started),
+	handled := &handledSet{}
+	w, stop := startWorker(t, aheadPool(t, pool), &taskorch.WorkerConfig{ID: "ahead-cancel", Handlers: aheadHandlers(started, handled),
 		Concurrency: 1, ClaimAhead: 5, Observers: []taskorch.Observer{obs}})
 	defer func() { w.HardStop(); stop() }()
 
 	running := <-started
-	buffered := func() []int64 {
-		return scalar[[]int64](t, pool, `select coalesce(array_agg(task_id order by task_id), '{}') from queues.task
-			where task_type = 'hold' and status = 'running' and worker_id = 'ahead-cancel' and task_id <> $1`, running)
-	}
+	buffered := func() []int64 { return handled.buffered(t, pool, "ahead-cancel") }
 	require.Eventually(t, func() bool { return len(buffered()) > 0 }, 10*time.Second, 5*time.Millisecond,
 		"the worker holds tasks ahead of its one slot")
 	victim := buffered()[0]
@@ -216,5 +214,7 @@ func TestClaimAheadCancelledTaskNeverStarts(t *testing.T) {
 	mustExec(t, pool, `select queues.cancel_task($1)`, running) // frees the slot
 	next := <-started
 	require.NotEqual(t, victim, next, "the cancelled task started")
+	_, ran := handled.m.Load(victim)
+	require.False(t, ran, "the cancelled task started")
 	require.Equal(t, "cancelled", scalar[string](t, pool, `select status::text from queues.task where task_id = $1`, victim))
 }
