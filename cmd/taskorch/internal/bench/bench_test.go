@@ -93,7 +93,9 @@ func TestThroughputSteady(t *testing.T) {
 	t.Parallel()
 	e := open(t, bench.Options{})
 	r, err := bench.Throughput(t.Context(), e, bench.ThroughputConfig{
-		Steady: true, Duration: time.Second, Warmup: 200 * time.Millisecond,
+		// Long enough that a starved machine still completes tasks in the window (with 1 s after a
+		// 200 ms warm-up, beside two CPU burners, it once completed none).
+		Steady: true, Duration: 3 * time.Second, Warmup: 500 * time.Millisecond,
 		WorkerOptions: bench.WorkerOptions{Concurrency: 20},
 	})
 	require.NoError(t, err)
