@@ -5304,6 +5304,33 @@ end $$;
 
 
 --
+-- Name: heartbeat_worker_state(text, text); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.heartbeat_worker_state(_worker_id text, _instance text) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    update queues.worker set last_heartbeat = now() where worker_id = _worker_id and instance = _instance;
+    if not found then
+        return 'gone';
+    end if;
+    if exists (select 1 from queues.worker_quiet q where q.worker_id = _worker_id and q.instance = _instance) then
+        return 'quiet';
+    end if;
+    return 'active';
+end $$;
+
+
+--
+-- Name: FUNCTION heartbeat_worker_state(_worker_id text, _instance text); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.heartbeat_worker_state(_worker_id text, _instance text) IS 'A worker process''s heartbeat: ''gone'' when its row is gone or its id taken over (register again), ''quiet'' when quieted by an operator (claim nothing more), ''active'' otherwise.';
+
+
+--
 -- Name: insert_debounced_task(text, jsonb, text, interval, integer, integer); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -6057,6 +6084,40 @@ $$;
 --
 
 COMMENT ON FUNCTION queues.queue_stats() IS 'Pending and running tasks by type and status: how many, how long the oldest due one has waited, how many are due, and how many registered workers claim the type (0: none serves it).';
+
+
+--
+-- Name: quiet_worker(text, text); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.quiet_worker(_worker_id text, _actor text DEFAULT NULL::text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _instance text;
+begin
+    _actor := internal.operator_actor('quiet_worker', _actor);
+    select coalesce(w.instance, '') into _instance from queues.worker w where w.worker_id = _worker_id for no key update;
+    if not found then
+        raise exception 'quiet_worker: worker % is not registered', coalesce(quote_literal(left(_worker_id, 260)), 'NULL')
+            using errcode = 'no_data_found';
+    end if;
+    if exists (select 1 from queues.worker_quiet q where q.worker_id = _worker_id and q.instance = _instance) then
+        return false;
+    end if;
+    insert into queues.worker_quiet (worker_id, instance, actor) values (_worker_id, _instance, _actor)
+    on conflict (worker_id) do update set instance = excluded.instance, quiet_since = excluded.quiet_since, actor = excluded.actor;
+    insert into queues.worker_event (worker_id, instance, event, actor) values (_worker_id, nullif(_instance, ''), 'quieted', _actor);
+    return true;
+end $$;
+
+
+--
+-- Name: FUNCTION quiet_worker(_worker_id text, _actor text); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.quiet_worker(_worker_id text, _actor text) IS 'Tells the registered process of worker _worker_id to finish what it runs and claim nothing more (from its next heartbeat), recording _actor (default: the database role); false when it was quiet already. A process restarted under the same id is not quiet.';
 
 
 --
@@ -6827,6 +6888,41 @@ end $$;
 --
 
 COMMENT ON FUNCTION queues.resume_schedule(_name text, _next_run_at timestamp with time zone, _actor text) IS 'Lets a paused schedule tick again from _next_run_at (its first tick after now: what it missed while paused is not replayed), recording _actor; false when it was not paused.';
+
+
+--
+-- Name: resume_worker(text, text); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.resume_worker(_worker_id text, _actor text DEFAULT NULL::text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _instance text;
+    _was boolean;
+begin
+    _actor := internal.operator_actor('resume_worker', _actor);
+    select coalesce(w.instance, '') into _instance from queues.worker w where w.worker_id = _worker_id for no key update;
+    if not found then
+        raise exception 'resume_worker: worker % is not registered', coalesce(quote_literal(left(_worker_id, 260)), 'NULL')
+            using errcode = 'no_data_found';
+    end if;
+    -- A row of an earlier process under the id is deleted too; it was not this one's.
+    delete from queues.worker_quiet q where q.worker_id = _worker_id returning q.instance = _instance into _was;
+    if not coalesce(_was, false) then
+        return false;
+    end if;
+    insert into queues.worker_event (worker_id, instance, event, actor) values (_worker_id, nullif(_instance, ''), 'resumed', _actor);
+    return true;
+end $$;
+
+
+--
+-- Name: FUNCTION resume_worker(_worker_id text, _actor text); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.resume_worker(_worker_id text, _actor text) IS 'Lets a quieted worker claim again (from its next heartbeat), recording _actor (default: the database role); false when it was not quiet.';
 
 
 --
@@ -9380,6 +9476,61 @@ COMMENT ON COLUMN queues.worker.session_lost_at IS 'When the leader first found 
 
 
 --
+-- Name: worker_event; Type: TABLE; Schema: queues; Owner: -
+--
+
+CREATE TABLE queues.worker_event (
+    worker_event_id bigint NOT NULL,
+    worker_id text NOT NULL,
+    instance text,
+    occurred_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    event text NOT NULL,
+    actor text NOT NULL,
+    CONSTRAINT worker_event_event_valid CHECK ((event = ANY (ARRAY['quieted'::text, 'resumed'::text])))
+);
+
+
+--
+-- Name: TABLE worker_event; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON TABLE queues.worker_event IS 'Append-only: what operators did to workers (quieted, resumed), who (actor) and when. Kept after the worker stops; rows are rare (delete old ones by hand).';
+
+
+--
+-- Name: worker_event_worker_event_id_seq; Type: SEQUENCE; Schema: queues; Owner: -
+--
+
+ALTER TABLE queues.worker_event ALTER COLUMN worker_event_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME queues.worker_event_worker_event_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: worker_quiet; Type: TABLE; Schema: queues; Owner: -
+--
+
+CREATE TABLE queues.worker_quiet (
+    worker_id text NOT NULL,
+    instance text NOT NULL,
+    quiet_since timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    actor text NOT NULL
+);
+
+
+--
+-- Name: TABLE worker_quiet; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON TABLE queues.worker_quiet IS 'The quieted workers: the process (instance) of worker_id finishes what it runs and claims nothing more, from quiet_since, told by actor. Deleted by queues.resume_worker and with the worker''s row.';
+
+
+--
 -- Name: worker_session_key_seq; Type: SEQUENCE; Schema: queues; Owner: -
 --
 
@@ -10040,11 +10191,27 @@ ALTER TABLE ONLY queues.task_waiter
 
 
 --
+-- Name: worker_event worker_event_pkey; Type: CONSTRAINT; Schema: queues; Owner: -
+--
+
+ALTER TABLE ONLY queues.worker_event
+    ADD CONSTRAINT worker_event_pkey PRIMARY KEY (worker_event_id);
+
+
+--
 -- Name: worker worker_pkey; Type: CONSTRAINT; Schema: queues; Owner: -
 --
 
 ALTER TABLE ONLY queues.worker
     ADD CONSTRAINT worker_pkey PRIMARY KEY (worker_id);
+
+
+--
+-- Name: worker_quiet worker_quiet_pkey; Type: CONSTRAINT; Schema: queues; Owner: -
+--
+
+ALTER TABLE ONLY queues.worker_quiet
+    ADD CONSTRAINT worker_quiet_pkey PRIMARY KEY (worker_id);
 
 
 --
@@ -10248,6 +10415,13 @@ CREATE INDEX task_needs_attention_idx ON queues.task USING btree (task_id) WHERE
 --
 
 CREATE INDEX task_process_instance_idx ON queues.task USING btree (((payload ->> 'db_function'::text)), internal.process_instance_id(payload), run_at) WHERE ((task_type = 'db_function'::text) AND (status = ANY (ARRAY['pending'::queues.task_status, 'running'::queues.task_status])));
+
+
+--
+-- Name: worker_event_worker_idx; Type: INDEX; Schema: queues; Owner: -
+--
+
+CREATE INDEX worker_event_worker_idx ON queues.worker_event USING btree (worker_id, worker_event_id);
 
 
 --
@@ -10650,6 +10824,13 @@ CREATE TRIGGER task_lease_append_only BEFORE UPDATE ON queues.task_lease_default
 
 
 --
+-- Name: worker_event worker_event_append_only; Type: TRIGGER; Schema: queues; Owner: -
+--
+
+CREATE TRIGGER worker_event_append_only BEFORE UPDATE ON queues.worker_event FOR EACH STATEMENT EXECUTE FUNCTION internal.refuse_update();
+
+
+--
 -- Name: account_anonymization_attempt_failed account_anonymization_attemp_account_anonymization_attemp_fkey1; Type: FK CONSTRAINT; Schema: accounts; Owner: -
 --
 
@@ -11007,6 +11188,14 @@ ALTER TABLE ONLY queues.limit_bucket
 
 ALTER TABLE ONLY queues.signal_wait
     ADD CONSTRAINT signal_wait_task_id_fkey FOREIGN KEY (task_id) REFERENCES queues.task(task_id) ON DELETE CASCADE;
+
+
+--
+-- Name: worker_quiet worker_quiet_worker_id_fkey; Type: FK CONSTRAINT; Schema: queues; Owner: -
+--
+
+ALTER TABLE ONLY queues.worker_quiet
+    ADD CONSTRAINT worker_quiet_worker_id_fkey FOREIGN KEY (worker_id) REFERENCES queues.worker(worker_id) ON DELETE CASCADE;
 
 
 --
@@ -12265,6 +12454,14 @@ GRANT ALL ON FUNCTION queues.heartbeat_worker(_worker_id text, _instance text) T
 
 
 --
+-- Name: FUNCTION heartbeat_worker_state(_worker_id text, _instance text); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.heartbeat_worker_state(_worker_id text, _instance text) FROM PUBLIC;
+GRANT ALL ON FUNCTION queues.heartbeat_worker_state(_worker_id text, _instance text) TO worker_service_user;
+
+
+--
 -- Name: FUNCTION insert_debounced_task(_task_type text, _payload jsonb, _debounce_key text, _delay interval, _priority integer, _max_attempts integer); Type: ACL; Schema: queues; Owner: -
 --
 
@@ -12394,6 +12591,13 @@ REVOKE ALL ON FUNCTION queues.put_schedule(_name text, _cron text, _task_type te
 
 REVOKE ALL ON FUNCTION queues.queue_stats() FROM PUBLIC;
 GRANT ALL ON FUNCTION queues.queue_stats() TO worker_service_user;
+
+
+--
+-- Name: FUNCTION quiet_worker(_worker_id text, _actor text); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.quiet_worker(_worker_id text, _actor text) FROM PUBLIC;
 
 
 --
@@ -12540,6 +12744,13 @@ REVOKE ALL ON FUNCTION queues.resume_queue(_task_type text) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION queues.resume_schedule(_name text, _next_run_at timestamp with time zone, _actor text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION resume_worker(_worker_id text, _actor text); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.resume_worker(_worker_id text, _actor text) FROM PUBLIC;
 
 
 --

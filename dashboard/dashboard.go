@@ -97,6 +97,8 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST /schedules/{name}/resume", h.action(h.resumeSchedule))
 	m.HandleFunc("POST /schedules/{name}/run", h.action(h.runSchedule))
 	m.HandleFunc("POST /schedules/{name}/backfill", h.action(h.backfillSchedule))
+	m.HandleFunc("POST /workers/quiet", h.action(h.quietWorker))
+	m.HandleFunc("POST /workers/resume", h.action(h.resumeWorker))
 	m.HandleFunc("POST /queues/{type}/pause", h.action(h.pauseQueue))
 	m.HandleFunc("POST /queues/{type}/resume", h.action(h.resumeQueue))
 	m.HandleFunc("POST /processes/{process}/{id}/retry", h.action(h.retryProcess))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -80,4 +81,45 @@ func (h *Handler) workersPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.render(w, r, http.StatusOK, "workers", "Workers", "workers", d)
+}
+
+// quietWorker tells the worker of the form's worker_id to finish what it runs and claim nothing
+// more (admin.QuietWorker); resumeWorker lets it claim again. Both take effect at the worker's
+// next heartbeat. The id is a form field, not a path segment: a worker id may hold any character.
+func (h *Handler) quietWorker(w http.ResponseWriter, r *http.Request, who identity) {
+	h.workerAction(w, r, func(ctx context.Context, id string) (string, error) {
+		changed, err := admin.QuietWorker(ctx, h.pool, id, who.actor())
+		if !changed {
+			return "Worker " + id + " was quiet already.", err
+		}
+		return "Quieted worker " + id + ": from its next heartbeat it finishes its running tasks and claims nothing more.", err
+	})
+}
+
+func (h *Handler) resumeWorker(w http.ResponseWriter, r *http.Request, who identity) {
+	h.workerAction(w, r, func(ctx context.Context, id string) (string, error) {
+		changed, err := admin.ResumeWorker(ctx, h.pool, id, who.actor())
+		if !changed {
+			return "Worker " + id + " was not quiet.", err
+		}
+		return "Resumed worker " + id + ": it claims again from its next heartbeat.", err
+	})
+}
+
+func (h *Handler) workerAction(w http.ResponseWriter, r *http.Request, do func(ctx context.Context, id string) (string, error)) {
+	id := strings.TrimSpace(r.PostFormValue("worker_id"))
+	back := h.localPathOr(r.PostFormValue("return_to"), h.path("/workers"))
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.QueryTimeout)
+	defer cancel()
+	msg, err := do(ctx, id)
+	switch {
+	case errors.Is(err, admin.ErrInvalidInput), errors.Is(err, admin.ErrWorkerNotFound):
+		h.setFlash(w, r, "error", redactText(err.Error()))
+	case err != nil:
+		h.cfg.Logger.Error("dashboard: worker action failed", "worker_id", truncate(130, id), "error", err)
+		h.setFlash(w, r, "error", redactText(err.Error()))
+	default:
+		h.setFlash(w, r, "ok", msg)
+	}
+	http.Redirect(w, r, back, http.StatusSeeOther)
 }

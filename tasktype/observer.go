@@ -169,6 +169,9 @@ const (
 	// EventFallback: the transport became unreachable (On) and the worker claims from
 	// PostgreSQL, or it is back (On false).
 	EventFallback
+	// EventQuiet: an operator quieted this worker (On; queues.quiet_worker): it finishes the
+	// tasks it runs and claims nothing more; or resumed it (On false).
+	EventQuiet
 )
 
 // WorkerEvent is something that happened to a worker. Kind says which fields are set.
@@ -178,7 +181,7 @@ type WorkerEvent struct {
 	Workers int    // EventReaped: workers removed
 	Tasks   int    // EventReaped: tasks recovered; EventPruned: tasks deleted
 	Op      string // EventMaintenanceError: the operation
-	On      bool   // EventFallback: the transport is unreachable
+	On      bool   // EventFallback: the transport is unreachable; EventQuiet: the worker is quiet
 	Late    bool   // EventScheduled: the tick was enqueued late (caught up)
 	Err     error  // EventMaintenanceError, EventSessionLost
 }

@@ -219,3 +219,44 @@ func TestSchedulesSteer(t *testing.T) {
 	require.Equal(t, exitUsage, r.code)
 	require.Contains(t, r.err, "the window ends in the future")
 }
+
+// Quieting a worker from the CLI: workers quiet and resume, recorded with the actor; workers list
+// says which is quiet, since when and by whom; a worker that is not registered is exit code 3.
+// (What the worker does when quiet: TestQuietWorkerFinishesAndClaimsNothing.)
+func TestWorkersQuiet(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDBURL(t)
+	pool := openPool(t, url)
+	db := []string{"--database-url", url}
+	_, err := pool.Exec(t.Context(), `select * from queues.register_worker_instance('w1', 'p1', 'host-a', 7, 4, 'v', 'postgres', null, false, interval '30 seconds')`)
+	require.NoError(t, err)
+
+	r := run(t, append([]string{"workers", "quiet", "w1", "--actor", "ann"}, db...)...)
+	require.Equal(t, 0, r.code, r.err)
+	require.Equal(t, "quieted worker w1: it finishes its running tasks and claims nothing more from its next heartbeat\n", r.out)
+	r = run(t, append([]string{"workers", "quiet", "w1"}, db...)...)
+	require.Equal(t, 0, r.code, r.err)
+	require.Equal(t, "worker w1 was quiet already\n", r.out)
+	r = run(t, append([]string{"workers", "list"}, db...)...)
+	require.Equal(t, 0, r.code, r.err)
+	require.Regexp(t, `(?m)^w1 +host-a +quiet since \S+Z \(ann\) `, r.out)
+	ws := runJSON[[]map[string]any](t, append([]string{"workers", "list"}, db...)...)
+	require.Len(t, ws, 1)
+	require.Equal(t, "ann", ws[0]["quiet_by"])
+	require.NotEmpty(t, ws[0]["quiet_since"])
+
+	r = run(t, append([]string{"workers", "resume", "w1", "--actor", "bob", "--json"}, db...)...)
+	require.Equal(t, 0, r.code, r.err)
+	require.JSONEq(t, `{"worker_id": "w1", "changed": true}`, r.out)
+	r = run(t, append([]string{"workers", "resume", "w1"}, db...)...)
+	require.Equal(t, 0, r.code, r.err)
+	require.Equal(t, "worker w1 was not quiet\n", r.out)
+	require.Equal(t, "quieted ann,resumed bob", q[string](t, pool,
+		`select string_agg(event || ' ' || actor, ',' order by worker_event_id) from queues.worker_event`))
+
+	r = run(t, append([]string{"workers", "quiet", "nope"}, db...)...)
+	require.Equal(t, exitNotFound, r.code)
+	require.Contains(t, r.err, "worker 'nope' is not registered")
+	r = run(t, append([]string{"workers", "quiet"}, db...)...)
+	require.Equal(t, exitUsage, r.code)
+}

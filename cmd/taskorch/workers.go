@@ -12,7 +12,7 @@ import (
 )
 
 func newWorkersCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "workers", Short: "Inspect the registered workers"}
+	cmd := &cobra.Command{Use: "workers", Short: "Inspect the registered workers; quiet one before a deploy, and resume it"}
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the workers with their heartbeat, pool size, running tasks and the leader",
@@ -34,21 +34,66 @@ func newWorkersCmd(g *globals) *cobra.Command {
 				return writeJSON(cmd.OutOrStdout(), ws)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "WORKER\tHOST\tLEADER\tPOOL\tRUNNING\tLAST HEARTBEAT\tSTARTED\tVERSION")
+			fmt.Fprintln(tw, "WORKER\tHOST\tSTATE\tLEADER\tPOOL\tRUNNING\tLAST HEARTBEAT\tSTARTED\tVERSION")
 			for _, w := range ws {
 				leader := ""
 				if w.Leader {
 					leader = "yes"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s ago\t%s\t%s\n", w.ID, w.Hostname, dash(leader), w.PoolSize, w.RunningTasks,
+				state := "active"
+				if w.QuietSince != nil {
+					state = "quiet since " + w.QuietSince.UTC().Format(time.RFC3339) + " (" + w.QuietBy + ")"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s ago\t%s\t%s\n", w.ID, w.Hostname, state, dash(leader), w.PoolSize, w.RunningTasks,
 					time.Since(w.LastHeartbeat).Round(time.Second), w.StartedAt.UTC().Format(time.RFC3339), dash(w.Version))
 			}
 			return tw.Flush()
 		},
 	}
 	addJSONFlag(list, g)
-	cmd.AddCommand(list)
+	cmd.AddCommand(list, newWorkerQuietCmd(g, true), newWorkerQuietCmd(g, false))
 	return cmd
+}
+
+// newWorkerQuietCmd returns workers quiet (quiet) or workers resume: an operator stopping one
+// worker from claiming, recorded with --actor in queues.worker_event.
+func newWorkerQuietCmd(g *globals, quiet bool) *cobra.Command {
+	use, short := "resume", "Let a quiet worker claim again (from its next heartbeat)"
+	do, done, already := admin.ResumeWorker, "resumed worker %s", "worker %s was not quiet"
+	if quiet {
+		use = "quiet"
+		short = "Tell a worker to finish the tasks it runs and claim nothing more (from its next heartbeat), e.g. before a deploy; it stays registered, and leads if elected"
+		do, done, already = admin.QuietWorker, "quieted worker %s: it finishes its running tasks and claims nothing more from its next heartbeat", "worker %s was quiet already"
+	}
+	var actor string
+	c := &cobra.Command{
+		Use:   use + " WORKER_ID",
+		Short: short,
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pool, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			changed, err := do(cmd.Context(), pool, args[0], resolveActor(actor))
+			if err != nil {
+				return mapAdminError(err)
+			}
+			if g.jsonOut {
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"worker_id": args[0], "changed": changed})
+			}
+			msg := done
+			if !changed {
+				msg = already
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), msg+"\n", args[0])
+			return err
+		},
+	}
+	addActorFlag(c, &actor)
+	addJSONFlag(c, g)
+	return c
 }
 
 func newSchedulesCmd(g *globals) *cobra.Command {

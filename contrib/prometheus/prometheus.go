@@ -37,7 +37,7 @@ const (
 
 // maintenanceOps are the op label values of taskorch_maintenance_errors_total known from the
 // start, so that increase() sees the first error.
-var maintenanceOps = []string{"register", "session", "heartbeat", "leadership", "reap", "session_reap", "prune", "schedule", "resign", "deregister", "queue_stats"}
+var maintenanceOps = []string{"register", "session", "heartbeat", "leadership", "reap", "session_reap", "prune", "history", "schedule", "resign", "deregister", "queue_stats"}
 
 // Observer is a worker's Prometheus instrumentation. Make one per worker with New; NewWorker
 // registers its metrics (Attach), and fails if the registry holds them already.
@@ -56,6 +56,7 @@ type Observer struct {
 	notifications prometheus.Counter
 
 	leader      prometheus.Gauge
+	quiet       prometheus.Gauge
 	reaped      prometheus.Counter
 	recovered   prometheus.Counter
 	sessionLost prometheus.Counter
@@ -104,6 +105,8 @@ func New(reg prometheus.Registerer) *Observer {
 		notifications: counter("notifications_received_total", "NOTIFY wake-ups received on the LISTEN connection."),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "taskorch", Name: "leader",
 			Help: "1 while this worker holds the leader lease, else 0."}),
+		quiet: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "taskorch", Name: "worker_quiet",
+			Help: "1 while an operator has this worker quiet (it finishes what it runs and claims nothing more), else 0."}),
 		reaped:      counter("workers_reaped_total", "Dead workers this worker removed as leader: their session gone for the grace, or silent past the worker timeout."),
 		recovered:   counter("tasks_recovered_total", "Running tasks of reaped workers this worker returned to pending as leader."),
 		sessionLost: counter("worker_sessions_lost_total", "Times this worker's session connection was lost and opened again (docs/operations.md, \"Crashed workers\")."),
@@ -130,7 +133,7 @@ func (m *Observer) Attach(w tasktype.WorkerInfo) error {
 		return fmt.Errorf("registering worker metrics: the prometheus observer has no registry (make it with prometheus.New)")
 	}
 	cs := []prometheus.Collector{m.claimed, m.completed, m.failed, m.snoozed, m.duration, m.startDelay,
-		m.leasesLost, m.refused, m.notifications, m.leader, m.reaped, m.recovered, m.sessionLost, m.pruned, m.scheduled,
+		m.leasesLost, m.refused, m.notifications, m.leader, m.quiet, m.reaped, m.recovered, m.sessionLost, m.pruned, m.scheduled,
 		m.missed, m.maintErrors, m.queue}
 	if w.Pool != nil {
 		cs = append(cs, newPoolCollector(w.Pool))
@@ -197,6 +200,12 @@ func (m *Observer) WorkerEvent(e tasktype.WorkerEvent) {
 	case tasktype.EventReaped:
 		m.reaped.Add(float64(e.Workers))
 		m.recovered.Add(float64(e.Tasks))
+	case tasktype.EventQuiet:
+		if e.On {
+			m.quiet.Set(1)
+		} else {
+			m.quiet.Set(0)
+		}
 	case tasktype.EventSessionLost:
 		m.sessionLost.Inc()
 	case tasktype.EventPruned:

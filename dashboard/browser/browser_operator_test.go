@@ -162,6 +162,36 @@ func TestBrowserSteerSchedule(t *testing.T) {
 	b.screenshot("schedules_steered")
 }
 
+// TestBrowserQuietWorker quiets a worker and resumes it from the workers page in Chromium, each
+// recorded as the signed-in person's; the worker's heartbeat then says so
+// (queues.heartbeat_worker_state: what the worker acts on, TestQuietWorkerFinishesAndClaimsNothing).
+func TestBrowserQuietWorker(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewDB(t)
+	_, err := pool.Exec(t.Context(), `select * from queues.register_worker_instance('web-1/a', 'p1', 'host-a', 7, 4, 'v', 'postgres', null, false, interval '30 seconds')`)
+	require.NoError(t, err)
+	h, err := dashboard.New(pool, dashboard.Config{Tokens: map[string]string{"ann": annToken}, RefreshInterval: 400 * time.Millisecond})
+	require.NoError(t, err)
+	base := newServer(t, h).URL
+	b := newBrowser(t)
+	b.signInWith(base, annToken)
+	row := `tr[data-worker="web-1/a"] `
+
+	b.do(chromedp.Navigate(base+"/workers"), chromedp.WaitVisible(chromedp.CSS(row+`button.quiet`)),
+		click(row+`button.quiet`), chromedp.WaitVisible(chromedp.CSS(`body:not([data-stale]) #flash`)))
+	require.Contains(t, b.text("#flash"), "Quieted worker web-1/a")
+	require.Contains(t, b.text(row+`td.state`), "quiet by dashboard:ann")
+	require.Equal(t, "quiet", q[string](t, pool, `select queues.heartbeat_worker_state('web-1/a', 'p1')`))
+	b.screenshot("worker_quiet")
+
+	b.do(click(row+`button.resume`), chromedp.WaitVisible(chromedp.CSS(`body:not([data-stale]) #flash`)))
+	require.Contains(t, b.text("#flash"), "Resumed worker web-1/a")
+	require.Contains(t, b.text(row+`td.state`), "active")
+	require.Equal(t, "active", q[string](t, pool, `select queues.heartbeat_worker_state('web-1/a', 'p1')`))
+	require.Equal(t, []string{"quieted dashboard:ann", "resumed dashboard:ann"},
+		q[[]string](t, pool, `select array_agg(event || ' ' || actor order by worker_event_id) from queues.worker_event`))
+}
+
 // TestBrowserRunningLongest: a real worker runs two tasks that do not end; the running page
 // lists them longest-running first with their worker, and a task cancelled from its page leaves
 // the list without a reload.

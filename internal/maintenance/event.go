@@ -12,7 +12,8 @@ const (
 	// recovered, and its outcomes for them will be refused. Tasks: the tasks of a previous
 	// process under the same id that the registration recovered (taking the id over).
 	EventRegistered EventKind = iota + 1
-	// EventHeartbeat: one heartbeat was written.
+	// EventHeartbeat: one heartbeat was written. Quiet: an operator quieted this process
+	// (queues.quiet_worker): the worker claims nothing more until a heartbeat says otherwise.
 	EventHeartbeat
 	// EventElected: this worker became the leader (Term).
 	EventElected
@@ -70,6 +71,7 @@ func (k EventKind) String() string {
 type Event struct {
 	Kind         EventKind
 	Reregistered bool           // EventRegistered
+	Quiet        bool           // EventHeartbeat
 	Term         int64          // leadership and leader actions
 	Workers      []ReapedWorker // EventReaped, EventSessionCheck
 	Tasks        int            // EventReaped (recovered), EventPruned (deleted), EventRegistered (taken over)

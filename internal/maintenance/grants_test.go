@@ -37,6 +37,7 @@ func TestWorkerRoleGrants(t *testing.T) {
 		`select queues.deregister_worker('w')`,
 		`select * from queues.register_worker_instance('w2', 'i', 'h', 1, 4, 'v', 'postgres', null, true, interval '30 seconds')`,
 		`select queues.heartbeat_worker('w2', 'i')`,
+		`select queues.heartbeat_worker_state('w2', 'i')`,
 		`select queues.acquire_leadership('w2', interval '1 minute', 'i')`,
 		`select * from queues.reap_lost_sessions(interval '1 second', 1)`,
 		`select queues.deregister_worker('w2', 'i')`,
@@ -64,6 +65,10 @@ func TestWorkerRoleGrants(t *testing.T) {
 		`delete from queues.task_event`,
 		`select nextval('queues.task_lease_task_lease_id_seq')`,
 		`select queues.enqueue('t', '{}')`,
+		`select queues.quiet_worker('w2')`,
+		`select queues.resume_worker('w2')`,
+		`select * from queues.worker_quiet`,
+		`select * from queues.worker_event`,
 	} {
 		_, err := tx.Exec(ctx, "savepoint s")
 		require.NoError(t, err)

@@ -8,7 +8,8 @@ import (
 
 // runHeartbeats registers the worker (unless it registers on its session: runSession), then
 // writes a heartbeat every HeartbeatInterval: one UPDATE of the worker's row, whatever the
-// number of tasks it runs. When the row is gone (a leader reaped the worker, which it does only
+// number of tasks it runs, which also says whether an operator quieted this process
+// (EventHeartbeat's Quiet). When the row is gone (a leader reaped the worker, which it does only
 // after WorkerTimeout without a heartbeat, e.g. across a long database outage, or after its
 // session was gone for the grace) or another process took the id over, it registers again.
 func (m *Maintainer) runHeartbeats(ctx context.Context) {
@@ -21,13 +22,13 @@ func (m *Maintainer) runHeartbeats(ctx context.Context) {
 		}
 		cctx, cancel := context.WithTimeout(ctx, callTimeout(m.cfg.HeartbeatInterval))
 		defer cancel()
-		var alive bool
-		if err := m.pool.QueryRow(cctx, `select queues.heartbeat_worker($1, $2)`, m.cfg.WorkerID, m.instance).Scan(&alive); err != nil {
+		var state string
+		if err := m.pool.QueryRow(cctx, `select queues.heartbeat_worker_state($1, $2)`, m.cfg.WorkerID, m.instance).Scan(&state); err != nil {
 			m.fail(ctx, "heartbeat", err)
 			return
 		}
-		if alive {
-			m.emit(Event{Kind: EventHeartbeat})
+		if state != "gone" {
+			m.emit(Event{Kind: EventHeartbeat, Quiet: state == "quiet"})
 			return
 		}
 		if !m.registered.Load() {

@@ -38,7 +38,7 @@ func BenchmarkSessionPath(b *testing.B) {
 				sql  string
 				args []any
 			}{
-				{"heartbeat", `select queues.heartbeat_worker('w1', 'p')`, nil},
+				{"heartbeat", `select queues.heartbeat_worker_state('w1', 'p')`, nil},
 				{"leader-check", `select count(*) from queues.reap_lost_sessions(interval '1 second', $1)`, []any{term}},
 				{"follower-poll", `select queues.acquire_leadership('w1', interval '15 seconds', 'p')`, nil},
 				{"session-pid-check", `select pg_backend_pid()`, nil},

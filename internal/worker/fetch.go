@@ -205,8 +205,12 @@ func (f *fetcher) run() {
 			}
 			f.due.active = down
 		}
-		for _, s := range f.all {
-			f.send(s)
+		if w.quiet.Load() {
+			f.quietDown() // claims nothing, and gives back what came in (quiet.go)
+		} else {
+			for _, s := range f.all {
+				f.send(s)
+			}
 		}
 		var wake <-chan struct{}
 		if f.due.active && f.due.idle {
@@ -228,6 +232,15 @@ func (f *fetcher) run() {
 			f.landed(r)
 		case <-w.room:
 			// A slot freed: the sources claim again if there is room.
+		case <-w.quietChanged:
+			// Quiet: the loop gives back its buffer above. Resumed: every source claims at once.
+			f.due.timer.Stop()
+			f.due.idle, f.due.wait = false, w.cfg.PollInterval
+			f.due.announce = !w.cfg.PollOnly
+			for _, s := range f.all[1:] {
+				s.timer.Stop()
+				s.idle = false
+			}
 		case <-up:
 		case <-wake:
 			f.due.timer.Stop()

@@ -27,19 +27,21 @@ type Worker struct {
 	types []string // the task types it claims (claimTypes): nil for every type
 	lease string   // cfg.LeaseDuration, as the claims' interval argument
 
-	slots       chan struct{}                        // one token per running task
-	ready       *readyBuffer                         // claimed tasks waiting for a slot (buffer.go)
-	room        chan struct{}                        // a slot freed: the fetcher may claim
-	freed       atomic.Int64                         // slots freed so far, for the claim-ahead target
-	busy        atomic.Int64                         // nanoseconds those slots were held by their tasks
-	staleAhead  atomic.Int64                         // times the renewer gave back buffered tasks that waited too long
-	wake        chan struct{}                        // a NOTIFY arrived
-	leaseCheck  chan struct{}                        // a running task may have been cancelled (lease_check.go)
-	listening   atomic.Bool                          // the LISTEN connection is up: cancel notifications arrive
-	completions *completions                         // succeeded tasks, for the completer
-	before      *batcher.Batcher[beforeCall, []byte] // channel tasks' before handlers (before_batch.go)
-	hardStop    chan struct{}
-	stopOnce    sync.Once
+	slots        chan struct{}                        // one token per running task
+	ready        *readyBuffer                         // claimed tasks waiting for a slot (buffer.go)
+	room         chan struct{}                        // a slot freed: the fetcher may claim
+	freed        atomic.Int64                         // slots freed so far, for the claim-ahead target
+	busy         atomic.Int64                         // nanoseconds those slots were held by their tasks
+	staleAhead   atomic.Int64                         // times the renewer gave back buffered tasks that waited too long
+	wake         chan struct{}                        // a NOTIFY arrived
+	leaseCheck   chan struct{}                        // a running task may have been cancelled (lease_check.go)
+	listening    atomic.Bool                          // the LISTEN connection is up: cancel notifications arrive
+	completions  *completions                         // succeeded tasks, for the completer
+	before       *batcher.Batcher[beforeCall, []byte] // channel tasks' before handlers (before_batch.go)
+	hardStop     chan struct{}
+	stopOnce     sync.Once
+	quiet        atomic.Bool   // an operator quieted this worker: it claims nothing (quiet.go)
+	quietChanged chan struct{} // quiet changed: the fetch loop looks again
 
 	mu sync.Mutex
 	// running holds the running tasks by lease id, from start until finish. A task can run
@@ -93,24 +95,28 @@ func New(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 	registered := make(chan struct{})
 	var once sync.Once
 	w := &Worker{
-		pool:        pool,
-		cfg:         cfg,
-		log:         cfg.Logger.With("worker_id", cfg.ID),
-		types:       claimTypes(cfg),
-		lease:       cfg.LeaseDuration.String(),
-		slots:       make(chan struct{}, cfg.Concurrency),
-		ready:       newReadyBuffer(),
-		room:        make(chan struct{}, 1),
-		wake:        make(chan struct{}, 1),
-		leaseCheck:  make(chan struct{}, 1),
-		completions: newCompletions(2*cfg.Concurrency + maxCompletionBatch),
-		hardStop:    make(chan struct{}),
-		running:     map[int64]*runningTask{},
-		registered:  registered,
-		obs:         observers(cfg.Observers),
+		pool:         pool,
+		cfg:          cfg,
+		log:          cfg.Logger.With("worker_id", cfg.ID),
+		types:        claimTypes(cfg),
+		lease:        cfg.LeaseDuration.String(),
+		slots:        make(chan struct{}, cfg.Concurrency),
+		ready:        newReadyBuffer(),
+		room:         make(chan struct{}, 1),
+		wake:         make(chan struct{}, 1),
+		leaseCheck:   make(chan struct{}, 1),
+		completions:  newCompletions(2*cfg.Concurrency + maxCompletionBatch),
+		hardStop:     make(chan struct{}),
+		quietChanged: make(chan struct{}, 1),
+		running:      map[int64]*runningTask{},
+		registered:   registered,
+		obs:          observers(cfg.Observers),
 	}
 	maint, err := maintenance.New(pool, maintenance.Config{
 		OnEvent: func(e maintenance.Event) {
+			if e.Kind == maintenance.EventHeartbeat {
+				w.setQuiet(e.Quiet)
+			}
 			if e.Kind == maintenance.EventRegistered {
 				once.Do(func() { close(registered) })
 				if e.Reregistered {
