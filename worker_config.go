@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"reflect"
 	"time"
@@ -47,6 +48,19 @@ type WorkerConfig struct {
 	// TaskTimeout bounds one attempt: its context is cancelled and the attempt fails (and is
 	// retried). Zero means no bound beyond the lease. Defaults to 0.
 	TaskTimeout time.Duration
+
+	// WarnRunningAfter: a task still running after this long is logged as a warning, once per
+	// attempt ("task running longer than expected", with its id, type and how long it has run),
+	// and reported to the observers (taskorch_tasks_running_long_total), so a stuck handler shows
+	// before its lease or timeout ends it (docs/operations.md, "Find a stuck task"). Zero means
+	// no warning. HandlerOpts.WarnAfter, then WarnRunningAfterTypes, override it per type.
+	WarnRunningAfter time.Duration
+
+	// WarnRunningAfterTypes overrides WarnRunningAfter for the task types named, including those
+	// without a Go handler (db_function, the channel types, a process's types); a negative
+	// duration means no warning for the type. A Go handler's HandlerOpts.WarnAfter wins over
+	// both.
+	WarnRunningAfterTypes map[string]time.Duration
 
 	// PollInterval is the shortest wait between claims while idle; the wait doubles up to
 	// MaxPollInterval while nothing comes, and a NOTIFY cuts it short. Defaults to 100ms.
@@ -248,6 +262,8 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 		return c, inputErrorf("lease duration must be at least 1s, got %s", c.LeaseDuration)
 	case c.TaskTimeout < 0:
 		return c, inputErrorf("task timeout must not be negative, got %s", c.TaskTimeout)
+	case c.WarnRunningAfter < 0:
+		return c, inputErrorf("warn-running-after must not be negative, got %s", c.WarnRunningAfter)
 	case c.PollInterval < time.Millisecond || c.MaxPollInterval < c.PollInterval:
 		return c, inputErrorf("poll interval must be at least 1ms and at most the max poll interval (%s, %s)", c.PollInterval, c.MaxPollInterval)
 	case c.ShutdownGrace < 0:
@@ -256,6 +272,14 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 		return c, inputErrorf("PollOnly and ListenConfig exclude each other: poll only, or LISTEN on the direct connection")
 	case c.QueueStatsInterval < 10*time.Millisecond:
 		return c, inputErrorf("queue stats interval must be at least 10ms, got %s", c.QueueStatsInterval)
+	}
+	for typ, d := range c.WarnRunningAfterTypes {
+		if err := ValidateTaskType(typ); err != nil {
+			return c, fmt.Errorf("warn-running-after: %w", err)
+		}
+		if d == 0 {
+			return c, inputErrorf("warn-running-after for %s must not be 0 (a duration, or a negative one for no warning)", typ)
+		}
 	}
 	for typ := range c.Channels {
 		if !worker.IsChannelType(typ) {
@@ -293,6 +317,7 @@ func (c WorkerConfig) workerConfig() worker.Config {
 	return worker.Config{
 		ID: c.ID, Concurrency: c.Concurrency, FetchBatch: c.FetchBatch, ClaimAhead: c.ClaimAhead,
 		LeaseDuration: c.LeaseDuration, TaskTimeout: c.TaskTimeout,
+		WarnRunningAfter: c.WarnRunningAfter, WarnRunningAfterBy: maps.Clone(c.WarnRunningAfterTypes),
 		PollInterval: c.PollInterval, MaxPollInterval: c.MaxPollInterval, PollOnly: c.PollOnly, ListenConfig: c.ListenConfig,
 		ShutdownGrace: c.ShutdownGrace, Handlers: handlerSet{c.Handlers}, MaxResultBytes: c.MaxResultBytes,
 		Channels: c.Channels, ClaimUnknownTypes: c.ClaimUnknownTypes, Logger: c.Logger, Version: c.Version,

@@ -38,6 +38,13 @@ type HandlerOpts struct {
 	// type, whatever the worker's (the lease still renews while the handler runs).
 	Timeout time.Duration
 
+	// WarnAfter: an attempt of this type still running after WarnAfter is logged as a warning,
+	// once ("task running longer than expected", with its id and how long it has run), and
+	// reported to the observers (taskorch_tasks_running_long_total): a stuck handler shows
+	// before its lease or timeout ends it. Zero means the worker's WarnRunningAfter; negative
+	// means no warning for this type.
+	WarnAfter time.Duration
+
 	// MaxAttempts caps the attempts of this type's tasks, below each task's own max attempts
 	// (EnqueueOpts.MaxAttempts): a retriable failure of attempt MaxAttempts or later ends the
 	// task dead, as running out of its own attempts does. A task claimed past the cap (an

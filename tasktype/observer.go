@@ -67,6 +67,10 @@ type WorkerInfo struct {
 	// Transport is the name of the worker's transport (WorkerConfig.Transport): "" when tasks
 	// come from PostgreSQL alone.
 	Transport string
+	// LongestRunning reports, for each task type with attempts running on the worker now, how
+	// long the longest of them has run (taskorch_task_running_longest_seconds). Nil outside a
+	// worker.
+	LongestRunning func() map[string]time.Duration
 }
 
 // Outcome is what became of one run of a task, as TaskFinished reports it.
@@ -169,6 +173,9 @@ const (
 	// EventFallback: the transport became unreachable (On) and the worker claims from
 	// PostgreSQL, or it is back (On false).
 	EventFallback
+	// EventRunningLong: task Task has run longer than its type's warning threshold
+	// (HandlerOpts.WarnAfter, WorkerConfig.WarnRunningAfter); reported once per attempt.
+	EventRunningLong
 	// EventQuiet: an operator quieted this worker (On; queues.quiet_worker): it finishes the
 	// tasks it runs and claims nothing more; or resumed it (On false).
 	EventQuiet
@@ -184,6 +191,7 @@ type WorkerEvent struct {
 	On      bool   // EventFallback: the transport is unreachable; EventQuiet: the worker is quiet
 	Late    bool   // EventScheduled: the tick was enqueued late (caught up)
 	Err     error  // EventMaintenanceError, EventSessionLost
+	Task    *Task  // EventRunningLong: the task (do not keep it)
 }
 
 // QueueStat is one row of queues.queue_stats(): the pending or running tasks of one type.

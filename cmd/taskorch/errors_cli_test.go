@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -58,6 +59,26 @@ func TestWorkerEnvHistoryRetentionRefused(t *testing.T) {
 	require.Equal(t, exitUsage, r.code, r.err)
 	require.Equal(t, 2, r.code)
 	require.Equal(t, "taskorch: TASKORCH_HISTORY_RETENTION=\"7days\" is not a Go duration such as 30s or 5m\n", r.err)
+}
+
+// --warn-running-after takes a duration for every type and TYPE=DURATION entries; anything
+// else is a usage error (exit 2) before anything connects, as is a type the library refuses.
+func TestWorkerWarnRunningAfter(t *testing.T) {
+	t.Parallel()
+	all, byType, err := parseWarnRunningAfter(" 10m, comms.send_email=30s ,files.delete=-1s")
+	require.NoError(t, err)
+	require.Equal(t, 10*time.Minute, all)
+	require.Equal(t, map[string]time.Duration{"comms.send_email": 30 * time.Second, "files.delete": -time.Second}, byType)
+	all, byType, err = parseWarnRunningAfter("")
+	require.NoError(t, err)
+	require.Zero(t, all)
+	require.Nil(t, byType)
+
+	for _, v := range []string{"10", "email=soon", "=5s,1m"} {
+		r := run(t, "worker", "--database-url", "postgres://127.0.0.1:1/none", "--warn-running-after", v)
+		require.Equal(t, exitUsage, r.code, "%s: %s", v, r.err)
+		require.Contains(t, r.err, "--warn-running-after:", v)
+	}
 }
 
 func TestPrintError(t *testing.T) {

@@ -42,6 +42,9 @@ type workerFlags struct {
 	concurrency   int
 	leaseDuration time.Duration
 	taskTimeout   time.Duration
+	warnRunning   string
+	warnDefault   time.Duration
+	warnTypes     map[string]time.Duration
 	shutdownGrace time.Duration
 	pollOnly      bool
 	pollInterval  time.Duration
@@ -145,6 +148,10 @@ Every flag has an environment variable twin, listed in docs/configuration.md.`,
 			if envErr != nil {
 				return &usageError{err: envErr}
 			}
+			var err error
+			if f.warnDefault, f.warnTypes, err = parseWarnRunningAfter(f.warnRunning); err != nil {
+				return err
+			}
 			return runWorker(cmd, g, f)
 		},
 	}
@@ -154,6 +161,7 @@ Every flag has an environment variable twin, listed in docs/configuration.md.`,
 	fl.IntVar(&f.concurrency, "concurrency", envInt("TASKORCH_CONCURRENCY", 10), "tasks run at once (env TASKORCH_CONCURRENCY)")
 	fl.DurationVar(&f.leaseDuration, "lease-duration", envDuration("TASKORCH_LEASE_DURATION", 5*time.Minute), "how long a claim holds a task; renewed while it runs (env TASKORCH_LEASE_DURATION)")
 	fl.DurationVar(&f.taskTimeout, "task-timeout", envDuration("TASKORCH_TASK_TIMEOUT", 0), "bound on one attempt, 0 for none (env TASKORCH_TASK_TIMEOUT)")
+	fl.StringVar(&f.warnRunning, "warn-running-after", os.Getenv("TASKORCH_WARN_RUNNING_AFTER"), "warn (log and taskorch_tasks_running_long_total) when an attempt runs longer than this: a duration for every type, and/or TYPE=DURATION for one type (a negative one: never), comma-separated, e.g. 10m,comms.send_email=30s (env TASKORCH_WARN_RUNNING_AFTER)")
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", envDuration("TASKORCH_SHUTDOWN_GRACE", 30*time.Second), "how long running tasks may finish at shutdown (env TASKORCH_SHUTDOWN_GRACE)")
 	fl.DurationVar(&f.pollInterval, "poll-interval", envDuration("TASKORCH_POLL_INTERVAL", 100*time.Millisecond), "the shortest wait between claims while idle; it doubles up to --max-poll-interval while nothing comes, and a NOTIFY cuts it short (env TASKORCH_POLL_INTERVAL)")
 	fl.DurationVar(&f.maxPoll, "max-poll-interval", envDuration("TASKORCH_MAX_POLL_INTERVAL", 2*time.Second), "the longest wait between claims while idle (env TASKORCH_MAX_POLL_INTERVAL)")
@@ -326,20 +334,22 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 		observers = append(observers, taskorchotel.New(tp))
 	}
 	w, err := taskorch.NewWorker(pool, &taskorch.WorkerConfig{
-		Observers:       observers,
-		ID:              f.workerID,
-		Concurrency:     f.concurrency,
-		LeaseDuration:   f.leaseDuration,
-		TaskTimeout:     f.taskTimeout,
-		ShutdownGrace:   f.shutdownGrace,
-		PollOnly:        f.pollOnly,
-		PollInterval:    f.pollInterval,
-		MaxPollInterval: f.maxPoll,
-		ListenConfig:    listenCfg,
-		Handlers:        hs,
-		Channels:        channels,
-		Logger:          log,
-		Version:         currentBuild().Version,
+		Observers:             observers,
+		ID:                    f.workerID,
+		Concurrency:           f.concurrency,
+		LeaseDuration:         f.leaseDuration,
+		TaskTimeout:           f.taskTimeout,
+		WarnRunningAfter:      f.warnDefault,
+		WarnRunningAfterTypes: f.warnTypes,
+		ShutdownGrace:         f.shutdownGrace,
+		PollOnly:              f.pollOnly,
+		PollInterval:          f.pollInterval,
+		MaxPollInterval:       f.maxPoll,
+		ListenConfig:          listenCfg,
+		Handlers:              hs,
+		Channels:              channels,
+		Logger:                log,
+		Version:               currentBuild().Version,
 
 		HeartbeatInterval: f.heartbeatInterval,
 		WorkerTimeout:     f.workerTimeout,
@@ -515,4 +525,33 @@ func applyChannelRates(ctx context.Context, pool *pgxpool.Pool, f *workerFlags, 
 		log.Info("channel rate limit set", "channel", r.channel, "per_second", r.rate)
 	}
 	return nil
+}
+
+// parseWarnRunningAfter reads --warn-running-after: comma-separated, a duration for every type
+// and TYPE=DURATION entries for single types ("10m,comms.send_email=30s").
+func parseWarnRunningAfter(v string) (time.Duration, map[string]time.Duration, error) {
+	var all time.Duration
+	var byType map[string]time.Duration
+	for _, e := range strings.Split(v, ",") {
+		if e = strings.TrimSpace(e); e == "" {
+			continue
+		}
+		typ, ds, named := strings.Cut(e, "=")
+		d, err := time.ParseDuration(strings.TrimSpace(ds))
+		if !named {
+			d, err = time.ParseDuration(e)
+		}
+		if err != nil || (named && strings.TrimSpace(typ) == "") {
+			return 0, nil, usageErrorf("--warn-running-after: %q is not a duration or TYPE=DURATION (e.g. 10m,comms.send_email=30s)", e)
+		}
+		if !named {
+			all = d
+			continue
+		}
+		if byType == nil {
+			byType = map[string]time.Duration{}
+		}
+		byType[strings.TrimSpace(typ)] = d
+	}
+	return all, byType, nil
 }

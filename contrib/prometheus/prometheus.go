@@ -51,6 +51,8 @@ type Observer struct {
 	duration   *prometheus.HistogramVec
 	startDelay *prometheus.HistogramVec
 
+	runningLong *prometheus.CounterVec
+
 	leasesLost    prometheus.Counter
 	refused       prometheus.Counter
 	notifications prometheus.Counter
@@ -90,6 +92,8 @@ func New(reg prometheus.Registerer) *Observer {
 			"Failed attempts recorded by this worker, by outcome: retry (retried later), failed (not retriable), dead (out of attempts).",
 			"task_type", "outcome"),
 		snoozed: counterVec("tasks_snoozed_total", "Tasks a handler snoozed.", byType...),
+		runningLong: counterVec("tasks_running_long_total",
+			"Attempts that ran longer than their type's warning threshold (WorkerConfig.WarnRunningAfter, HandlerOpts.WarnAfter), counted once each when it passed.", byType...),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "taskorch", Name: "task_duration_seconds",
 			Help:    "How long one attempt took on this worker, from start to its outcome handed over for recording.",
@@ -132,11 +136,14 @@ func (m *Observer) Attach(w tasktype.WorkerInfo) error {
 	if m.reg == nil {
 		return fmt.Errorf("registering worker metrics: the prometheus observer has no registry (make it with prometheus.New)")
 	}
-	cs := []prometheus.Collector{m.claimed, m.completed, m.failed, m.snoozed, m.duration, m.startDelay,
+	cs := []prometheus.Collector{m.claimed, m.completed, m.failed, m.snoozed, m.runningLong, m.duration, m.startDelay,
 		m.leasesLost, m.refused, m.notifications, m.leader, m.quiet, m.reaped, m.recovered, m.sessionLost, m.pruned, m.scheduled,
 		m.missed, m.maintErrors, m.queue}
 	if w.Pool != nil {
 		cs = append(cs, newPoolCollector(w.Pool))
+	}
+	if w.LongestRunning != nil {
+		cs = append(cs, runningCollector(w.LongestRunning))
 	}
 	for _, c := range cs {
 		if err := m.reg.Register(c); err != nil {
@@ -200,6 +207,8 @@ func (m *Observer) WorkerEvent(e tasktype.WorkerEvent) {
 	case tasktype.EventReaped:
 		m.reaped.Add(float64(e.Workers))
 		m.recovered.Add(float64(e.Tasks))
+	case tasktype.EventRunningLong:
+		m.runningLong.WithLabelValues(e.Task.Type).Inc()
 	case tasktype.EventQuiet:
 		if e.On {
 			m.quiet.Set(1)
@@ -322,4 +331,19 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	cnt("empty", float64(s.EmptyAcquireCount()))
 	cnt("wait", s.EmptyAcquireWaitTime().Seconds())
 	cnt("acquireDur", s.AcquireDuration().Seconds())
+}
+
+var runningLongestDesc = prometheus.NewDesc("taskorch_task_running_longest_seconds",
+	"How long the longest attempt of each task type running on this worker now has run (no series: none runs); max by (task_type) over the workers finds the fleet's longest.",
+	[]string{"task_type"}, nil)
+
+// runningCollector reports the worker's longest-running attempt of each type at scrape time.
+type runningCollector func() map[string]time.Duration
+
+func (c runningCollector) Describe(ch chan<- *prometheus.Desc) { ch <- runningLongestDesc }
+
+func (c runningCollector) Collect(ch chan<- prometheus.Metric) {
+	for typ, d := range c() {
+		ch <- prometheus.MustNewConstMetric(runningLongestDesc, prometheus.GaugeValue, d.Seconds(), typ)
+	}
 }

@@ -62,6 +62,8 @@ func (m *Maintainer) registerOnce(ctx context.Context, again bool) {
 	}
 	m.registered.Store(true)
 	m.reaped.Store(false)
+	// Again also when the session path gave its session up and this heartbeat registered first.
+	again = m.everRegistered.Swap(true) || again
 	m.emit(Event{Kind: EventRegistered, Reregistered: again, Tasks: recovered})
 	m.wakeLeadership()
 }

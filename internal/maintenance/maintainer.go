@@ -29,7 +29,10 @@ type Maintainer struct {
 	// reaped is set when the worker found its row gone, until it has registered again: a
 	// registration that fails is retried by the next tick, still as a re-registration.
 	reaped atomic.Bool
-	leader leaderState
+	// everRegistered is set by the first registration: any later one is a registration again
+	// (EventRegistered's Reregistered), whichever path makes it.
+	everRegistered atomic.Bool
+	leader         leaderState
 
 	sessionOff   atomic.Bool   // the session went through a transaction pooler: heartbeats alone
 	sessionReset chan struct{} // the heartbeat found the row gone: register on a new session

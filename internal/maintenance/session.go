@@ -48,6 +48,7 @@ func (m *Maintainer) runSession(ctx, hold context.Context) {
 			m.log.Warn("maintenance: took over this worker id from a previous process that is gone; its running tasks were recovered",
 				slog.Int("tasks_recovered", reg.recovered))
 		}
+		again = m.everRegistered.Swap(true) || again
 		m.emit(Event{Kind: EventRegistered, Reregistered: again, Tasks: reg.recovered})
 		m.wakeLeadership()
 		again = true

@@ -20,6 +20,8 @@ type Config struct {
 	ClaimAhead         int // negative: no claiming ahead
 	LeaseDuration      time.Duration
 	TaskTimeout        time.Duration
+	WarnRunningAfter   time.Duration            // 0: no warning
+	WarnRunningAfterBy map[string]time.Duration // by type; negative: none for the type
 	PollInterval       time.Duration
 	MaxPollInterval    time.Duration
 	PollOnly           bool

@@ -73,6 +73,10 @@ func (w *Worker) run(ctx context.Context, r *runningTask) *outcome {
 	if w.log.Enabled(ctx, slog.LevelDebug) {
 		w.taskLogger(t).Debug("task started")
 	}
+	if d := w.warnAfter(t.Type, opts); d > 0 {
+		warn := time.AfterFunc(d, func() { w.runningLong(r, d) })
+		defer warn.Stop()
+	}
 	switch {
 	case t.Type == tasktype.TypeDBFunction:
 		return w.runDBFunction(ctx, t)

@@ -148,7 +148,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 	w.maint = maint
 	w.before = w.newBeforeBatcher()
 	w.dl = newDelivery(w)
-	info := tasktype.WorkerInfo{ID: cfg.ID, Pool: pool}
+	info := tasktype.WorkerInfo{ID: cfg.ID, Pool: pool, LongestRunning: w.longestRunning}
 	if cfg.Transport != nil {
 		info.Transport = cfg.Transport.Name()
 	}
