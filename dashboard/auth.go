@@ -109,6 +109,9 @@ func (h *Handler) identify(r *http.Request) (identity, error) {
 // withIdentity returns r carrying its identity (see identify), for the handlers after it.
 func (h *Handler) withIdentity(r *http.Request) (*http.Request, identity, error) {
 	who, err := h.identify(r)
+	if e, ok := r.Context().Value(accessKey{}).(*accessEntry); ok && err == nil && who != "" {
+		e.who = who
+	}
 	return r.WithContext(context.WithValue(r.Context(), whoKey{}, whoResult{who: who, err: err})), who, err
 }
 

@@ -78,6 +78,13 @@ type Config struct {
 	// slog.Default().
 	Logger *slog.Logger
 
+	// AccessLog, when set, logs every request at info level to Logger once it is answered
+	// ("request": method, path, status, bytes, duration, remote address, and who made it — the
+	// signed-in person's actor, dashboard:<name>, when known). The query string is left out: a
+	// filter may name what an operator looks for, never a credential, but it is not the log's
+	// business. Defaults to false.
+	AccessLog bool
+
 	// ReadPool, when set, is a pool on a read replica (a streaming standby) of New's database:
 	// every page reads from it, while every action (retry, cancel, delete, pause, ...) goes to New's
 	// pool, the primary. Each page says how far behind the replica is. Defaults to nil: pages

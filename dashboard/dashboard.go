@@ -113,6 +113,12 @@ func (h *Handler) routes() {
 
 // ServeHTTP serves the dashboard. Paths outside Config.Prefix are not found.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.AccessLog {
+		began, e := time.Now(), &accessEntry{}
+		w = &accessWriter{ResponseWriter: w, e: e}
+		r = r.WithContext(context.WithValue(r.Context(), accessKey{}, e))
+		defer h.writeAccessLine(r, e, began) // r as it came: the path with its prefix
+	}
 	setSecurityHeaders(w.Header())
 	if p := h.cfg.Prefix; p != "" {
 		switch {

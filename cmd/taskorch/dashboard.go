@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -94,6 +95,10 @@ from it and says how far behind the primary it is; actions still go to DATABASE_
 	cmd.Flags().StringVar(&tokensFile, "tokens-file", "",
 		"a file of NAME TOKEN lines: one token per person, whose actions are recorded as dashboard:NAME (env "+envDashboardTokensFile+")")
 	cmd.Flags().BoolVar(&opts.ReadOnly, "read-only", false, "refuse every action (retry, cancel, delete, pause, resume, schedule changes)")
+	cmd.Flags().StringVar(&opts.LogFormat, "log-format", cmp.Or(os.Getenv("TASKORCH_LOG_FORMAT"), "text"), "text or json (env TASKORCH_LOG_FORMAT)")
+	cmd.Flags().StringVar(&opts.LogLevel, "log-level", cmp.Or(os.Getenv("TASKORCH_LOG_LEVEL"), "info"), "debug, info, warn or error (env TASKORCH_LOG_LEVEL)")
+	cmd.Flags().BoolVar(&opts.AccessLog, "access-log", os.Getenv("TASKORCH_DASHBOARD_ACCESS_LOG") == "true",
+		"log every request at info level: method, path, status, bytes, duration, remote address and who (env TASKORCH_DASHBOARD_ACCESS_LOG=true)")
 	return cmd
 }
 
@@ -134,6 +139,10 @@ type dashboardOptions struct {
 	ReadOnly bool              // refuse every action
 	Log      io.Writer         // the server's error log; nil: discarded
 	ReadPool *pgxpool.Pool     // a read replica the pages read from; nil: pool
+
+	LogFormat string // text (default) or json
+	LogLevel  string // debug, info (default), warn or error
+	AccessLog bool   // a line per request (dashboard.Config.AccessLog)
 }
 
 // runningDashboard is a dashboard being served: by `taskorch dashboard`, and by `taskorch dev`.
@@ -158,8 +167,13 @@ func startDashboard(ctx context.Context, pool *pgxpool.Pool, opts dashboardOptio
 	if logw == nil {
 		logw = io.Discard
 	}
-	logger := slog.New(slog.NewTextHandler(logw, nil)).With("component", "dashboard")
-	h, err := dashboard.New(pool, dashboard.Config{Token: d.Token, Tokens: opts.Tokens, ReadOnly: opts.ReadOnly, Logger: logger, ReadPool: opts.ReadPool})
+	logger, err := newLogger(logw, cmp.Or(opts.LogFormat, "text"), cmp.Or(opts.LogLevel, "info"))
+	if err != nil {
+		return nil, err
+	}
+	logger = logger.With("component", "dashboard")
+	h, err := dashboard.New(pool, dashboard.Config{Token: d.Token, Tokens: opts.Tokens, ReadOnly: opts.ReadOnly, Logger: logger,
+		ReadPool: opts.ReadPool, AccessLog: opts.AccessLog})
 	if err != nil {
 		return nil, usageErrorf("%v", err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -106,4 +107,47 @@ func TestDashboardHelpHidesTheToken(t *testing.T) {
 	require.Equal(t, exitOK, r.code)
 	require.Contains(t, r.out, "--read-only")
 	require.NotContains(t, r.out, "secret-token-from-the-environment")
+}
+
+// taskorch dashboard --log-format json --access-log: one JSON line per request, with its status,
+// duration in seconds and who made it; no token or query string in it. A bad format is refused.
+func TestDashboardJSONAccessLog(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewDB(t)
+	var logs syncBuffer
+	const annToken = "ann-token-0123456789abcdef"
+	d, err := startDashboard(t.Context(), pool, dashboardOptions{Addr: "127.0.0.1:0", Tokens: map[string]string{"ann": annToken},
+		Log: &logs, LogFormat: "json", AccessLog: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, d.Stop(context.WithoutCancel(t.Context()))) })
+	require.Equal(t, http.StatusOK, httpGet(t, d.URL+"tasks?status=dead", annToken))
+	require.Equal(t, http.StatusUnauthorized, httpGet(t, d.URL+"workers", ""))
+
+	var lines []map[string]any
+	require.Eventually(t, func() bool {
+		lines = lines[:0]
+		for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+			var m map[string]any
+			require.NoError(t, json.Unmarshal([]byte(l), &m), l)
+			if m["msg"] == "request" {
+				lines = append(lines, m)
+			}
+		}
+		return len(lines) == 2
+	}, 10*time.Second, 10*time.Millisecond, logs.String())
+	require.Equal(t, "GET", lines[0]["method"])
+	require.Equal(t, "/tasks", lines[0]["path"])
+	require.Equal(t, 200.0, lines[0]["status"])
+	require.Equal(t, "dashboard:ann", lines[0]["actor"])
+	require.Equal(t, "dashboard", lines[0]["component"])
+	require.IsType(t, 0.0, lines[0]["duration"])
+	require.Less(t, lines[0]["duration"].(float64), 60.0, "seconds, not nanoseconds")
+	require.Positive(t, lines[0]["bytes"])
+	require.Equal(t, 401.0, lines[1]["status"])
+	require.NotContains(t, lines[1], "actor")
+	require.NotContains(t, logs.String(), annToken)
+	require.NotContains(t, logs.String(), "status=dead")
+
+	_, err = startDashboard(t.Context(), pool, dashboardOptions{Addr: "127.0.0.1:0", ReadOnly: true, LogFormat: "yaml"})
+	require.ErrorContains(t, err, `log format "yaml": want text or json`)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -189,7 +190,7 @@ Every flag has an environment variable twin, listed in docs/configuration.md.`,
 	return cmd
 }
 
-func newLogger(w *os.File, format, level string) (*slog.Logger, error) {
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, usageErrorf("log level %q: want debug, info, warn or error", level)
