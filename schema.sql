@@ -2577,6 +2577,69 @@ end $$;
 
 
 --
+-- Name: check_cron(text, text); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.check_cron(_label text, _cron text) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _spec text := _cron;
+    _zone text;
+    _fields text[];
+    _dom record;
+    _month record;
+    _dow record;
+begin
+    if _spec is null or _spec = '' or length(_spec) > 256 then
+        raise exception '%: cron % is malformed: want 5 fields (minute hour day-of-month month day-of-week) or a descriptor such as @hourly or @every 10m',
+            _label, coalesce(quote_literal(left(_spec, 260)), 'NULL') using errcode = 'invalid_parameter_value';
+    end if;
+    if _spec ~ '^(CRON_TZ|TZ)=' then
+        _zone := substring(_spec from '^[A-Z_]+=(\S*)\s');
+        -- An empty zone is UTC, as for the parser.
+        if _zone is null or (_zone <> '' and not exists (select from pg_timezone_names where name = _zone)) then
+            raise exception '%: cron %: % is not a time zone', _label, quote_literal(_spec),
+                coalesce(quote_literal(substring(_spec from '^[A-Z_]+=(\S*)')), 'NULL') using errcode = 'invalid_parameter_value';
+        end if;
+        _spec := btrim(substring(_spec from '^\S+\s(.*)$'), E' \t\n\r');
+    end if;
+    if _spec like '@%' then
+        if _spec in ('@yearly', '@annually', '@monthly', '@weekly', '@daily', '@midnight', '@hourly') then
+            return;
+        end if;
+        if _spec ~ '^@every (\+?)(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$'
+           and _spec ~ '[1-9]' then
+            return;
+        end if;
+        raise exception '%: cron %: % is not a descriptor (@yearly, @monthly, @weekly, @daily, @hourly or @every followed by a positive duration such as 90s or 1h30m)',
+            _label, quote_literal(_cron), quote_literal(_spec) using errcode = 'invalid_parameter_value';
+    end if;
+    _fields := regexp_split_to_array(btrim(_spec, E' \t\n\r\v\f'), E'[ \t\n\r\v\f]+');
+    if cardinality(_fields) <> 5 then
+        raise exception '%: cron % has % field(s): want 5 (minute hour day-of-month month day-of-week), e.g. ''*/15 * * * *'', or a descriptor such as @hourly',
+            _label, quote_literal(_cron), cardinality(_fields) using errcode = 'invalid_parameter_value';
+    end if;
+    perform internal.cron_field(_label, 'minute', _fields[1], 0, 59);
+    perform internal.cron_field(_label, 'hour', _fields[2], 0, 23);
+    _dom := internal.cron_field(_label, 'day-of-month', _fields[3], 1, 31);
+    _month := internal.cron_field(_label, 'month', _fields[4], 1, 12,
+        '{jan,feb,mar,apr,may,jun,jul,aug,sep,oct,nov,dec}');
+    _dow := internal.cron_field(_label, 'day-of-week', _fields[5], 0, 6, '{sun,mon,tue,wed,thu,fri,sat}');
+    -- Day of month and day of week: both must match when either is "*", else either. With the
+    -- day of week "*", some day of the month must exist in some month (the 29th of February
+    -- does, in leap years).
+    if (_dom._star or _dow._star) and not exists (
+            select from unnest(_month._values) m, unnest(_dom._values) d
+            where d <= (array[31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])[m]) then
+        raise exception '%: cron % never fires: no month has that day', _label, quote_literal(_cron)
+            using errcode = 'invalid_parameter_value';
+    end if;
+end $_$;
+
+
+--
 -- Name: check_delivery_input(text, text, jsonb); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -2861,6 +2924,90 @@ begin
     end if;
     if _idempotency_key is not null and length(_idempotency_key) not between 1 and 512 then
         raise exception '%: idempotency_key must be 1 to 512 characters, got %', _label, length(_idempotency_key)
+            using errcode = 'invalid_parameter_value';
+    end if;
+end $_$;
+
+
+--
+-- Name: cron_field(text, text, text, integer, integer, text[]); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.cron_field(_label text, _what text, _field text, _min integer, _max integer, _names text[] DEFAULT NULL::text[], OUT _values integer[], OUT _star boolean) RETURNS record
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _range text;
+    _parts text[];
+    _bounds text[];
+    _lo integer;
+    _hi integer;
+    _step integer;
+    _v text;
+    _n integer;
+    _any boolean;
+begin
+    _values := '{}';
+    _star := false;
+    foreach _range in array coalesce(array_remove(string_to_array(_field, ','), ''), '{}') loop
+        _parts := string_to_array(_range, '/');
+        if cardinality(_parts) > 2 then
+            raise exception '%: cron % field % has too many slashes', _label, _what, quote_literal(_range)
+                using errcode = 'invalid_parameter_value';
+        end if;
+        _bounds := string_to_array(_parts[1], '-');
+        _any := _bounds[1] in ('*', '?');
+        if _any then
+            _lo := _min;
+            _hi := _max;
+        else
+            if cardinality(_bounds) > 2 then
+                raise exception '%: cron % field % has too many hyphens', _label, _what, quote_literal(_range)
+                    using errcode = 'invalid_parameter_value';
+            end if;
+            _lo := null;
+            _hi := null;
+            for _i in 1 .. cardinality(_bounds) loop
+                _v := lower(_bounds[_i]);
+                _n := array_position(_names, _v);
+                if _n is not null then
+                    _n := _min + _n - 1;
+                elsif _v ~ '^\+?[0-9]{1,9}$' then
+                    _n := _v::integer;
+                else
+                    raise exception '%: cron % field %: % is not a number%', _label, _what, quote_literal(_range),
+                        quote_literal(_bounds[_i]), case when _names is not null then ' or a name' else '' end
+                        using errcode = 'invalid_parameter_value';
+                end if;
+                if _i = 1 then _lo := _n; end if;
+                _hi := _n;
+            end loop;
+        end if;
+        _step := 1;
+        if cardinality(_parts) = 2 then
+            if _parts[2] !~ '^\+?[0-9]{1,9}$' then
+                raise exception '%: cron % field %: step % is not a number', _label, _what, quote_literal(_range),
+                    quote_literal(_parts[2]) using errcode = 'invalid_parameter_value';
+            end if;
+            _step := _parts[2]::integer;
+            if cardinality(_bounds) = 1 then
+                _hi := _max; -- "a/step" runs to the maximum
+            end if;
+        end if;
+        if _lo < _min or _hi > _max or _lo > _hi then
+            raise exception '%: cron % field % is out of range: % to %, from % to %', _label, _what, quote_literal(_range),
+                _min, _max, _lo, _hi using errcode = 'invalid_parameter_value';
+        end if;
+        if _step = 0 then
+            raise exception '%: cron % field %: the step must be positive', _label, _what, quote_literal(_range)
+                using errcode = 'invalid_parameter_value';
+        end if;
+        _star := _star or (_any and _step = 1);
+        _values := _values || array(select generate_series(_lo, _hi, _step));
+    end loop;
+    if cardinality(_values) = 0 then
+        raise exception '%: cron % field % is empty', _label, _what, coalesce(quote_literal(_field), 'NULL')
             using errcode = 'invalid_parameter_value';
     end if;
 end $_$;
@@ -6018,7 +6165,6 @@ CREATE FUNCTION queues.put_schedule(_name text, _cron text, _task_type text, _pa
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 declare
-    _fields text[];
     _created boolean;
 begin
     if _name is null or _name !~ '^[A-Za-z0-9][A-Za-z0-9_.:-]*$' or length(_name) > 128 then
@@ -6027,15 +6173,8 @@ begin
     end if;
     perform internal.check_task_input(_task_type, coalesce(_payload, '{}'::jsonb), _max_attempts, null, 'add_schedule');
     perform internal.check_finite('add_schedule', '_next_run_at', _next_run_at);
-    _fields := regexp_split_to_array(
-        regexp_replace(btrim(coalesce(_cron, '')), '^(CRON_TZ|TZ)=\S+\s+', ''), '\s+');
-    if length(_cron) > 256
-       or not (_fields[1] ~ '^@[a-z]' and cardinality(_fields) <= 2
-               or cardinality(_fields) = 5 and not exists (
-                   select from unnest(_fields) f where f !~ '^[0-9A-Za-z*?,/-]+$')) then
-        raise exception 'add_schedule: cron % is malformed: want 5 fields (minute hour day-of-month month day-of-week) or a descriptor such as @hourly',
-            coalesce(quote_literal(left(_cron, 260)), 'NULL') using errcode = 'invalid_parameter_value';
-    end if;
+    -- The leader's parser, in SQL: a schedule it could not run is refused here.
+    perform internal.check_cron('add_schedule', btrim(_cron));
 
     insert into queues.schedule as s (name, cron, task_type, payload, priority, max_attempts, enabled, next_run_at)
     values (_name, btrim(_cron), _task_type, coalesce(_payload, '{}'::jsonb), coalesce(_priority, 0), _max_attempts,
@@ -11783,6 +11922,13 @@ REVOKE ALL ON FUNCTION internal.apply_task_action(_action text, _ids bigint[], _
 
 
 --
+-- Name: FUNCTION check_cron(_label text, _cron text); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.check_cron(_label text, _cron text) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION check_delivery_input(_label text, _provider_message_id text, _payload jsonb); Type: ACL; Schema: internal; Owner: -
 --
 
@@ -11836,6 +11982,13 @@ REVOKE ALL ON FUNCTION internal.check_task_ids(_label text, _task_ids bigint[]) 
 --
 
 REVOKE ALL ON FUNCTION internal.check_task_input(_task_type text, _payload jsonb, _max_attempts integer, _idempotency_key text, _label text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION cron_field(_label text, _what text, _field text, _min integer, _max integer, _names text[], OUT _values integer[], OUT _star boolean); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.cron_field(_label text, _what text, _field text, _min integer, _max integer, _names text[], OUT _values integer[], OUT _star boolean) FROM PUBLIC;
 
 
 --

@@ -11,7 +11,6 @@ create or replace function queues.put_schedule(
 returns boolean
 language plpgsql security definer set search_path = pg_catalog, pg_temp as $_$
 declare
-    _fields text[];
     _created boolean;
 begin
     if _name is null or _name !~ '^[A-Za-z0-9][A-Za-z0-9_.:-]*$' or length(_name) > 128 then
@@ -20,15 +19,8 @@ begin
     end if;
     perform internal.check_task_input(_task_type, coalesce(_payload, '{}'::jsonb), _max_attempts, null, 'add_schedule');
     perform internal.check_finite('add_schedule', '_next_run_at', _next_run_at);
-    _fields := regexp_split_to_array(
-        regexp_replace(btrim(coalesce(_cron, '')), '^(CRON_TZ|TZ)=\S+\s+', ''), '\s+');
-    if length(_cron) > 256
-       or not (_fields[1] ~ '^@[a-z]' and cardinality(_fields) <= 2
-               or cardinality(_fields) = 5 and not exists (
-                   select from unnest(_fields) f where f !~ '^[0-9A-Za-z*?,/-]+$')) then
-        raise exception 'add_schedule: cron % is malformed: want 5 fields (minute hour day-of-month month day-of-week) or a descriptor such as @hourly',
-            coalesce(quote_literal(left(_cron, 260)), 'NULL') using errcode = 'invalid_parameter_value';
-    end if;
+    -- The leader's parser, in SQL: a schedule it could not run is refused here.
+    perform internal.check_cron('add_schedule', btrim(_cron));
 
     insert into queues.schedule as s (name, cron, task_type, payload, priority, max_attempts, enabled, next_run_at)
     values (_name, btrim(_cron), _task_type, coalesce(_payload, '{}'::jsonb), coalesce(_priority, 0), _max_attempts,
