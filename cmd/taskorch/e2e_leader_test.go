@@ -50,7 +50,7 @@ func TestE2ELeaderHandover(t *testing.T) {
 
 	r = run(t, "workers", "list", "--database-url", url)
 	require.Equal(t, 0, r.code, r.err)
-	require.Regexp(t, `(?m)^`+other+`\s+\S+\s+yes\s+10\s+`, r.out)
+	require.Regexp(t, `(?m)^`+other+`\s+\S+\s+active\s+yes\s+10\s+`, r.out)
 }
 
 // A worker that stops heartbeating (paused) is reaped by the leader, and its running task goes
