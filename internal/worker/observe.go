@@ -93,10 +93,12 @@ func (w *Worker) runQueueStats(ctx context.Context) {
 			hs = append(hs, h)
 		}
 	}
-	report := func(stats []tasktype.QueueStat, health *tasktype.HealthStats) {
+	report := func(stats []tasktype.QueueStat) {
 		for _, q := range qs {
 			q.QueueStats(stats)
 		}
+	}
+	reportHealth := func(health *tasktype.HealthStats) {
 		for _, h := range hs {
 			h.HealthStats(health)
 		}
@@ -106,15 +108,18 @@ func (w *Worker) runQueueStats(ctx context.Context) {
 	for {
 		if w.maint.IsLeader() {
 			if stats, ok := w.sampleQueues(ctx); ok {
-				var health *tasktype.HealthStats
-				if len(hs) > 0 {
-					health = w.sampleHealth(ctx)
+				report(stats)
+			}
+			// A sample that failed keeps the last one, as for the queues.
+			if len(hs) > 0 {
+				if health := w.sampleHealth(ctx); health != nil {
+					reportHealth(health)
 				}
-				report(stats, health)
 			}
 			w.takeDeadTally(ctx)
 		} else {
-			report(nil, nil)
+			report(nil)
+			reportHealth(nil)
 		}
 		select {
 		case <-ctx.Done():
