@@ -6834,6 +6834,7 @@ CREATE FUNCTION queues.rescue_expired_leases(_limit integer DEFAULT 1000) RETURN
     AS $$
 declare
     _n integer;
+    _dead text[];
     _now timestamptz := clock_timestamp();
 begin
     with expired as (
@@ -6855,10 +6856,6 @@ begin
         from expired e
         where t.task_id = e.task_id
         returning t.task_id, t.task_type, t.status, t.lease_id, t.worker_id, t.attempt, t.last_error
-    ), tally as (
-        insert into queues.task_dead_tally as d (task_type, dead)
-        select u.task_type, count(*) from upd u where u.status = 'dead' group by u.task_type
-        on conflict (task_type) do update set dead = d.dead + excluded.dead
     ), ev as (
         -- Stamped with the claim's time, as the lease the same claim may then write: the expiry
         -- comes first in the task's history.
@@ -6872,7 +6869,14 @@ begin
                                   'worker_id', u.worker_id, 'attempt', u.attempt)
         from upd u
     )
-    select count(*) into _n from upd;
+    select count(*), array_agg(u.task_type) filter (where u.status = 'dead') into _n, _dead from upd u;
+    -- Counted apart, only when a task went dead: the claims' common case, nothing expired, stays
+    -- as cheap as it was.
+    if _dead is not null then
+        insert into queues.task_dead_tally as d (task_type, dead)
+        select x.task_type, count(*) from unnest(_dead) as x(task_type) group by x.task_type
+        on conflict (task_type) do update set dead = d.dead + excluded.dead;
+    end if;
     return _n;
 end $$;
 
