@@ -81,6 +81,17 @@ func TestDeadTallyAndHealthStats(t *testing.T) {
 	mustExec(t, tx, `set local role worker_service_user`)
 	require.Equal(t, "a=2", take(), "only what was added since")
 
+	// The recovery a takeover and the session reaper share counts the tasks it makes dead, not
+	// those it returns to pending.
+	mustExec(t, tx, `reset role`)
+	mustExec(t, tx, `select queues.enqueue('r', '{}', _max_attempts => 1)`)
+	mustExec(t, tx, `select queues.enqueue('r', '{}', _max_attempts => 2)`)
+	mustExec(t, tx, `select count(*) from queues.claim_tasks('restarted', 2, interval '1 hour', '{r}')`)
+	require.Equal(t, "dead pending", scalar[string](t, tx,
+		`select string_agg(status::text, ' ' order by status::text) from internal.recover_worker_tasks('{restarted}', '%s %s %s %s', '{}')`))
+	mustExec(t, tx, `set local role worker_service_user`)
+	require.Equal(t, "r=1", take())
+
 	require.Equal(t, "default_partition_rows= 0 queue_paused=held 1", scalar[string](t, tx,
 		`select string_agg(format('%s=%s %s', metric, label, value), ' ' order by metric, label) from queues.health_stats()`))
 	for _, bad := range []string{
