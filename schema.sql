@@ -3869,7 +3869,11 @@ begin
             last_error = format(_detail, t.worker_id, t.lease_id, t.attempt, t.max_attempts)
         from picked p
         where t.task_id = p.task_id
-        returning t.task_id, t.status, t.lease_id, t.worker_id, t.attempt, t.max_attempts, t.last_error
+        returning t.task_id, t.task_type, t.status, t.lease_id, t.worker_id, t.attempt, t.max_attempts, t.last_error
+    ), tally as (
+        insert into queues.task_dead_tally as d (task_type, dead)
+        select u.task_type, count(*) from upd u where u.status = 'dead' group by u.task_type
+        on conflict (task_type) do update set dead = d.dead + excluded.dead
     ), ev as (
         insert into queues.task_event (task_id, event, from_status, to_status, lease_id, worker_id, attempt, detail)
         select u.task_id, 'recovered', 'running', u.status, u.lease_id, u.worker_id, u.attempt, u.last_error
@@ -5423,6 +5427,48 @@ COMMENT ON FUNCTION queues.grant_enqueue(_role regrole) IS 'Grants a role what e
 
 
 --
+-- Name: health_stats(interval, integer); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.health_stats(_window interval DEFAULT '01:00:00'::interval, _cap integer DEFAULT 10000) RETURNS TABLE(metric text, label text, value bigint)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _p record;
+begin
+    if _window is null or _window <= interval '0' or _window > interval '7 days' then
+        raise exception 'health_stats: _window must be between 0 and 7 days, got %', coalesce(_window::text, 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if _cap is null or _cap < 1 or _cap > 1000000 then
+        raise exception 'health_stats: _cap must be between 1 and 1000000, got %', coalesce(_cap::text, 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    return query select 'queue_paused'::text, qp.task_type, 1::bigint from queues.queue_pause qp;
+    return query select 'default_partition_rows'::text, ''::text,
+        (select count(*) from (select from queues.task_event_default limit 10000) x);
+    for _p in select * from queues.process order by process loop
+        metric := 'processes_failed';
+        label := _p.process;
+        execute format($q$select count(*) from (select from %1$I.%2$I i
+                           where i.state = 'failed' and i.ended_at > now() - $1 limit $2) x$q$,
+            _p.process_schema, _p.instances_view)
+        into value
+        using _window, _cap;
+        return next;
+    end loop;
+end $_$;
+
+
+--
+-- Name: FUNCTION health_stats(_window interval, _cap integer); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.health_stats(_window interval, _cap integer) IS 'What the leader samples for the alerts: the paused queues, the rows of the history''s default partition, and per process its instances failed within _window.';
+
+
+--
 -- Name: heartbeat_worker(text); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -6305,7 +6351,11 @@ begin
                                 t.worker_id, p.last_heartbeat, _timeout, t.lease_id, t.attempt, t.max_attempts)
         from picked p
         where t.task_id = p.task_id
-        returning t.task_id, t.status, t.lease_id, t.worker_id, t.attempt, t.max_attempts, t.last_error, p.last_heartbeat
+        returning t.task_id, t.task_type, t.status, t.lease_id, t.worker_id, t.attempt, t.max_attempts, t.last_error, p.last_heartbeat
+    ), tally as (
+        insert into queues.task_dead_tally as d (task_type, dead)
+        select u.task_type, count(*) from upd u where u.status = 'dead' group by u.task_type
+        on conflict (task_type) do update set dead = d.dead + excluded.dead
     ), ev as (
         insert into queues.task_event (task_id, event, from_status, to_status, lease_id, worker_id, attempt, detail)
         select u.task_id, 'recovered', 'running', u.status, u.lease_id, u.worker_id, u.attempt, u.last_error
@@ -6923,6 +6973,7 @@ CREATE FUNCTION queues.rescue_expired_leases(_limit integer DEFAULT 1000) RETURN
     AS $$
 declare
     _n integer;
+    _dead text[];
     _now timestamptz := clock_timestamp();
 begin
     with expired as (
@@ -6943,7 +6994,7 @@ begin
                                 t.lease_id, coalesce(t.worker_id, '(none)'), t.attempt, t.max_attempts)
         from expired e
         where t.task_id = e.task_id
-        returning t.task_id, t.status, t.lease_id, t.worker_id, t.attempt, t.last_error
+        returning t.task_id, t.task_type, t.status, t.lease_id, t.worker_id, t.attempt, t.last_error
     ), ev as (
         -- Stamped with the claim's time, as the lease the same claim may then write: the expiry
         -- comes first in the task's history.
@@ -6957,7 +7008,14 @@ begin
                                   'worker_id', u.worker_id, 'attempt', u.attempt)
         from upd u
     )
-    select count(*) into _n from upd;
+    select count(*), array_agg(u.task_type) filter (where u.status = 'dead') into _n, _dead from upd u;
+    -- Counted apart, only when a task went dead: the claims' common case, nothing expired, stays
+    -- as cheap as it was.
+    if _dead is not null then
+        insert into queues.task_dead_tally as d (task_type, dead)
+        select x.task_type, count(*) from unnest(_dead) as x(task_type) group by x.task_type
+        on conflict (task_type) do update set dead = d.dead + excluded.dead;
+    end if;
     return _n;
 end $$;
 
@@ -7460,6 +7518,35 @@ begin
     perform internal.schedule_supervisor_tick(_supervisor, now() + coalesce(_retry, interval '0'));
     return false;
 end $$;
+
+
+--
+-- Name: take_dead_tally(); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.take_dead_tally() RETURNS TABLE(task_type text, dead bigint)
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    with due as (
+        select d.task_type, d.dead - d.reported as n
+        from queues.task_dead_tally d
+        where d.dead > d.reported
+        for update skip locked
+    )
+    update queues.task_dead_tally d
+    set reported = d.reported + due.n
+    from due
+    where d.task_type = due.task_type
+    returning d.task_type, due.n
+$$;
+
+
+--
+-- Name: FUNCTION take_dead_tally(); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.take_dead_tally() IS 'Per task type, the tasks that went dead by lease expiry or a dead worker''s recovery since the last call; marks them reported (the leader''s metrics count each once).';
 
 
 --
@@ -9312,6 +9399,25 @@ COMMENT ON TABLE queues.signal_wait IS 'Tasks registered by queues.wait_for_sign
 
 
 --
+-- Name: task_dead_tally; Type: TABLE; Schema: queues; Owner: -
+--
+
+CREATE TABLE queues.task_dead_tally (
+    task_type text NOT NULL,
+    dead bigint DEFAULT 0 NOT NULL,
+    reported bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT task_dead_tally_counts_valid CHECK (((dead >= 0) AND (reported >= 0) AND (reported <= dead)))
+);
+
+
+--
+-- Name: TABLE task_dead_tally; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON TABLE queues.task_dead_tally IS 'Per task type, the tasks that went dead by lease expiry or a dead worker''s recovery (dead), and how many of them a leader has reported in its metrics (reported; queues.take_dead_tally).';
+
+
+--
 -- Name: task_event; Type: TABLE; Schema: queues; Owner: -
 --
 
@@ -10255,6 +10361,14 @@ ALTER TABLE ONLY queues.signal
 
 ALTER TABLE ONLY queues.signal_wait
     ADD CONSTRAINT signal_wait_pkey PRIMARY KEY (name, key, task_id);
+
+
+--
+-- Name: task_dead_tally task_dead_tally_pkey; Type: CONSTRAINT; Schema: queues; Owner: -
+--
+
+ALTER TABLE ONLY queues.task_dead_tally
+    ADD CONSTRAINT task_dead_tally_pkey PRIMARY KEY (task_type);
 
 
 --
@@ -12591,6 +12705,14 @@ REVOKE ALL ON FUNCTION queues.grant_enqueue(_role regrole) FROM PUBLIC;
 
 
 --
+-- Name: FUNCTION health_stats(_window interval, _cap integer); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.health_stats(_window interval, _cap integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION queues.health_stats(_window interval, _cap integer) TO worker_service_user;
+
+
+--
 -- Name: FUNCTION heartbeat_worker(_worker_id text); Type: ACL; Schema: queues; Owner: -
 --
 
@@ -13004,6 +13126,14 @@ GRANT ALL ON FUNCTION queues.snooze_task(_task_id bigint, _lease_id bigint, _run
 --
 
 REVOKE ALL ON FUNCTION queues.supervisor_tick_clean(_supervisor text, _retry interval) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION take_dead_tally(); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.take_dead_tally() FROM PUBLIC;
+GRANT ALL ON FUNCTION queues.take_dead_tally() TO worker_service_user;
 
 
 --

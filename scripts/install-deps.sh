@@ -4,8 +4,8 @@
 #   scripts/install-deps.sh go     Go, as new as go.mod's `go` line
 #   scripts/install-deps.sh demo   that, and PostgreSQL's server and client (make demo, make build)
 #   scripts/install-deps.sh test   that, and what only the tests use (the default): redis-server,
-#                                  chromium, pgbouncer, iproute2, postfix (apt), versitygw and
-#                                  toxiproxy-server (go install)
+#                                  chromium, pgbouncer, iproute2, postfix, prometheus (apt: its
+#                                  promtool), versitygw and toxiproxy-server (go install)
 #
 # As root with apt it installs what is missing; otherwise it names what is missing and the command
 # that installs it, and exits 1. GO names the go command (default: go), as in the Makefile.
@@ -98,6 +98,9 @@ if [ "$level" = test ]; then
   # The mail tests (internal/testing/mtatest) start Debian's Postfix, configured in a temporary directory
   # (as root: its master daemon runs its services as the postfix user).
   command -v postfix >/dev/null 2>&1 || [ -x /usr/sbin/postfix ] || missing+=(postfix)
+  # The alert rules' test (cmd/taskorch TestE2EAlertRules) evaluates docs/alerts.yml with promtool,
+  # from Debian's prometheus package (the server it also installs is stopped below).
+  command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 fi
 
 if [ ${#missing[@]} -eq 0 ]; then
@@ -107,7 +110,7 @@ if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   if [ "$level" = demo ]; then
     what="taskorch's demo needs PostgreSQL's server and client (15 or newer)"
   else
-    what="taskorch's tests need PostgreSQL, redis-server, chromium, pgbouncer, iproute2 and postfix"
+    what="taskorch's tests need PostgreSQL, redis-server, chromium, pgbouncer, iproute2, postfix and prometheus (promtool)"
   fi
   echo "$what, and this machine lacks: ${missing[*]}. Install with:" >&2
   if command -v apt-get >/dev/null 2>&1; then
@@ -120,6 +123,7 @@ if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
       redis-server) brew+=(redis) ;;
       pgbouncer) brew+=(pgbouncer) ;;
       chromium) brew+=(--cask chromium) ;;
+      prometheus) brew+=(prometheus) ;;
       esac
     done
     [ ${#brew[@]} -eq 0 ] || echo "  macOS: brew install ${brew[*]}" >&2
@@ -144,3 +148,14 @@ if command -v pg_lsclusters >/dev/null 2>&1; then
     pg_ctlcluster "$ver" "$name" stop 2>/dev/null || true
   done
 fi
+# The Debian prometheus package enables a server on :9090 (and starts it where services may
+# start); the tests run only its promtool.
+case " ${missing[*]} " in
+*" prometheus "*)
+  if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+    systemctl disable --now prometheus >/dev/null 2>&1 || true
+  elif command -v service >/dev/null 2>&1; then
+    service prometheus stop >/dev/null 2>&1 || true
+  fi
+  ;;
+esac

@@ -42,6 +42,27 @@ type QueueObserver interface {
 	QueueStats(stats []QueueStat)
 }
 
+// HealthObserver is a QueueObserver that also wants what the leader samples for the alerts
+// beside the queues' depth (queues.health_stats()): with each queue sample while the worker
+// leads, HealthStats gets the sample; nil while it does not lead.
+type HealthObserver interface {
+	QueueObserver
+	HealthStats(h *HealthStats)
+}
+
+// HealthStats is one sample of queues.health_stats(), taken by the leader.
+type HealthStats struct {
+	// Paused are the task types whose queue is paused (queues.queue_pause).
+	Paused []string
+	// DefaultPartitionRows is how many rows the history's default partition
+	// (queues.task_event_default) holds, counted up to 10,000: 0 while the leader makes each
+	// day's partition ahead (docs/operations.md, "Task history").
+	DefaultPartitionRows int64
+	// ProcessesFailed is, per registered business process, how many of its instances failed in
+	// the last hour (their terminal failed fact), counted up to 10,000.
+	ProcessesFailed map[string]int64
+}
+
 // ObserverDefaults implements every method of Observer as doing nothing. Embed it in an
 // observer to implement only the methods it needs.
 type ObserverDefaults struct{}
@@ -67,6 +88,13 @@ type WorkerInfo struct {
 	// Transport is the name of the worker's transport (WorkerConfig.Transport): "" when tasks
 	// come from PostgreSQL alone.
 	Transport string
+	// TaskTypes are the task types the worker handles: its Go handlers' and its channels' (a
+	// channel whose provider it has). An observer makes their per-type series from the start,
+	// so that the first event of each type after a restart is an increase.
+	TaskTypes []string
+	// Channels are those of TaskTypes that are channel tasks (email, sms, file_delete: a provider
+	// call wrapped in SQL handlers).
+	Channels []string
 	// LongestRunning reports, for each task type with attempts running on the worker now, how
 	// long the longest of them has run (taskorch_task_running_longest_seconds). Nil outside a
 	// worker.
@@ -122,6 +150,11 @@ type TaskFinish struct {
 	Error string
 	// Retriable, with Error: whether the failure is retried at task level.
 	Retriable bool
+	// ProviderRefused, for a channel task, is set when its provider refused the call for good
+	// (retrying cannot succeed: a bounce, an invalid number): the task completed with its error
+	// handler recording the failure, or, without handlers, failed. It is set once the outcome
+	// is committed.
+	ProviderRefused bool
 }
 
 // WorkerEventKind says what happened to a worker; see WorkerEvent.
@@ -179,19 +212,26 @@ const (
 	// EventQuiet: an operator quieted this worker (On; queues.quiet_worker): it finishes the
 	// tasks it runs and claims nothing more; or resumed it (On false).
 	EventQuiet
+	// EventTasksDead: as leader, the worker found N tasks of TaskType gone dead without a worker
+	// recording it: their lease expired on their last attempt, or their worker was found dead
+	// (queues.take_dead_tally). The tasks a worker fails on their last attempt are reported by
+	// TaskFinished instead.
+	EventTasksDead
 )
 
 // WorkerEvent is something that happened to a worker. Kind says which fields are set.
 type WorkerEvent struct {
 	Kind    WorkerEventKind
-	N       int    // the EventMessages* kinds, EventSendFailed, EventTicksMissed: how many
+	N       int    // the EventMessages* kinds, EventSendFailed, EventTicksMissed, EventTasksDead: how many
 	Workers int    // EventReaped: workers removed
 	Tasks   int    // EventReaped: tasks recovered; EventPruned: tasks deleted
 	Op      string // EventMaintenanceError: the operation
 	On      bool   // EventFallback: the transport is unreachable; EventQuiet: the worker is quiet
 	Late    bool   // EventScheduled: the tick was enqueued late (caught up)
 	Err     error  // EventMaintenanceError, EventSessionLost
-	Task    *Task  // EventRunningLong: the task (do not keep it)
+	// TaskType is the task type of EventTasksDead.
+	TaskType string
+	Task     *Task // EventRunningLong: the task (do not keep it)
 }
 
 // QueueStat is one row of queues.queue_stats(): the pending or running tasks of one type.

@@ -77,7 +77,8 @@ func TestE2EMetricsAndReadiness(t *testing.T) {
 	for _, line := range want {
 		require.True(t, hasLine(body, line), "want %q in\n%s", line, body)
 	}
-	require.NotContains(t, body, `taskorch_tasks_completed_total{task_type="taskorch.fail"}`)
+	require.True(t, hasLine(body, `taskorch_tasks_completed_total{task_type="taskorch.fail"} 0`),
+		"a handled type's series is served from the start, at 0")
 	for _, family := range []string{"taskorch_leader ", "taskorch_db_pool_max_conns ", "go_goroutines ", "process_resident_memory_bytes "} {
 		require.Contains(t, body, "\n"+family, "the Go and process collectors and the worker's own")
 	}

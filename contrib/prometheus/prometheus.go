@@ -48,6 +48,7 @@ type Observer struct {
 	completed  *prometheus.CounterVec
 	failed     *prometheus.CounterVec
 	snoozed    *prometheus.CounterVec
+	refusals   *prometheus.CounterVec
 	duration   *prometheus.HistogramVec
 	startDelay *prometheus.HistogramVec
 
@@ -71,7 +72,7 @@ type Observer struct {
 	tr    *transportMetrics // nil without a transport
 }
 
-var _ tasktype.QueueObserver = (*Observer)(nil)
+var _ tasktype.HealthObserver = (*Observer)(nil)
 
 // New returns an observer whose metrics (prefix taskorch_) NewWorker registers on reg.
 // Registering fails if the names are taken: give each worker its own registry, or wrap a shared
@@ -94,6 +95,9 @@ func New(reg prometheus.Registerer) *Observer {
 		snoozed: counterVec("tasks_snoozed_total", "Tasks a handler snoozed.", byType...),
 		runningLong: counterVec("tasks_running_long_total",
 			"Attempts that ran longer than their type's warning threshold (WorkerConfig.WarnRunningAfter, HandlerOpts.WarnAfter), counted once each when it passed.", byType...),
+		refusals: counterVec("provider_refusals_total",
+			"Channel tasks (email, sms, file_delete) whose provider refused the call for good (retrying cannot succeed: a bounce, an invalid number), once recorded.",
+			byType...),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "taskorch", Name: "task_duration_seconds",
 			Help:    "How long one attempt took on this worker, from start to its outcome handed over for recording.",
@@ -131,12 +135,25 @@ func New(reg prometheus.Registerer) *Observer {
 
 // Attach registers the metrics on the registry New was given: the worker's, its pool's
 // statistics, and with a transport the transport's (taskorch_transport_*, with a transport
-// label). NewWorker calls it.
+// label). The per-type counters of the types the worker handles start at 0, so that increase()
+// sees the first event of each after a restart. NewWorker calls it.
 func (m *Observer) Attach(w tasktype.WorkerInfo) error {
 	if m.reg == nil {
 		return fmt.Errorf("registering worker metrics: the prometheus observer has no registry (make it with prometheus.New)")
 	}
-	cs := []prometheus.Collector{m.claimed, m.completed, m.failed, m.snoozed, m.runningLong, m.duration, m.startDelay,
+	for _, typ := range w.TaskTypes {
+		m.claimed.WithLabelValues(typ)
+		m.completed.WithLabelValues(typ)
+		m.snoozed.WithLabelValues(typ)
+		m.runningLong.WithLabelValues(typ)
+		for _, outcome := range []string{outcomeRetry, outcomeFailed, outcomeDead} {
+			m.failed.WithLabelValues(typ, outcome)
+		}
+	}
+	for _, typ := range w.Channels {
+		m.refusals.WithLabelValues(typ)
+	}
+	cs := []prometheus.Collector{m.claimed, m.completed, m.failed, m.snoozed, m.refusals, m.runningLong, m.duration, m.startDelay,
 		m.leasesLost, m.refused, m.notifications, m.leader, m.quiet, m.reaped, m.recovered, m.sessionLost, m.pruned, m.scheduled,
 		m.missed, m.maintErrors, m.queue}
 	if w.Pool != nil {
@@ -188,6 +205,9 @@ func (m *Observer) TaskFinished(_ context.Context, t *tasktype.Task, f tasktype.
 	case tasktype.OutcomeCompleted:
 		m.completed.WithLabelValues(t.Type).Inc()
 	}
+	if f.ProviderRefused {
+		m.refusals.WithLabelValues(t.Type).Inc()
+	}
 	m.duration.WithLabelValues(t.Type).Observe(f.Duration.Seconds())
 }
 
@@ -204,6 +224,7 @@ func (m *Observer) WorkerEvent(e tasktype.WorkerEvent) {
 	case tasktype.EventDeposed:
 		m.leader.Set(0)
 		m.queue.set(nil) // the next leader reports the queues
+		m.queue.setHealth(nil)
 	case tasktype.EventReaped:
 		m.reaped.Add(float64(e.Workers))
 		m.recovered.Add(float64(e.Tasks))
@@ -228,19 +249,33 @@ func (m *Observer) WorkerEvent(e tasktype.WorkerEvent) {
 		m.missed.WithLabelValues("skipped").Add(float64(e.N))
 	case tasktype.EventMaintenanceError:
 		m.maintErrors.WithLabelValues(e.Op).Inc()
+	case tasktype.EventTasksDead:
+		m.failed.WithLabelValues(e.TaskType, outcomeDead).Add(float64(e.N))
 	default:
 		m.tr.event(e)
 	}
 }
 
 // QueueStats keeps the leader's last queue sample for the queue gauges (nil: none, this worker
-// does not lead).
-func (m *Observer) QueueStats(stats []tasktype.QueueStat) { m.queue.set(stats) }
+// does not lead). The dead-task series of each type in it start at 0, so that increase() sees
+// the first of its tasks the leader finds gone dead (EventTasksDead) even on a worker that
+// does not handle the type.
+func (m *Observer) QueueStats(stats []tasktype.QueueStat) {
+	for _, s := range stats {
+		m.failed.WithLabelValues(s.TaskType, outcomeDead)
+	}
+	m.queue.set(stats)
+}
+
+// HealthStats keeps the leader's last sample of the paused queues, the history's default
+// partition and the failed processes for their gauges (nil: none, this worker does not lead).
+func (m *Observer) HealthStats(h *tasktype.HealthStats) { m.queue.setHealth(h) }
 
 // queueCollector reports the last queue sample as a whole, so a scrape never sees half of one.
 type queueCollector struct {
-	mu    sync.Mutex
-	stats []tasktype.QueueStat
+	mu     sync.Mutex
+	stats  []tasktype.QueueStat
+	health *tasktype.HealthStats
 }
 
 var (
@@ -252,7 +287,22 @@ var (
 	unservedDesc = prometheus.NewDesc("taskorch_queue_unserved",
 		"1 while the type has due pending tasks and no live worker claims it (none has its handler or provider), else 0; sampled by the leader only.",
 		[]string{"task_type"}, nil)
+	pausedDesc = prometheus.NewDesc("taskorch_queue_paused",
+		"1 while the type's queue is paused (taskorch queues pause), else 0, for every paused type and every type with pending or running tasks; sampled by the leader only.",
+		[]string{"task_type"}, nil)
+	defaultPartitionDesc = prometheus.NewDesc("taskorch_history_default_partition_rows",
+		"Rows in the task history's default partition (queues.task_event_default), counted up to 10000: 0 while the leader makes each day's partition ahead; sampled by the leader only.",
+		nil, nil)
+	processesFailedDesc = prometheus.NewDesc("taskorch_processes_failed_last_hour",
+		"Instances of the business process that failed (their terminal failed fact) in the last hour, counted up to 10000, for every registered process; sampled by the leader only.",
+		[]string{"process"}, nil)
 )
+
+func (c *queueCollector) setHealth(h *tasktype.HealthStats) {
+	c.mu.Lock()
+	c.health = h
+	c.mu.Unlock()
+}
 
 func (c *queueCollector) set(stats []tasktype.QueueStat) {
 	c.mu.Lock()
@@ -265,13 +315,34 @@ func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queueDepthDesc
 	ch <- oldestPendingDesc
 	ch <- unservedDesc
+	ch <- pausedDesc
+	ch <- defaultPartitionDesc
+	ch <- processesFailedDesc
 }
 
 // Collect sends the last sample.
 func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	stats := c.stats
+	stats, health := c.stats, c.health
 	c.mu.Unlock()
+	if health != nil {
+		paused := map[string]bool{}
+		for _, typ := range health.Paused {
+			paused[typ] = true
+			ch <- prometheus.MustNewConstMetric(pausedDesc, prometheus.GaugeValue, 1, typ)
+		}
+		seen := map[string]bool{}
+		for _, s := range stats {
+			if !paused[s.TaskType] && !seen[s.TaskType] {
+				seen[s.TaskType] = true
+				ch <- prometheus.MustNewConstMetric(pausedDesc, prometheus.GaugeValue, 0, s.TaskType)
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(defaultPartitionDesc, prometheus.GaugeValue, float64(health.DefaultPartitionRows))
+		for process, n := range health.ProcessesFailed {
+			ch <- prometheus.MustNewConstMetric(processesFailedDesc, prometheus.GaugeValue, float64(n), process)
+		}
+	}
 	for _, s := range stats {
 		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(s.Tasks), s.TaskType, s.Status)
 		if s.Status == string(tasktype.StatusPending) {

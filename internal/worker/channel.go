@@ -99,24 +99,33 @@ func (w *Worker) runChannel(ctx context.Context, t *tasktype.Task) *outcome {
 // errCtx["reason"] is what failed: a CallFailure* constant.
 func (w *Worker) channelFailed(ctx context.Context, t *tasktype.Task, p channelPayload, owned bool,
 	msg string, retriable bool, errCtx map[string]any) *outcome {
-	if !owned {
-		return failed(msg, retriable, errCtx)
-	}
 	reason, _ := errCtx["reason"].(string)
+	// Permanent when the provider said retrying cannot succeed (a Discard).
+	refused := !retriable && reason == tasktype.CallFailureProvider
+	if !owned {
+		o := failed(msg, retriable, errCtx)
+		o.providerRefused = refused
+		return o
+	}
+	var o *outcome
 	if p.ErrorHandler == "" {
 		// Owned by a supervisor that did not ask to hear about failures: record and complete.
-		return w.finishWithHandler(ctx, t, "", nil, msg, reason)
+		o = w.finishWithHandler(ctx, t, "", nil, msg, reason)
+	} else {
+		// The failure's class: permanent, so the supervisor ends the process at once, or
+		// retriable (docs/processes.md, "Permanent failures").
+		class := "retriable"
+		if refused {
+			class = "permanent"
+		}
+		body, _ := json.Marshal(map[string]any{"original_payload": json.RawMessage(t.Payload), "error": truncate(msg, maxErrorBytes),
+			"error_class": class})
+		o = w.finishWithHandler(ctx, t, p.ErrorHandler, body, msg, reason)
 	}
-	// The failure's class: permanent when the provider said retrying cannot succeed (a
-	// Discard), so the supervisor ends the process at once; everything else is retriable
-	// (docs/processes.md, "Permanent failures").
-	class := "retriable"
-	if !retriable && reason == tasktype.CallFailureProvider {
-		class = "permanent"
-	}
-	body, _ := json.Marshal(map[string]any{"original_payload": json.RawMessage(t.Payload), "error": truncate(msg, maxErrorBytes),
-		"error_class": class})
-	return w.finishWithHandler(ctx, t, p.ErrorHandler, body, msg, reason)
+	// Only the completion its handler recorded: a handler that raised fails the attempt, which
+	// runs again.
+	o.providerRefused = refused && o.status == tasktype.StatusCompleted
+	return o
 }
 
 // finishWithHandler runs handler (if any) with body and completes the task, in one

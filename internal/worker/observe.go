@@ -77,7 +77,9 @@ func (os observers) queueObservers() []tasktype.QueueObserver {
 
 // runQueueStats samples queue depth, the oldest pending age and the types no live worker claims
 // every QueueStatsInterval while this worker leads, for the observers that want them (none: no
-// sampling): one queues.queue_stats() call, which counts only pending and running tasks. While
+// sampling): one queues.queue_stats() call, which counts only pending and running tasks; with
+// it queues.health_stats() for the HealthObservers, and queues.take_dead_tally(), whose tasks
+// gone dead without a worker recording it are told to every observer (EventTasksDead). While
 // it does not lead it reports none: the other workers report no queue gauges, so the numbers
 // are not repeated per worker.
 func (w *Worker) runQueueStats(ctx context.Context) {
@@ -85,9 +87,20 @@ func (w *Worker) runQueueStats(ctx context.Context) {
 	if len(qs) == 0 {
 		return
 	}
+	var hs []tasktype.HealthObserver
+	for _, q := range qs {
+		if h, ok := q.(tasktype.HealthObserver); ok {
+			hs = append(hs, h)
+		}
+	}
 	report := func(stats []tasktype.QueueStat) {
 		for _, q := range qs {
 			q.QueueStats(stats)
+		}
+	}
+	reportHealth := func(health *tasktype.HealthStats) {
+		for _, h := range hs {
+			h.HealthStats(health)
 		}
 	}
 	tick := time.NewTicker(w.cfg.QueueStatsInterval)
@@ -97,8 +110,16 @@ func (w *Worker) runQueueStats(ctx context.Context) {
 			if stats, ok := w.sampleQueues(ctx); ok {
 				report(stats)
 			}
+			// A sample that failed keeps the last one, as for the queues.
+			if len(hs) > 0 {
+				if health := w.sampleHealth(ctx); health != nil {
+					reportHealth(health)
+				}
+			}
+			w.takeDeadTally(ctx)
 		} else {
 			report(nil)
+			reportHealth(nil)
 		}
 		select {
 		case <-ctx.Done():
@@ -124,4 +145,63 @@ func (w *Worker) sampleQueues(ctx context.Context) ([]tasktype.QueueStat, bool) 
 		return nil, false
 	}
 	return stats, true
+}
+
+// sampleHealth samples queues.health_stats() (nil when it failed: logged and counted as a
+// queue_stats maintenance error, retried at the next interval).
+func (w *Worker) sampleHealth(ctx context.Context) *tasktype.HealthStats {
+	sctx, cancel := context.WithTimeout(ctx, max(w.cfg.QueueStatsInterval, 5*time.Second))
+	defer cancel()
+	rows, err := w.pool.Query(sctx, `select metric, label, value from queues.health_stats()`)
+	h := &tasktype.HealthStats{ProcessesFailed: map[string]int64{}}
+	if err == nil {
+		var metric, label string
+		var value int64
+		_, err = pgx.ForEachRow(rows, []any{&metric, &label, &value}, func() error {
+			switch metric {
+			case "queue_paused":
+				h.Paused = append(h.Paused, label)
+			case "default_partition_rows":
+				h.DefaultPartitionRows = value
+			case "processes_failed":
+				h.ProcessesFailed[label] = value
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Warn("could not sample the paused queues, the history's default partition and the failed processes; retrying at the next interval", "error", err)
+			w.obs.event(tasktype.WorkerEvent{Kind: tasktype.EventMaintenanceError, Op: "queue_stats", Err: err})
+		}
+		return nil
+	}
+	return h
+}
+
+// takeDeadTally tells the observers the tasks gone dead by lease expiry or a dead worker's
+// recovery since the last call (queues.take_dead_tally), which no worker's TaskFinished saw.
+func (w *Worker) takeDeadTally(ctx context.Context) {
+	sctx, cancel := context.WithTimeout(ctx, max(w.cfg.QueueStatsInterval, 5*time.Second))
+	defer cancel()
+	rows, err := w.pool.Query(sctx, `select task_type, dead from queues.take_dead_tally()`)
+	var events []tasktype.WorkerEvent
+	if err == nil {
+		var typ string
+		var n int64
+		_, err = pgx.ForEachRow(rows, []any{&typ, &n}, func() error {
+			events = append(events, tasktype.WorkerEvent{Kind: tasktype.EventTasksDead, TaskType: typ, N: int(n)})
+			return nil
+		})
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Warn("could not count the tasks gone dead by lease expiry or recovery; retrying at the next interval", "error", err)
+			w.obs.event(tasktype.WorkerEvent{Kind: tasktype.EventMaintenanceError, Op: "queue_stats", Err: err})
+		}
+		return
+	}
+	for _, e := range events {
+		w.obs.event(e)
+	}
 }

@@ -85,6 +85,10 @@ type outcome struct {
 	// completes such a task with queues.complete_failed_call.
 	callFailure string
 
+	// providerRefused: a channel task's provider refused the call for good (a Discard); the
+	// observers count it once the outcome is committed (TaskFinish.ProviderRefused).
+	providerRefused bool
+
 	// note is the branch's own log line for a written outcome that is not a plain success (a
 	// channel failure its error handler recorded, a function's named non-success), at
 	// noteLevel, with noteAttrs.
@@ -266,6 +270,7 @@ func (w *Worker) finish(r *runningTask, o *outcome) {
 	w.dl.outcomeRecorded(t.ID, o.committed())
 	f.Duration = time.Since(r.started)
 	f.Error, f.Retriable, _ = o.failure()
+	f.ProviderRefused = o.providerRefused && o.committed()
 	w.obs.taskFinished(r.ctx, t, f)
 	if w.log.Enabled(r.ctx, slog.LevelDebug) {
 		log().Debug("task finished", "duration", f.Duration, "recorded", o.committed())

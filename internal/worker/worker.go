@@ -148,7 +148,12 @@ func New(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 	w.maint = maint
 	w.before = w.newBeforeBatcher()
 	w.dl = newDelivery(w)
-	info := tasktype.WorkerInfo{ID: cfg.ID, Pool: pool, LongestRunning: w.longestRunning}
+	info := tasktype.WorkerInfo{ID: cfg.ID, Pool: pool, TaskTypes: knownTypes(cfg), LongestRunning: w.longestRunning}
+	for _, t := range info.TaskTypes {
+		if IsChannelType(t) {
+			info.Channels = append(info.Channels, t)
+		}
+	}
 	if cfg.Transport != nil {
 		info.Transport = cfg.Transport.Name()
 	}

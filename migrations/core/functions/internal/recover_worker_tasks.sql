@@ -4,7 +4,7 @@
 -- 'recovered' event and a queues.error row: _detail is a format() string given the worker id,
 -- the lease id, the attempt and the attempts allowed (%1$s to %4$s); _context is merged into
 -- the error row's context. Rows locked by someone else are skipped. Wakes the workers when a
--- task went back to pending.
+-- task went back to pending. The tasks it makes dead are counted in queues.task_dead_tally.
 create or replace function internal.recover_worker_tasks(_worker_ids text[], _detail text, _context jsonb)
 returns table (worker_id text, task_id bigint, status queues.task_status)
 language plpgsql volatile security definer set search_path = pg_catalog, pg_temp
@@ -29,7 +29,11 @@ begin
             last_error = format(_detail, t.worker_id, t.lease_id, t.attempt, t.max_attempts)
         from picked p
         where t.task_id = p.task_id
-        returning t.task_id, t.status, t.lease_id, t.worker_id, t.attempt, t.max_attempts, t.last_error
+        returning t.task_id, t.task_type, t.status, t.lease_id, t.worker_id, t.attempt, t.max_attempts, t.last_error
+    ), tally as (
+        insert into queues.task_dead_tally as d (task_type, dead)
+        select u.task_type, count(*) from upd u where u.status = 'dead' group by u.task_type
+        on conflict (task_type) do update set dead = d.dead + excluded.dead
     ), ev as (
         insert into queues.task_event (task_id, event, from_status, to_status, lease_id, worker_id, attempt, detail)
         select u.task_id, 'recovered', 'running', u.status, u.lease_id, u.worker_id, u.attempt, u.last_error

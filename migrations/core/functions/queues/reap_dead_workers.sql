@@ -2,7 +2,8 @@
 -- older than _timeout and returns their running tasks, with the cause in the error rows'
 -- context ('heartbeat_timeout'; the session path records 'session_lost', a takeover
 -- 'worker_restarted'). It applies to every worker, with a session or not: a stopped or
--- partitioned worker keeps its session alive, and only its silence tells.
+-- partitioned worker keeps its session alive, and only its silence tells. The tasks it makes
+-- dead are counted in queues.task_dead_tally.
 create or replace function queues.reap_dead_workers(_timeout interval, _term bigint)
 returns table (worker_id text, last_heartbeat timestamptz, tasks_recovered integer, tasks_dead integer)
 language plpgsql volatile security definer set search_path = pg_catalog, pg_temp
@@ -46,7 +47,11 @@ begin
                                 t.worker_id, p.last_heartbeat, _timeout, t.lease_id, t.attempt, t.max_attempts)
         from picked p
         where t.task_id = p.task_id
-        returning t.task_id, t.status, t.lease_id, t.worker_id, t.attempt, t.max_attempts, t.last_error, p.last_heartbeat
+        returning t.task_id, t.task_type, t.status, t.lease_id, t.worker_id, t.attempt, t.max_attempts, t.last_error, p.last_heartbeat
+    ), tally as (
+        insert into queues.task_dead_tally as d (task_type, dead)
+        select u.task_type, count(*) from upd u where u.status = 'dead' group by u.task_type
+        on conflict (task_type) do update set dead = d.dead + excluded.dead
     ), ev as (
         insert into queues.task_event (task_id, event, from_status, to_status, lease_id, worker_id, attempt, detail)
         select u.task_id, 'recovered', 'running', u.status, u.lease_id, u.worker_id, u.attempt, u.last_error

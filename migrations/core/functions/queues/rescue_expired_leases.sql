@@ -1,11 +1,13 @@
 -- Returns tasks whose lease expired to pending (or dead after their last attempt), each an attempt
 -- that failed, with a lease_expired event and an error; every claim runs it first. Skips a row
--- locked by a running db_function.
+-- locked by a running db_function. The dead ones are counted in queues.task_dead_tally, which
+-- the leader reports (taskorch_tasks_failed_total{outcome="dead"}).
 create or replace function queues.rescue_expired_leases(_limit integer default 1000) returns integer
 language plpgsql security definer set search_path = pg_catalog, pg_temp
 set plan_cache_mode = force_generic_plan as $$
 declare
     _n integer;
+    _dead text[];
     _now timestamptz := clock_timestamp();
 begin
     with expired as (
@@ -26,7 +28,7 @@ begin
                                 t.lease_id, coalesce(t.worker_id, '(none)'), t.attempt, t.max_attempts)
         from expired e
         where t.task_id = e.task_id
-        returning t.task_id, t.status, t.lease_id, t.worker_id, t.attempt, t.last_error
+        returning t.task_id, t.task_type, t.status, t.lease_id, t.worker_id, t.attempt, t.last_error
     ), ev as (
         -- Stamped with the claim's time, as the lease the same claim may then write: the expiry
         -- comes first in the task's history.
@@ -40,7 +42,14 @@ begin
                                   'worker_id', u.worker_id, 'attempt', u.attempt)
         from upd u
     )
-    select count(*) into _n from upd;
+    select count(*), array_agg(u.task_type) filter (where u.status = 'dead') into _n, _dead from upd u;
+    -- Counted apart, only when a task went dead: the claims' common case, nothing expired, stays
+    -- as cheap as it was.
+    if _dead is not null then
+        insert into queues.task_dead_tally as d (task_type, dead)
+        select x.task_type, count(*) from unnest(_dead) as x(task_type) group by x.task_type
+        on conflict (task_type) do update set dead = d.dead + excluded.dead;
+    end if;
     return _n;
 end $$;
 revoke all on function queues.rescue_expired_leases(integer) from public;
