@@ -140,7 +140,7 @@ func newDB(ctx context.Context, serverURL string, opts *DBOpts) (newDatabase, er
 	if err != nil {
 		return newDatabase{}, err
 	}
-	defer closeConn(conn)
+	defer closeConn(ctx, conn)
 	if _, err := conn.Exec(ctx, "create database "+ident(name)+" template "+ident(tpl)); err != nil {
 		return newDatabase{}, fmt.Errorf("create the test's database %s from %s: %w", name, tpl, err)
 	}
@@ -189,7 +189,7 @@ func buildTemplate(ctx context.Context, serverURL, name string, mo *taskorch.Mig
 	if err != nil {
 		return err
 	}
-	defer closeConn(conn)
+	defer closeConn(ctx, conn)
 	if _, err := conn.Exec(ctx, `select pg_advisory_lock(hashtext($1))`, name); err != nil {
 		return fmt.Errorf("lock the template %s: %w", name, err)
 	}
@@ -245,7 +245,7 @@ func dropDB(ctx context.Context, serverURL, name string) error {
 	if err != nil {
 		return err
 	}
-	defer closeConn(conn)
+	defer closeConn(ctx, conn)
 	if _, err := conn.Exec(ctx, "drop database if exists "+ident(name)+" with (force)"); err != nil {
 		return fmt.Errorf("drop the test's database %s: %w", name, err)
 	}
@@ -260,8 +260,8 @@ func connect(ctx context.Context, serverURL string) (*pgx.Conn, error) {
 	return conn, nil
 }
 
-func closeConn(conn *pgx.Conn) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+func closeConn(ctx context.Context, conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	_ = conn.Close(ctx)
 }
