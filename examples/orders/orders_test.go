@@ -32,15 +32,15 @@ func (g *gateway) Charge(_ context.Context, customer string, cents int64) (strin
 }
 
 // newService returns the service on a migrated database of the test's own.
-func newService(t *testing.T, answers map[string]error) (*orders.Service, *pgxpool.Pool) {
+func newService(t *testing.T, gw orders.Gateway) (*orders.Service, *pgxpool.Pool) {
 	t.Helper()
-	pool := taskorchtest.NewDB(t, serverURL(t), nil)
+	pool := taskorchtest.NewDB(t, serverURL(t), nil) // dropped when the test ends
 	_, err := pool.Exec(t.Context(), orders.Schema)
 	require.NoError(t, err)
 	client, err := taskorch.NewClient(pool, nil)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = client.Close() }) // before the pool closes: cleanups run last first
-	return &orders.Service{Pool: pool, Client: client, Gateway: &gateway{answers: answers}}, pool
+	t.Cleanup(func() { _ = client.Close() }) // runs before the pool is closed: last registered, first run
+	return &orders.Service{Pool: pool, Client: client, Gateway: gw}, pool
 }
 
 // CreateOrder enqueues the charge in the caller's transaction: in the test's transaction, which
@@ -48,7 +48,7 @@ func newService(t *testing.T, answers map[string]error) (*orders.Service, *pgxpo
 func TestCreateOrderEnqueuesInTheTransaction(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, pool := newService(t, nil)
+	s, pool := newService(t, &gateway{})
 	t.Run("in the transaction", func(t *testing.T) {
 		tx := taskorchtest.Tx(t, pool)
 		orderID, _, err := s.CreateOrder(ctx, tx, "ada", 1200)
@@ -69,8 +69,8 @@ func TestCreateOrderEnqueuesInTheTransaction(t *testing.T) {
 func TestCharge(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, pool := newService(t, map[string]error{
-		"declined": orders.ErrDeclined, "busy": orders.ErrBusy, "down": errors.New("connection refused")})
+	s, pool := newService(t, &gateway{answers: map[string]error{
+		"declined": orders.ErrDeclined, "busy": orders.ErrBusy, "down": errors.New("connection refused")}})
 	cfg := &taskorch.WorkerConfig{Handlers: s.Handlers()}
 	order := func(customer string) (orderID, taskID int64) {
 		tx, err := pool.Begin(ctx)
@@ -117,7 +117,7 @@ func TestCharge(t *testing.T) {
 // outside a worker.
 func TestChargeHandlerAlone(t *testing.T) {
 	t.Parallel()
-	s, pool := newService(t, nil)
+	s, pool := newService(t, &gateway{})
 	var id int64
 	require.NoError(t, pool.QueryRow(t.Context(), `insert into orders (customer, amount_cents) values ('bob', 900) returning id`).Scan(&id))
 
