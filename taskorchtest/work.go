@@ -56,6 +56,10 @@ type WorkResult struct {
 	Retriable bool
 	// Snooze is how long a snoozed task waits before it runs again.
 	Snooze time.Duration
+	// RetryDelay is the delay before a retriable failure's retry that the handler's
+	// HandlerOpts.RetryDelay chose; nil when it has none (the database's backoff applies) or no
+	// retry follows.
+	RetryDelay *time.Duration
 	// Task is, for WorkTask, the task as the database holds it after the outcome was written
 	// (Status, Attempt, RunAt, LastError, Result); for Work, the task the handler was given.
 	Task *taskorch.Task
@@ -181,7 +185,8 @@ func workerConfig(tb testing.TB, cfg *taskorch.WorkerConfig, typ string) worker.
 
 // result is the WorkResult of ran, without its task.
 func result(ran *worker.Ran) *WorkResult {
-	res := &WorkResult{Err: ran.Err, Result: ran.Result, Message: ran.Message, Retriable: ran.Retriable, Snooze: ran.Snooze}
+	res := &WorkResult{Err: ran.Err, Result: ran.Result, Message: ran.Message, Retriable: ran.Retriable, Snooze: ran.Snooze,
+		RetryDelay: ran.RetryDelay}
 	switch ran.Outcome {
 	case tasktype.OutcomeCompleted:
 		res.Outcome = OutcomeCompleted

@@ -117,6 +117,20 @@ func TestWork(t *testing.T) {
 	require.False(t, res.Retriable)
 	require.Contains(t, res.Message, "over the worker's limit of 8 bytes")
 
+	// The handler's attempt cap and retry delay apply, as the worker applies them.
+	capped := taskorch.NewHandlers()
+	taskorch.AddHandler(capped, func(context.Context, *taskorch.TaskFor[charge]) error { return errDeclined },
+		&taskorch.HandlerOpts{MaxAttempts: 3, RetryDelay: func(attempt int, _ error) time.Duration { return time.Duration(attempt) * time.Second }})
+	res = taskorchtest.Work(ctx, t, &taskorch.WorkerConfig{Handlers: capped}, charge{}, &taskorchtest.WorkOpts{Attempt: 2})
+	require.Equal(t, taskorchtest.OutcomeFailed, res.Outcome)
+	require.NotNil(t, res.RetryDelay)
+	require.Equal(t, 2*time.Second, *res.RetryDelay)
+	res = taskorchtest.Work(ctx, t, &taskorch.WorkerConfig{Handlers: capped}, charge{}, &taskorchtest.WorkOpts{Attempt: 3})
+	require.Nil(t, res.RetryDelay, "no retry follows the last attempt")
+	res = taskorchtest.Work(ctx, t, &taskorch.WorkerConfig{Handlers: capped}, charge{}, &taskorchtest.WorkOpts{Attempt: 4})
+	require.Equal(t, taskorchtest.OutcomeFailed, res.Outcome)
+	require.Contains(t, res.Message, "attempt 4 is past the handler's MaxAttempts of 3")
+
 	msg := fails(t, func(tb testing.TB) { taskorchtest.Work(ctx, tb, cfg, refuse{}, nil) })
 	require.Contains(t, msg, `taskorchtest: the WorkerConfig has no handler for task type "refuse"`)
 	msg = fails(t, func(tb testing.TB) { taskorchtest.Work(ctx, tb, nil, refuse{}, nil) })
