@@ -33,6 +33,9 @@ func (c *Client) RetryTx(ctx context.Context, tx pgx.Tx, id int64) (*Task, error
 }
 
 func (c *Client) control(ctx context.Context, db DBTX, op string, id int64) (*Task, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
 	sql := `select queues.cancel_task($1)`
 	if op == "retry" {
 		sql = `select queues.retry_task($1)`

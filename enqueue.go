@@ -239,6 +239,9 @@ func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, args TaskArgs, opts *
 }
 
 func (c *Client) enqueue(ctx context.Context, db DBTX, args TaskArgs, opts *EnqueueOpts) (*EnqueueResult, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
 	row, err := c.prepare(args, opts, "")
 	if err != nil {
 		return nil, err
@@ -283,6 +286,9 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, params []EnqueueP
 }
 
 func (c *Client) enqueueMany(ctx context.Context, db DBTX, params []EnqueueParams) ([]*EnqueueResult, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
 	if len(params) == 0 {
 		return nil, nil
 	}

@@ -106,8 +106,10 @@ func room(r string) string {
 		return "worker"
 	case under("tasktype"):
 		return "tasktype"
-	case r == "", under("taskorchtest", "internal/builtinhandlers"):
+	case r == "", under("taskorchtest", "internal/builtinhandlers", "internal/kit"):
 		return "api"
+	case under("examples"):
+		return "examples"
 	case under("internal", "migrations", "processes"):
 		return "rooms"
 	}

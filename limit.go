@@ -91,6 +91,9 @@ func (c *Client) SetLimitTx(ctx context.Context, tx pgx.Tx, p *LimitParams) erro
 }
 
 func (c *Client) setLimit(ctx context.Context, db DBTX, p *LimitParams) error {
+	if err := c.checkOpen(); err != nil {
+		return err
+	}
 	if p == nil {
 		return inputErrorf("SetLimit needs a *LimitParams")
 	}
@@ -117,6 +120,9 @@ func (c *Client) RemoveLimitTx(ctx context.Context, tx pgx.Tx, taskType string) 
 }
 
 func (c *Client) removeLimit(ctx context.Context, db DBTX, taskType string) error {
+	if err := c.checkOpen(); err != nil {
+		return err
+	}
 	var removed bool
 	if err := db.QueryRow(ctx, `select queues.remove_limit($1)`, taskType).Scan(&removed); err != nil {
 		return fmt.Errorf("remove limit of %q: %w", taskType, mapError(err))
@@ -139,6 +145,9 @@ func (c *Client) LimitsTx(ctx context.Context, tx pgx.Tx) ([]Limit, error) {
 }
 
 func (c *Client) limits(ctx context.Context, db DBTX) ([]Limit, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
 	rows, err := db.Query(ctx, `
 		select task_type, coalesce(max_running, 0), coalesce(rate_per_second, 0),
 		       case when rate_per_second is null then 0 else burst end, coalesce(key_field, ''),
@@ -171,6 +180,9 @@ func (c *Client) LimitUsageTx(ctx context.Context, tx pgx.Tx) ([]LimitUsage, err
 }
 
 func (c *Client) limitUsage(ctx context.Context, db DBTX) ([]LimitUsage, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
 	rows, err := db.Query(ctx, `
 		select s.task_type, coalesce(s.max_running, 0), coalesce(s.rate_per_second, 0), coalesce(s.burst, 0),
 		       coalesce(s.key_field, ''), l.created_at, l.updated_at,

@@ -20,6 +20,9 @@ func (c *Client) GetTx(ctx context.Context, tx pgx.Tx, id int64) (*Task, error) 
 }
 
 func (c *Client) get(ctx context.Context, db DBTX, id int64) (*Task, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
 	t, err := scanTaskWithResult(db.QueryRow(ctx, `select `+taskWithResultColumns+` from queues.task where task_id = $1`, id))
 	if err != nil {
 		return nil, fmt.Errorf("get task %d: %w", id, mapError(err))
@@ -67,6 +70,9 @@ func (c *Client) ListTx(ctx context.Context, tx pgx.Tx, p *ListParams) (*TaskLis
 }
 
 func (c *Client) list(ctx context.Context, db DBTX, p *ListParams) (*TaskList, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
 	if p == nil {
 		p = &ListParams{}
 	}
@@ -167,6 +173,9 @@ func (c *Client) HistoryTx(ctx context.Context, tx pgx.Tx, id int64) (*History, 
 }
 
 func (c *Client) history(ctx context.Context, db DBTX, id int64) (*History, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
 	var exists bool
 	if err := db.QueryRow(ctx, `select exists (select from queues.task where task_id = $1)`, id).Scan(&exists); err != nil {
 		return nil, fmt.Errorf("history of task %d: %w", id, err)

@@ -30,6 +30,9 @@ func (c *Client) PauseQueueTx(ctx context.Context, tx pgx.Tx, taskType, by strin
 }
 
 func (c *Client) pauseQueue(ctx context.Context, db DBTX, taskType, by string) (bool, error) {
+	if err := c.checkOpen(); err != nil {
+		return false, err
+	}
 	var changed bool
 	var byArg any
 	if by != "" {
@@ -54,6 +57,9 @@ func (c *Client) ResumeQueueTx(ctx context.Context, tx pgx.Tx, taskType string) 
 }
 
 func (c *Client) resumeQueue(ctx context.Context, db DBTX, taskType string) (bool, error) {
+	if err := c.checkOpen(); err != nil {
+		return false, err
+	}
 	var changed bool
 	if err := db.QueryRow(ctx, `select queues.resume_queue($1)`, taskType).Scan(&changed); err != nil {
 		return false, fmt.Errorf("resume queue %q: %w", taskType, mapError(err))
@@ -73,6 +79,9 @@ func (c *Client) PausedQueuesTx(ctx context.Context, tx pgx.Tx) ([]PausedQueue, 
 }
 
 func (c *Client) pausedQueues(ctx context.Context, db DBTX) ([]PausedQueue, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
 	rows, err := db.Query(ctx, `select task_type, paused_at, coalesce(paused_by, '') from queues.queue_pause order by task_type`)
 	if err != nil {
 		return nil, fmt.Errorf("list paused queues: %w", mapError(err))

@@ -79,6 +79,9 @@ func (c *Client) AddScheduleTx(ctx context.Context, tx pgx.Tx, p *ScheduleParams
 }
 
 func (c *Client) addSchedule(ctx context.Context, db DBTX, p *ScheduleParams) (bool, error) {
+	if err := c.checkOpen(); err != nil {
+		return false, err
+	}
 	if p == nil {
 		return false, inputErrorf("AddSchedule needs a *ScheduleParams")
 	}
@@ -120,6 +123,9 @@ func (c *Client) RemoveScheduleTx(ctx context.Context, tx pgx.Tx, name string) e
 }
 
 func (c *Client) removeSchedule(ctx context.Context, db DBTX, name string) error {
+	if err := c.checkOpen(); err != nil {
+		return err
+	}
 	err := admin.RemoveSchedule(ctx, db, name)
 	if errors.Is(err, admin.ErrScheduleNotFound) {
 		return &notFoundError{msg: fmt.Sprintf("schedule %q does not exist", name)}
@@ -140,6 +146,9 @@ func (c *Client) SchedulesTx(ctx context.Context, tx pgx.Tx) ([]Schedule, error)
 }
 
 func (c *Client) schedules(ctx context.Context, db DBTX) ([]Schedule, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
 	ss, err := admin.ListSchedules(ctx, db)
 	if err != nil {
 		return nil, mapError(err)

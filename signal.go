@@ -33,6 +33,9 @@ func (c *Client) SignalTx(ctx context.Context, tx pgx.Tx, name, key string, payl
 }
 
 func (c *Client) signal(ctx context.Context, db DBTX, name, key string, payload any) (bool, error) {
+	if err := c.checkOpen(); err != nil {
+		return false, err
+	}
 	body, err := c.signalPayload(name, key, payload)
 	if err != nil {
 		return false, err

@@ -32,7 +32,12 @@ const waitLinger = 30 * time.Second
 // makes it (queues.watch_task registers the waiter; docs/sql.md, "Results and waiting"). Only
 // waited-for tasks notify, so workers pay nothing when nobody waits. Every 3 seconds Wait reads
 // the status again, in case a notification was lost. A retried task (Retry) is waited for again.
+//
+// Close ends a Wait in progress: it returns an error matching ErrClientClosed.
 func (c *Client) Wait(ctx context.Context, id int64) (*Task, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, fmt.Errorf("wait for task %d: %w", id, err)
+	}
 	w, err := c.waits.add(ctx, id) // listening before the status is read: no transition falls between
 	if err != nil {
 		return nil, fmt.Errorf("wait for task %d: %w", id, err)
@@ -54,6 +59,8 @@ func (c *Client) Wait(ctx context.Context, id int64) (*Task, error) {
 			select {
 			case <-ctx.Done():
 				return nil, fmt.Errorf("wait for task %d: %w", id, ctx.Err())
+			case <-c.waits.closing:
+				return nil, fmt.Errorf("wait for task %d: %w", id, ErrClientClosed)
 			case <-recheck.C:
 				continue // look again, in case a notification was lost
 			case t := <-w.ch:
@@ -102,8 +109,38 @@ type waitHub struct {
 	recheck time.Duration // 0: waitRecheck (tests set it)
 	linger  time.Duration // waitLinger (tests set it)
 
-	mu sync.Mutex
-	l  *waitListener // nil when nobody waits
+	// closing is closed by close (Client.Close): the Waits in progress return, and no listener
+	// starts again. running counts the listeners' goroutines, which close waits for.
+	closing chan struct{}
+	running sync.WaitGroup
+
+	mu     sync.Mutex
+	l      *waitListener // nil when nobody waits
+	closed bool
+}
+
+// newWaitHub returns the hub of a client over pool.
+func newWaitHub(pool *pgxpool.Pool) *waitHub {
+	return &waitHub{pool: pool, linger: waitLinger, closing: make(chan struct{})}
+}
+
+// close stops the listener, if one runs, and waits until every listener's goroutine has ended
+// and closed its connection; the hub refuses new waiters from then on (ErrClientClosed).
+func (h *waitHub) close() {
+	h.mu.Lock()
+	if !h.closed {
+		h.closed = true
+		close(h.closing)
+		if l := h.l; l != nil {
+			if l.idle != nil {
+				l.idle.Stop()
+				l.idle = nil
+			}
+			h.stop(l)
+		}
+	}
+	h.mu.Unlock()
+	h.running.Wait()
 }
 
 // waitListener is one run of the hub's listener, from the first waiter to the last.
@@ -128,12 +165,20 @@ type waiter struct {
 // the listener is listening.
 func (h *waitHub) add(ctx context.Context, id int64) (*waiter, error) {
 	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, ErrClientClosed
+	}
 	l := h.l
 	if l == nil {
 		lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		l = &waitListener{ready: make(chan struct{}), cancel: cancel, waiters: map[int64]map[*waiter]struct{}{}}
 		h.l = l
-		go h.run(lctx, l)
+		h.running.Add(1)
+		go func() {
+			defer h.running.Done()
+			h.run(lctx, l)
+		}()
 	}
 	if l.idle != nil {
 		l.idle.Stop() // if it fired already, it finds n above 0 and does nothing
@@ -156,6 +201,9 @@ func (h *waitHub) add(ctx context.Context, id int64) (*waiter, error) {
 	case <-ctx.Done():
 		h.remove(w)
 		return nil, ctx.Err()
+	case <-h.closing:
+		h.remove(w)
+		return nil, ErrClientClosed
 	}
 }
 

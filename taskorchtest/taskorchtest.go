@@ -1,6 +1,11 @@
-// Package taskorchtest helps the tests of programs that use taskorch: run a worker for the length
-// of a test, wait for a task's outcome, and check what a piece of code enqueued, in the database
-// or in the test's own transaction.
+// Package taskorchtest helps the tests of programs that use taskorch, from any module: a migrated
+// database of the test's own (NewDB, NewDBURL: cloned from a template migrated once), a
+// transaction rolled back when the test ends (Tx), one task run through its handler without a
+// worker (Work, in memory; WorkTask, claimed and recorded in the database or the test's
+// transaction), a context under which a handler's SetResult works outside a worker
+// (HandlerContext); and, for tests with a worker, run one for the length of a test (StartWorker),
+// wait for a task's outcome, and check what a piece of code enqueued. docs/testing.md has a
+// complete example; examples/orders is a service tested with it.
 //
 //	func TestSignup(t *testing.T) {
 //		ctx := t.Context()

@@ -177,3 +177,31 @@ func (w *Worker) collectClaimed(ctx context.Context, rows pgx.Rows) ([]*tasktype
 	}
 	return tasks, nil
 }
+
+// ClaimOne claims task id on db for workerID, under a lease of lease, as a delivered task is
+// claimed (queues.claim_tasks_by_id), and returns it; an error when it cannot be claimed (it is
+// not pending and due, its queue is paused, its limit is full) or its row cannot be read.
+func ClaimOne(ctx context.Context, db Querier, workerID string, id int64, lease time.Duration) (*tasktype.Task, error) {
+	rows, err := db.Query(ctx, claimSQL[claimByID], workerID, []int64{id}, lease.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	var c claimedRow
+	var t *tasktype.Task
+	var bad error
+	if _, err := pgx.ForEachRow(rows, c.dest(), func() error {
+		bad = c.check()
+		t = &c.task
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	switch {
+	case bad != nil:
+		return nil, bad
+	case t == nil:
+		return nil, fmt.Errorf("task %d cannot be claimed: it does not exist, or is not pending and due (run_at passed), "+
+			"or its queue is paused, or its limit is full", id)
+	}
+	return t, nil
+}

@@ -19,6 +19,8 @@
 //	lease_check.go  the one path that stops a task whose lease is gone (a cancel, a takeover)
 //	listen.go       LISTEN: wake-ups (and saying the worker waits for one) and cancellations
 //	observe.go      the observers (metrics, traces), told after each commit
+//	run_one.go      one task through run, without a worker running (package taskorchtest's
+//	                Work), its outcome written by writer.go's WriteOutcome
 //
 // The package imports the shared types of package tasktype and never package taskorch: the
 // API sits on top of it (docs/design.md, "The map of the house").

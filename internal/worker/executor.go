@@ -47,8 +47,12 @@ func (w *Worker) start(inner context.Context, t *tasktype.Task) {
 // taskLogger returns the logger for lines about t. Its attributes are formatted only when a
 // line is written (taskLogHandler).
 func (w *Worker) taskLogger(t *tasktype.Task) *slog.Logger {
+	var lease int64 // 0: not claimed (RunOne's task)
+	if t.LeaseID != nil {
+		lease = *t.LeaseID
+	}
 	return slog.New(&taskLogHandler{inner: w.log.Handler(), attrs: []slog.Attr{
-		slog.Int64("task_id", t.ID), slog.String("task_type", t.Type), slog.Int64("lease_id", *t.LeaseID), slog.Int("attempt", t.Attempt),
+		slog.Int64("task_id", t.ID), slog.String("task_type", t.Type), slog.Int64("lease_id", lease), slog.Int("attempt", t.Attempt),
 	}})
 }
 

@@ -79,3 +79,15 @@ func resultTooLarge(size, limit int, database bool) string {
 	}
 	return fmt.Sprintf("the task's result is %d bytes, over %s; the task is failed, its result not stored", size, bound)
 }
+
+// NewResultSlot returns an empty slot bounded by max bytes (negative: no bound), and ctx
+// carrying it: a Go handler's context as far as SetResult is concerned, for package
+// taskorchtest's handler context.
+func NewResultSlot(ctx context.Context, max int) (context.Context, *ResultSlot) {
+	s := &ResultSlot{max: max}
+	return withResultSlot(ctx, s), s
+}
+
+// Value returns the result set last (nil: none), and the message the task would fail with when
+// the last result given was over the bound.
+func (s *ResultSlot) Value() (json.RawMessage, string) { return s.get() }

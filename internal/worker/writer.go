@@ -36,13 +36,9 @@ func (w *Worker) writeFailure(ctx context.Context, t *tasktype.Task, o *outcome)
 	octx, cancel := outcomeContext(ctx)
 	defer cancel()
 	var status *string
-	o.err = w.retryDB(octx, "fail task", func(ctx context.Context) error {
-		if o.hasPolicy() {
-			return w.pool.QueryRow(ctx, `select queues.fail_task_with_policy($1, $2, $3, $4::bigint * interval '1 microsecond', $5, $6)::text`,
-				t.ID, o.msg, *t.LeaseID, o.retryDelayMicros(), o.maxAttemptsArg(), o.errCtx).Scan(&status)
-		}
-		return w.pool.QueryRow(ctx, `select queues.fail_task($1, $2, $3, $4, $5)::text`,
-			t.ID, o.msg, *t.LeaseID, o.retriable, o.errCtx).Scan(&status)
+	o.err = w.retryDB(octx, "fail task", func(ctx context.Context) (err error) {
+		status, err = failOn(ctx, w.pool, t, o)
+		return err
 	})
 	if o.err == nil {
 		if status == nil {
@@ -53,15 +49,94 @@ func (w *Worker) writeFailure(ctx context.Context, t *tasktype.Task, o *outcome)
 	}
 }
 
+// failOn writes the failure o of t on db: its status after, nil when the lease was lost.
+func failOn(ctx context.Context, db Querier, t *tasktype.Task, o *outcome) (status *string, err error) {
+	if o.hasPolicy() {
+		err = db.QueryRow(ctx, `select queues.fail_task_with_policy($1, $2, $3, $4::bigint * interval '1 microsecond', $5, $6)::text`,
+			t.ID, o.msg, *t.LeaseID, o.retryDelayMicros(), o.maxAttemptsArg(), o.errCtx).Scan(&status)
+	} else {
+		err = db.QueryRow(ctx, `select queues.fail_task($1, $2, $3, $4, $5)::text`,
+			t.ID, o.msg, *t.LeaseID, o.retriable, o.errCtx).Scan(&status)
+	}
+	return status, err
+}
+
+// snoozeOn writes the snooze o of t on db: false when the lease was lost.
+func snoozeOn(ctx context.Context, db Querier, t *tasktype.Task, o *outcome) (ok bool, err error) {
+	err = db.QueryRow(ctx, `select queues.snooze_task($1, $2, now() + $3::interval)`, t.ID, *t.LeaseID, o.snooze.String()).Scan(&ok)
+	return ok, err
+}
+
+// Querier runs statements: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// completeTasksSQL completes tasks under their leases, each with its result (nil: none); it
+// returns the tasks it wrote, each with its status: completed, or failed when its result is
+// over the database's bound.
+const completeTasksSQL = `select task_id, status from queues.complete_tasks_with_results($1, $2, $3)`
+
+// WriteOutcome writes ran, RunOne's outcome of t (claimed: its lease is t.LeaseID), on db with
+// the statements a worker writes it with, and returns the task's status after. It writes
+// nothing, and says why, for a stopped run or a lease that was lost (the task was cancelled or
+// its lease expired meanwhile).
+func WriteOutcome(ctx context.Context, db Querier, t *tasktype.Task, ran *Ran) (tasktype.Status, error) {
+	if t.LeaseID == nil {
+		return "", errors.New("the task was not claimed: there is no lease to write its outcome under")
+	}
+	o := ran.o
+	switch o.kind {
+	case outcomeComplete:
+		var results []json.RawMessage
+		if o.result != nil {
+			results = []json.RawMessage{o.result}
+		}
+		rows, err := db.Query(ctx, completeTasksSQL, []int64{t.ID}, []int64{*t.LeaseID}, results)
+		if err != nil {
+			return "", err
+		}
+		var id int64
+		var status string
+		if _, err := pgx.ForEachRow(rows, []any{&id, &status}, func() error { return nil }); err != nil {
+			return "", err
+		}
+		if status == "" {
+			return "", errors.New("the completion was refused: the lease was lost")
+		}
+		return tasktype.Status(status), nil
+	case outcomeFail:
+		status, err := failOn(ctx, db, t, o)
+		if err != nil {
+			return "", err
+		}
+		if status == nil {
+			return "", errors.New("the failure was refused: the lease was lost")
+		}
+		return tasktype.Status(*status), nil
+	case outcomeSnooze:
+		ok, err := snoozeOn(ctx, db, t, o)
+		if err != nil {
+			return "", err
+		}
+		if !ok {
+			return "", errors.New("the snooze was refused: the lease was lost")
+		}
+		return tasktype.StatusPending, nil
+	}
+	return "", fmt.Errorf("nothing to write: %s", o.msg)
+}
+
 // writeSnooze puts the task back to pending until o.snooze has passed, its attempt not spent
 // (queues.snooze_task).
 func (w *Worker) writeSnooze(ctx context.Context, t *tasktype.Task, o *outcome) {
 	octx, cancel := outcomeContext(ctx)
 	defer cancel()
 	var ok bool
-	o.err = w.retryDB(octx, "snooze task", func(ctx context.Context) error {
-		return w.pool.QueryRow(ctx, `select queues.snooze_task($1, $2, now() + $3::interval)`,
-			t.ID, *t.LeaseID, o.snooze.String()).Scan(&ok)
+	o.err = w.retryDB(octx, "snooze task", func(ctx context.Context) (err error) {
+		ok, err = snoozeOn(ctx, w.pool, t, o)
+		return err
 	})
 	if o.err == nil {
 		o.refused = !ok
@@ -112,7 +187,7 @@ func (w *Worker) writeCompletions(ctx context.Context, batch []*runningTask, out
 	defer cancel()
 	var done map[int64]tasktype.Status
 	err := w.retryDB(octx, "complete tasks", func(ctx context.Context) error {
-		rows, err := w.pool.Query(ctx, `select task_id, status from queues.complete_tasks_with_results($1, $2, $3)`, ids, leases, results)
+		rows, err := w.pool.Query(ctx, completeTasksSQL, ids, leases, results)
 		if err != nil {
 			return err
 		}
