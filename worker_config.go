@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -173,6 +174,15 @@ type WorkerConfig struct {
 	// Defaults to none: nothing is measured, at no cost.
 	Observers []Observer
 
+	// Middleware wraps every Go handler the worker runs, the first outermost: Middleware[0]
+	// runs first and sees what the rest returned (docs/worker.md, "Middleware"). It runs inside
+	// the attempt, around the typed handler's decoding, and sees the task; what it returns is
+	// the attempt's outcome, control errors (Snooze, Discard) included, and a panic it does not
+	// recover fails the attempt as a handler's does. db_function and channel tasks do not pass
+	// through it: they run SQL and provider calls whose outcome is fixed by their handlers'
+	// protocol, with no Go handler to wrap; Observers see every task.
+	Middleware []Middleware
+
 	// QueueStatsInterval is how often the leader samples queue depth, the oldest pending age and
 	// the types no live worker claims, per task type (taskorch_queue_depth,
 	// taskorch_oldest_pending_age_seconds, taskorch_queue_unserved) with one
@@ -209,6 +219,12 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 		_, _ = rand.Read(b)
 		c.ID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
 	}
+	for i, m := range c.Middleware {
+		if m == nil {
+			return c, &InputError{Msg: fmt.Sprintf("WorkerConfig.Middleware[%d] is nil", i)}
+		}
+	}
+	c.Middleware = slices.Clone(c.Middleware)
 	if c.Concurrency == 0 {
 		c.Concurrency = 10
 	}
@@ -323,7 +339,7 @@ func (c WorkerConfig) workerConfig() worker.Config {
 		Channels: c.Channels, ClaimUnknownTypes: c.ClaimUnknownTypes, Logger: c.Logger, Version: c.Version,
 		HeartbeatInterval: c.HeartbeatInterval, WorkerTimeout: c.WorkerTimeout, LeaderTTL: c.LeaderTTL,
 		SessionGrace: c.SessionGrace, Retention: c.Retention, FailedRetention: c.FailedRetention,
-		HistoryRetention: c.HistoryRetention, Observers: c.Observers, QueueStatsInterval: c.QueueStatsInterval,
+		HistoryRetention: c.HistoryRetention, Observers: c.Observers, Middleware: c.Middleware, QueueStatsInterval: c.QueueStatsInterval,
 		Transport: c.Transport, RedispatchAfter: c.RedispatchAfter,
 	}
 }

@@ -69,10 +69,10 @@ type Set struct {
 
 // Migration is one numbered SQL file of a migration set.
 type Migration struct {
-	Set      string // the migration set, e.g. "core"
-	Version  int    // from the file name's number
-	Name     string // the file name without number and extension
-	SQL      string // the file's text
+	Set     string // the migration set, e.g. "core"
+	Version int    // from the file name's number
+	Name    string // the file name without number and extension
+	SQL     string // the file's text
 	// Checksum is the hex SHA-256 of SQL, or, for an amended migration (SetSpec.Amended), of
 	// the text databases applied first, which they recorded.
 	Checksum string

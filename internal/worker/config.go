@@ -41,6 +41,7 @@ type Config struct {
 	FailedRetention    time.Duration // negative: forever
 	HistoryRetention   time.Duration // negative: forever
 	Observers          []tasktype.Observer
+	Middleware         []tasktype.Middleware // the first outermost
 	QueueStatsInterval time.Duration
 	Transport          transport.Transport // nil: PostgreSQL delivery
 	RedispatchAfter    time.Duration
