@@ -139,5 +139,3 @@ func TestMiddlewareRefusesNil(t *testing.T) {
 	waitStatus(t, pool, res.TaskID, taskorch.StatusDead)
 	require.True(t, strings.Contains(lastError(t, pool, res.TaskID), "middleware 1 of 1 returned a nil handler"))
 }
-
-

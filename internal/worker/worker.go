@@ -148,6 +148,8 @@ func New(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 		Retention:         keepForeverIfNegative(cfg.Retention),
 		FailedRetention:   keepForeverIfNegative(cfg.FailedRetention),
 		HistoryRetention:  keepForeverIfNegative(cfg.HistoryRetention),
+		Periodic:          cfg.Periodic,
+		DeclarePeriodic:   cfg.DeclarePeriodic,
 		Logger:            cfg.Logger, // it adds worker_id itself
 	})
 	if err != nil {
