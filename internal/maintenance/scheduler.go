@@ -26,11 +26,13 @@ func (m *Maintainer) runScheduler(ctx context.Context) {
 			return
 		}
 		if m.cfg.DeclarePeriodic && declared != term {
+			// A failure is retried at the next pass; meanwhile the schedules in the database
+			// keep ticking as they are.
 			if err := m.declarePeriodic(ctx, term); err != nil {
 				m.fail(ctx, "schedule", err)
-				return
+			} else {
+				declared = term
 			}
-			declared = term
 		}
 		if err := m.enqueueDueTicks(ctx, term); err != nil {
 			m.fail(ctx, "schedule", err)
