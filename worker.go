@@ -60,8 +60,9 @@ func (w *Worker) AddBackground(fn func(ctx context.Context)) { w.w.AddBackground
 // the outcomes it has, gives back to pending every task the database says this worker still
 // holds (their attempt not spent), and returns. HardStop cuts the grace period short.
 //
-// Run does not own the pool: it neither closes it nor needs it closed, and it returns every
-// connection it took (its session's included) before it returns. Close the pool after Run has
+// Run does not own the pool: it never closes it. Before it returns, it releases every connection
+// it acquired, and closes the two it took out of the pool for good (its session and its LISTEN
+// connection, unless ListenConfig or PollOnly say otherwise). Close the pool after Run has
 // returned (Stopped), never before: the shutdown writes outcomes and gives tasks back through
 // it. A Worker runs once: Run again, or after Stop, returns ErrRunAgain.
 func (w *Worker) Run(ctx context.Context) error { return w.w.Run(ctx) }

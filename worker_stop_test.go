@@ -59,6 +59,12 @@ func TestWorkerStopFinishesRunningTasks(t *testing.T) {
 	require.Equal(t, "pending", scalar[string](t, pool, `select status::text from queues.task where task_id = $1`, second.TaskID))
 	require.Zero(t, scalar[int](t, pool, `select attempt from queues.task where task_id = $1`, second.TaskID), "given back: no attempt spent")
 	require.Zero(t, pool.Stat().AcquiredConns(), "the worker gave back every connection it acquired")
+	// The two it took out of the pool (its session, its LISTEN connection) are closed: the
+	// database's backends are the pool's idle connections (a closed backend exits shortly after).
+	require.Eventually(t, func() bool {
+		n := scalar[int32](t, pool, `select count(*)::int from pg_stat_activity where datname = current_database()`)
+		return n == pool.Stat().TotalConns()
+	}, 20*time.Second, 10*time.Millisecond, "a connection the worker took out of the pool is still open")
 
 	require.NoError(t, w.Stop(ctx), "Stop after Run returned does nothing")
 	require.ErrorIs(t, w.Run(ctx), taskorch.ErrRunAgain)
