@@ -43,7 +43,7 @@ type SetSpec struct {
 	History int
 	// Amended maps a migration's number to an edit made after databases applied it
 	// (migrations.Amendment): the file's checksum now, and the one databases recorded, which
-	// the loaded migration carries. A file whose checksum is neither fails to load.
+	// the loaded migration carries. A file whose checksum is not File fails to load.
 	Amended map[int]Amendment
 }
 
@@ -69,13 +69,11 @@ type Set struct {
 
 // Migration is one numbered SQL file of a migration set.
 type Migration struct {
-	Set     string // the migration set, e.g. "core"
-	Version int    // from the file name's number
-	Name    string // the file name without number and extension
-	SQL     string // the file's text
-	// Checksum is the hex SHA-256 of SQL, or, for an amended migration (SetSpec.Amended), of
-	// the text databases applied first, which they recorded.
-	Checksum string
+	Set      string // the migration set, e.g. "core"
+	Version  int    // from the file name's number
+	Name     string // the file name without number and extension
+	SQL      string // the file's text
+	Checksum string // hex SHA-256 of SQL; of its first text for an amended one (SetSpec.Amended)
 	// Body is what is executed: SQL with each `\ir functions/...` or `\ir views/...` line
 	// replaced by that file's current text (a migration that needs a function before the
 	// set's definitions are applied, e.g. for a constraint or a trigger, includes it).

@@ -27,27 +27,28 @@ type Worker struct {
 	types []string // the task types it claims (claimTypes): nil for every type
 	lease string   // cfg.LeaseDuration, as the claims' interval argument
 
-	slots       chan struct{}                        // one token per running task
-	ready       *readyBuffer                         // claimed tasks waiting for a slot (buffer.go)
-	room        chan struct{}                        // a slot freed: the fetcher may claim
-	freed       atomic.Int64                         // slots freed so far, for the claim-ahead target
-	busy        atomic.Int64                         // nanoseconds those slots were held by their tasks
-	staleAhead  atomic.Int64                         // times the renewer gave back buffered tasks that waited too long
-	wake        chan struct{}                        // a NOTIFY arrived
-	leaseCheck  chan struct{}                        // a running task may have been cancelled (lease_check.go)
-	listening   atomic.Bool                          // the LISTEN connection is up: cancel notifications arrive
-	completions *completions                         // succeeded tasks, for the completer
-	before      *batcher.Batcher[beforeCall, []byte] // channel tasks' before handlers (before_batch.go)
-	hardStop    chan struct{}
-	stopOnce    sync.Once
-	// life: Stop asks Run to stop (stopAsked, closed once); stopped is closed once Run has
-	// returned, or by a Stop before Run, after which Run does not start.
-	life         sync.Mutex
-	state        runState
-	stopAsked    chan struct{}
-	stopped      chan struct{}
+	slots        chan struct{}                        // one token per running task
+	ready        *readyBuffer                         // claimed tasks waiting for a slot (buffer.go)
+	room         chan struct{}                        // a slot freed: the fetcher may claim
+	freed        atomic.Int64                         // slots freed so far, for the claim-ahead target
+	busy         atomic.Int64                         // nanoseconds those slots were held by their tasks
+	staleAhead   atomic.Int64                         // times the renewer gave back buffered tasks that waited too long
+	wake         chan struct{}                        // a NOTIFY arrived
+	leaseCheck   chan struct{}                        // a running task may have been cancelled (lease_check.go)
+	listening    atomic.Bool                          // the LISTEN connection is up: cancel notifications arrive
+	completions  *completions                         // succeeded tasks, for the completer
+	before       *batcher.Batcher[beforeCall, []byte] // channel tasks' before handlers (before_batch.go)
+	hardStop     chan struct{}
+	stopOnce     sync.Once
 	quiet        atomic.Bool   // an operator quieted this worker: it claims nothing (quiet.go)
 	quietChanged chan struct{} // quiet changed: the fetch loop looks again
+
+	// life: Stop asks Run to stop (stopAsked, closed once); stopped is closed once Run has
+	// returned, or by a Stop before Run, after which Run does not start.
+	life      sync.Mutex
+	state     runState
+	stopAsked chan struct{}
+	stopped   chan struct{}
 
 	mu sync.Mutex
 	// running holds the running tasks by lease id, from start until finish. A task can run
