@@ -112,4 +112,14 @@ func TestDeclareSchedulesNeedsTheTermAndRefusesFunctions(t *testing.T) {
 		'[{"name": "ok", "cron": "@hourly", "task_type": "t"}, {"name": "fn", "cron": "@hourly", "task_type": "db_function", "payload": {"db_function": "x.y"}}]')`, term)
 	require.ErrorContains(t, err, `schedule 'fn' has task type db_function, which names a function`)
 	require.Zero(t, scalar[int](t, pool, `select count(*) from queues.schedule`), "refused: nothing written")
+
+	require.Equal(t, "ok created", scalar[string](t, pool, `select string_agg(schedule_name || ' ' || action, ',')
+		from queues.declare_schedules($1, '[{"name": "ok", "cron": "@hourly", "task_type": "t"}]')`, term))
+	require.Equal(t, "ok unchanged", scalar[string](t, pool, `select string_agg(schedule_name || ' ' || action, ',')
+		from queues.declare_schedules($1, '[{"name": "ok", "cron": "@hourly", "task_type": "t"}]')`, term))
+	require.Zero(t, scalar[int](t, pool, `select count(*) from queues.declare_schedules($1 - 1, '[]')`, term), "a stale term")
+	require.Equal(t, 1, scalar[int](t, pool, `select count(*) from queues.schedule`))
+	require.Equal(t, "ok removed", scalar[string](t, pool, `select string_agg(schedule_name || ' ' || action, ',')
+		from queues.declare_schedules($1, '[]')`, term), "an empty list removes every schedule declared in code")
+	require.Zero(t, scalar[int](t, pool, `select count(*) from queues.schedule`))
 }
