@@ -62,7 +62,12 @@ override the worker's: a timeout, a cap on attempts, a retry delay of the handle
 		return send(ctx, t.Args.AccountID)
 	}, &taskorch.HandlerOpts{Timeout: time.Minute, MaxAttempts: 5})
 	w, err := taskorch.NewWorker(pool, &taskorch.WorkerConfig{Handlers: hs})
-	err = w.Run(ctx) // until ctx is done
+	err = w.Run(ctx) // until ctx is done or w.Stop(ctx)
+
+WorkerConfig.Middleware wraps every Go handler (logging, tracing, a tenant's context, a panic
+policy); db_function and channel tasks, which have no Go handler, do not pass through it.
+Worker.Stop stops a worker as SIGTERM stops `taskorch worker`, and Stopped says when it has;
+Run does not own the pool: close it after Stopped.
 
 # Schedules
 
@@ -72,6 +77,9 @@ workers' leader uses; Schedules lists them and RemoveSchedule removes one:
 	_, err = client.AddSchedule(ctx, &taskorch.ScheduleParams{
 		Name: "nightly-report", Cron: "0 3 * * *", Args: SendReport{AccountID: 7},
 	})
+
+A program can declare its periodic tasks in code instead (WorkerConfig.Periodic): each new
+leader makes the schedules declared in code exactly its list, leaving those added by hand alone.
 
 # Testing
 
