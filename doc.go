@@ -40,8 +40,9 @@ of tasks in one statement and says, for each, its id and whether it was a duplic
 # Transactions
 
 Every write and every read has a ...Tx twin that runs in the caller's transaction (EnqueueTx,
-EnqueueManyTx, CancelTx, RetryTx, PauseQueueTx, ResumeQueueTx, AddScheduleTx, RemoveScheduleTx;
-GetTx, ListTx, HistoryTx, PausedQueuesTx, SchedulesTx), so a task exists exactly when the
+EnqueueManyTx, CancelTx, RetryTx, PauseQueueTx, ResumeQueueTx, AddScheduleTx, RemoveScheduleTx,
+SetLimitTx, RemoveLimitTx, SignalTx; GetTx, ListTx, HistoryTx, PausedQueuesTx, SchedulesTx,
+LimitsTx, LimitUsageTx), so a task exists exactly when the
 application's own rows do, and a read sees the transaction's own uncommitted writes:
 
 	tx, err := pool.Begin(ctx)
@@ -61,7 +62,12 @@ override the worker's: a timeout, a cap on attempts, a retry delay of the handle
 		return send(ctx, t.Args.AccountID)
 	}, &taskorch.HandlerOpts{Timeout: time.Minute, MaxAttempts: 5})
 	w, err := taskorch.NewWorker(pool, &taskorch.WorkerConfig{Handlers: hs})
-	err = w.Run(ctx) // until ctx is done
+	err = w.Run(ctx) // until ctx is done or w.Stop(ctx)
+
+WorkerConfig.Middleware wraps every Go handler (logging, tracing, a tenant's context, a panic
+policy); db_function and channel tasks, which have no Go handler, do not pass through it.
+Worker.Stop stops a worker as SIGTERM stops `taskorch worker`, and Stopped says when it has;
+Run does not own the pool: close it after Stopped.
 
 # Schedules
 
@@ -71,6 +77,9 @@ workers' leader uses; Schedules lists them and RemoveSchedule removes one:
 	_, err = client.AddSchedule(ctx, &taskorch.ScheduleParams{
 		Name: "nightly-report", Cron: "0 3 * * *", Args: SendReport{AccountID: 7},
 	})
+
+A program can declare its periodic tasks in code instead (WorkerConfig.Periodic): each new
+leader makes the schedules declared in code exactly its list, leaving those added by hand alone.
 
 # Testing
 

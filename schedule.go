@@ -32,6 +32,9 @@ type Schedule struct {
 	LastTickAt     *time.Time `json:"last_tick_at"`
 	LastEnqueuedAt *time.Time `json:"last_enqueued_at"`
 	LastTaskID     *int64     `json:"last_task_id"`
+	// DeclaredInCode is true for a schedule a worker's code declares (WorkerConfig.Periodic):
+	// the leader keeps it as the code says, and removes it when the code no longer declares it.
+	DeclaredInCode bool `json:"declared_in_code"`
 }
 
 // ScheduleParams defines a schedule for AddSchedule.

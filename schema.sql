@@ -3633,6 +3633,7 @@ CREATE TABLE queues.schedule (
     last_tick_at timestamp with time zone,
     last_enqueued_at timestamp with time zone,
     last_task_id bigint,
+    declared_in_code boolean DEFAULT false NOT NULL,
     CONSTRAINT schedule_cron_valid CHECK (((length(cron) >= 1) AND (length(cron) <= 256))),
     CONSTRAINT schedule_max_attempts_positive CHECK (((max_attempts IS NULL) OR (max_attempts > 0))),
     CONSTRAINT schedule_name_valid CHECK (((name ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]*$'::text) AND (length(name) <= 128))),
@@ -3647,6 +3648,13 @@ CREATE TABLE queues.schedule (
 --
 
 COMMENT ON TABLE queues.schedule IS 'Periodic tasks: the leader enqueues one task per cron tick, with idempotency key schedule:<name>:<tick in UTC RFC 3339>.';
+
+
+--
+-- Name: COLUMN schedule.declared_in_code; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON COLUMN queues.schedule.declared_in_code IS 'True for a schedule a worker''s code declares (WorkerConfig.Periodic), kept by queues.declare_schedules; false for one added with add_schedule.';
 
 
 --
@@ -5036,6 +5044,88 @@ $$;
 --
 
 COMMENT ON FUNCTION queues.dashboard_session_revoked(_session_id text) IS 'Whether a dashboard session was signed out (queues.revoke_dashboard_session).';
+
+
+--
+-- Name: declare_schedules(bigint, jsonb); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.declare_schedules(_term bigint, _schedules jsonb) RETURNS TABLE(schedule_name text, action text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _d jsonb;
+    _s queues.schedule;
+    _name text;
+    _cron text;
+    _type text;
+    _payload jsonb;
+    _priority integer;
+    _max integer;
+    _names text[] := '{}';
+begin
+    if jsonb_typeof(_schedules) is distinct from 'array' then
+        raise exception 'declare_schedules: _schedules must be a JSON array, got %', coalesce(jsonb_typeof(_schedules), 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if jsonb_array_length(_schedules) > 1000 then
+        raise exception 'declare_schedules: _schedules has % schedules, over 1,000', jsonb_array_length(_schedules)
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if not internal.holds_leader_term(_term) then
+        return;
+    end if;
+    for _d in select e from jsonb_array_elements(_schedules) as e loop
+        if jsonb_typeof(_d) is distinct from 'object' then
+            raise exception 'declare_schedules: each schedule must be a JSON object' using errcode = 'invalid_parameter_value';
+        end if;
+        _name := _d->>'name';
+        _cron := btrim(coalesce(_d->>'cron', ''));
+        _type := _d->>'task_type';
+        _payload := coalesce(_d->'payload', '{}');
+        _priority := coalesce((_d->>'priority')::integer, 0);
+        _max := (_d->>'max_attempts')::integer;
+        if _type in ('db_function', 'email', 'sms', 'file_delete') then
+            raise exception 'declare_schedules: schedule % has task type %, which names a function: declare it with queues.add_schedule instead',
+                quote_literal(_name), _type using errcode = 'invalid_parameter_value';
+        end if;
+        if _name = any(_names) then
+            raise exception 'declare_schedules: schedule % is declared twice', quote_literal(_name)
+                using errcode = 'invalid_parameter_value';
+        end if;
+        _names := _names || _name;
+        schedule_name := _name;
+        select * into _s from queues.schedule s where s.name = _name for update;
+        if not found then
+            perform queues.put_schedule(_name, _cron, _type, _payload, _priority, _max, true, null);
+            update queues.schedule s set declared_in_code = true where s.name = _name;
+            action := 'created';
+        elsif not _s.declared_in_code then
+            action := 'conflict';
+        elsif (_s.cron, _s.task_type, _s.payload, _s.priority, _s.max_attempts)
+              is not distinct from (_cron, _type, _payload, _priority, _max) then
+            action := 'unchanged';
+        else
+            perform queues.put_schedule(_name, _cron, _type, _payload, _priority, _max, _s.enabled, null);
+            action := 'updated';
+        end if;
+        return next;
+    end loop;
+    for schedule_name in
+        delete from queues.schedule s where s.declared_in_code and s.name <> all(_names) returning s.name
+    loop
+        action := 'removed';
+        return next;
+    end loop;
+end $$;
+
+
+--
+-- Name: FUNCTION declare_schedules(_term bigint, _schedules jsonb); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.declare_schedules(_term bigint, _schedules jsonb) IS 'The leader makes the schedules declared in code (WorkerConfig.Periodic) those of _schedules: added, updated, removed; a schedule added by hand is left alone (conflict). Refuses types that name a function.';
 
 
 --
@@ -12566,6 +12656,14 @@ REVOKE ALL ON FUNCTION queues.count_tasks_matching(_action text, _statuses queue
 --
 
 REVOKE ALL ON FUNCTION queues.dashboard_session_revoked(_session_id text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION declare_schedules(_term bigint, _schedules jsonb); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.declare_schedules(_term bigint, _schedules jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION queues.declare_schedules(_term bigint, _schedules jsonb) TO worker_service_user;
 
 
 --

@@ -59,6 +59,10 @@ type Handler = tasktype.Handler
 // raw JSON (the SQL-first world).
 type HandlerFunc = tasktype.HandlerFunc
 
+// Middleware wraps every Go handler of a worker (WorkerConfig.Middleware; see
+// tasktype.Middleware).
+type Middleware = tasktype.Middleware
+
 // HandlerOpts are the options of one task type's handler, given when it is registered (Handle,
 // HandleFunc, AddHandler): a timeout, a cap on attempts, a retry delay (see tasktype.HandlerOpts).
 type HandlerOpts = tasktype.HandlerOpts

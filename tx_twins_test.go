@@ -2,6 +2,10 @@ package taskorch_test
 
 import (
 	"context"
+	"os"
+	"reflect"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -118,4 +122,23 @@ func TestPauseResumeQueueTx(t *testing.T) {
 	paused, err = c.PausedQueues(ctx)
 	require.NoError(t, err)
 	require.Empty(t, paused)
+}
+
+// doc.go names every Tx twin of the Client, and every method it names as one exists.
+func TestDocListsEveryTxTwin(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	typ := reflect.TypeOf(&taskorch.Client{})
+	named := regexp.MustCompile(`\b[A-Z][A-Za-z]*Tx\b`).FindAllString(string(doc), -1)
+	for _, n := range named {
+		_, ok := typ.MethodByName(n)
+		require.True(t, ok, "doc.go names %s, which Client does not have", n)
+	}
+	for i := range typ.NumMethod() {
+		m := typ.Method(i).Name
+		if strings.HasSuffix(m, "Tx") {
+			require.Contains(t, named, m, "doc.go's list of Tx twins lacks %s", m)
+		}
+	}
 }

@@ -8,11 +8,13 @@ import (
 	"maps"
 	"os"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/taskorch/taskorch/internal/dispatch"
+	"github.com/taskorch/taskorch/internal/maintenance"
 	"github.com/taskorch/taskorch/internal/worker"
 	"github.com/taskorch/taskorch/transport"
 )
@@ -173,6 +175,31 @@ type WorkerConfig struct {
 	// Defaults to none: nothing is measured, at no cost.
 	Observers []Observer
 
+	// Middleware wraps every Go handler the worker runs, the first outermost: Middleware[0]
+	// runs first and sees what the rest returned (docs/worker.md, "Middleware"). It runs inside
+	// the attempt, around the typed handler's decoding, and sees the task; what it returns is
+	// the attempt's outcome, control errors (Snooze, Discard) included, and a panic it does not
+	// recover fails the attempt as a handler's does. db_function and channel tasks do not pass
+	// through it: they run SQL and provider calls whose outcome is fixed by their handlers'
+	// protocol, with no Go handler to wrap; Observers see every task.
+	Middleware []Middleware
+
+	// Periodic are the schedules this program declares in code (docs/worker.md, "Periodic
+	// tasks declared in code"). When it is not nil, the worker, each time it becomes the
+	// leader, makes the schedules declared in code exactly these, before it enqueues any tick:
+	// it adds the new ones (enabled), updates those whose definition changed (a changed cron
+	// starts at the first tick after now) and removes those no longer declared; their tasks
+	// stay. Whether one runs stays the operator's (taskorch schedules pause|resume). A schedule
+	// of the same name added by hand (AddSchedule) is left alone, with an error logged.
+	// `taskorch schedules list` shows them as SOURCE code. Nil (the default) leaves every
+	// schedule as it is; an empty, non-nil slice removes the schedules declared in code. One
+	// program declares a database's periodic tasks: the leader of the fleet applies its own
+	// list. NewWorker refuses a bad name or cron expression, a name twice, or a type that names
+	// a function (db_function, the channels: add those with AddSchedule).
+	Periodic []PeriodicTask
+
+	periodic []maintenance.Periodic // Periodic, checked and encoded
+
 	// QueueStatsInterval is how often the leader samples queue depth, the oldest pending age and
 	// the types no live worker claims, per task type (taskorch_queue_depth,
 	// taskorch_oldest_pending_age_seconds, taskorch_queue_unserved) with one
@@ -208,6 +235,19 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 		b := make([]byte, 4)
 		_, _ = rand.Read(b)
 		c.ID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+	}
+	for i, m := range c.Middleware {
+		if m == nil {
+			return c, &InputError{Msg: fmt.Sprintf("WorkerConfig.Middleware[%d] is nil", i)}
+		}
+	}
+	c.Middleware = slices.Clone(c.Middleware)
+	if c.Periodic != nil {
+		p, err := periodicSchedules(c.Periodic)
+		if err != nil {
+			return c, err
+		}
+		c.periodic = p
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = 10
@@ -323,7 +363,7 @@ func (c WorkerConfig) workerConfig() worker.Config {
 		Channels: c.Channels, ClaimUnknownTypes: c.ClaimUnknownTypes, Logger: c.Logger, Version: c.Version,
 		HeartbeatInterval: c.HeartbeatInterval, WorkerTimeout: c.WorkerTimeout, LeaderTTL: c.LeaderTTL,
 		SessionGrace: c.SessionGrace, Retention: c.Retention, FailedRetention: c.FailedRetention,
-		HistoryRetention: c.HistoryRetention, Observers: c.Observers, QueueStatsInterval: c.QueueStatsInterval,
+		HistoryRetention: c.HistoryRetention, Observers: c.Observers, Middleware: c.Middleware, Periodic: c.periodic, DeclarePeriodic: c.Periodic != nil, QueueStatsInterval: c.QueueStatsInterval,
 		Transport: c.Transport, RedispatchAfter: c.RedispatchAfter,
 	}
 }

@@ -93,7 +93,8 @@ func TestEveryPageRenders(t *testing.T) {
 		{"/processes/" + url.PathEscape(`demo.weird"name`) + "/1", []string{"gave up"}},
 		{"/limits", []string{`data-limit="report.build"`, "at most 2 running per report", ">monthly<", `data-limit="sms.alert"`, "1/s (burst 3)"}},
 		{"/workers", []string{`data-worker="seed-worker"`, "leader", "seed-host", `href="/tasks/` + itoa(s.running) + `"`}},
-		{"/schedules", []string{`data-schedule="nightly-report"`, "0 3 * * *"}},
+		{"/schedules", []string{`data-schedule="nightly-report"`, "0 3 * * *",
+			`hourly-digest <span class="muted small" title="declared in a worker's code`}},
 		{"/outbox", []string{"ann@example.com", "&#43;15550100", "delivery refused by a rule", "Welcome &lt;b&gt;Ann"}},
 	} {
 		code, body, _ := get(t, c, srv.URL+tc.path, bearer()...)

@@ -87,6 +87,9 @@ func seed(t *testing.T, pool *pgxpool.Pool) seeded {
 	s.scheduled = q(`select queues.enqueue('report.build', '{"report": "yearly"}', now() + interval '2 days')`)
 
 	exec(`select queues.add_schedule('nightly-report', '0 3 * * *', 'report.build', '{"report": "nightly"}')`)
+	// A schedule declared in a worker's code (WorkerConfig.Periodic): the dashboard marks it.
+	exec(`select queues.add_schedule('hourly-digest', '0 * * * *', 'mail.digest')`)
+	exec(`update queues.schedule set declared_in_code = true where name = 'hourly-digest'`)
 	exec(`select queues.pause_queue('img.resize', 'seed')`)
 	exec(`select queues.set_limit('report.build', _max_running => 2, _key_field => 'report')`)
 	exec(`select queues.set_limit('sms.alert', _rate_per_second => 1, _burst => 3)`)

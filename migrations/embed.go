@@ -107,6 +107,32 @@ func Watch(set string) []string {
 	return out
 }
 
+// An Amendment is an edit of a numbered migration that databases applied before it: the new
+// text leaves a database as the old one did (or fails where the old one failed, with a clearer
+// message). A database keeps the checksum it recorded, and the loaded migration carries that
+// checksum, so that neither `taskorch migrate up` nor a worker's readiness check (of this or an
+// older build) sees the edit; any other change of the file still does.
+type Amendment struct {
+	Version  int    // the migration's number
+	File     string // hex SHA-256 of the file as it is now
+	Recorded string // hex SHA-256 the databases recorded: the file as first applied
+	Why      string
+}
+
+// amended lists each set's amended migrations.
+var amended = map[string][]Amendment{
+	"core": {{
+		Version:  1,
+		File:     "ed3bf6ab539ab532e5a48970c694b6dc7cc1bb7e6d92128e99af388ed7e7ceb8",
+		Recorded: "642b7355031bff4ff6cb7d52e10a1a0c6083bb0d68158769a785aaa7eb307c4b",
+		Why: "create worker_service_user only when it does not exist, so that a schema owner " +
+			"without CREATEROLE can migrate; say which privilege is missing when it does not",
+	}},
+}
+
+// Amended returns the amended migrations of a set.
+func Amended(set string) []Amendment { return slices.Clone(amended[set]) }
+
 // History returns the last numbered migration of a set that may define functions and views:
 // those written before each had a file, kept byte for byte as databases applied them. Every
 // later migration holds tables, types, indexes, constraints and data only.

@@ -74,6 +74,9 @@ func StartWorker(tb testing.TB, pool *pgxpool.Pool, cfg *taskorch.WorkerConfig) 
 	if c.ShutdownGrace == 0 {
 		c.ShutdownGrace = ShutdownGrace
 	}
+	if c.LeaderTTL == 0 {
+		c.LeaderTTL = 2 * time.Second // a schedule's test gets a leader (or a new one) within it, not 15 s
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(tbWriter{tb}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}

@@ -23,6 +23,12 @@ type HandlerFunc func(ctx context.Context, t *Task) error
 // Work calls f.
 func (f HandlerFunc) Work(ctx context.Context, t *Task) error { return f(ctx, t) }
 
+// Middleware wraps a Go handler: it returns a Handler that does its own work around next's
+// (WorkerConfig.Middleware). It sees the task, may pass next a context of its own (a logger,
+// a span, a tenant), and may change what next returned or recover its panic. It runs inside
+// the attempt: its context is the task's, with the attempt's timeout, cancelled as the task is.
+type Middleware func(next Handler) Handler
+
 // HandlerOpts are the options of one task type's handler, given when it is registered (Handle,
 // HandleFunc, AddHandler). The zero value, like a nil *HandlerOpts, means the worker's defaults.
 //

@@ -105,6 +105,13 @@ func (t *Task) Label() string {
 }
 
 // Task is a row of queues.task: a task's definition and its current state.
+//
+// Attempt is the number of attempts spent, the running one included: 1 on the first run. A
+// failure and a lease that expired spend one (the next run has Attempt+1); a run that ended
+// without spending one — a Snooze, a RateLimited return, a task given back at a worker's
+// shutdown or from its claim-ahead buffer — gives it back, so the next run has the same number.
+// It is what MaxAttempts bounds, not the number of claims (queues.task_lease has one row per
+// claim).
 type Task struct {
 	ID             int64           `json:"task_id"`
 	Type           string          `json:"task_type"`
@@ -117,7 +124,7 @@ type Task struct {
 
 	Status         Status     `json:"status"`
 	RunAt          time.Time  `json:"run_at"`  // next time it may run: ScheduledAt, moved by retry backoff or snooze
-	Attempt        int        `json:"attempt"` // claims so far, expired leases included
+	Attempt        int        `json:"attempt"` // attempts spent, the running one included (see Task)
 	LeaseID        *int64     `json:"lease_id,omitempty"`
 	LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"`
 	WorkerID       *string    `json:"worker_id,omitempty"`

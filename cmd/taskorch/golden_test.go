@@ -63,6 +63,15 @@ func TestGoldenTables(t *testing.T) {
 	require.NoError(t, err)
 	cmd("enqueue", "db_function", `{"db_function": "comms.send_email_supervisor", "send_email_task_id": 1}`, "--at", "2030-01-01T00:00:00Z")
 	cmd("schedules", "add", "nightly", "0 3 * * *", "report.build", `{"all": true}`)
+	// A schedule declared in code (WorkerConfig.Periodic), as a leader of term 1 declares it.
+	_, err = conn.Exec(context.Background(), `insert into queues.leader (name, worker_id, term, elected_at, expires_at)
+		values ('default', 'worker-a', 1, now(), now() + interval '1 hour')`)
+	require.NoError(t, err)
+	_, err = conn.Exec(context.Background(), `select * from queues.declare_schedules(1,
+		'[{"name": "hourly-digest", "cron": "0 * * * *", "task_type": "mail.digest", "payload": {}}]')`)
+	require.NoError(t, err)
+	_, err = conn.Exec(context.Background(), `delete from queues.leader`)
+	require.NoError(t, err)
 	cmd("queues", "pause", "mail.digest", "--actor", "ann")
 
 	golden(t, "tasks_list", cmd("tasks", "list"))

@@ -100,7 +100,7 @@ func newSchedulesCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "schedules", Short: "Periodic tasks: list, add, remove, pause, resume, run now and backfill schedules"}
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List the schedules",
+		Short: "List the schedules (SOURCE: code, declared in a worker's WorkerConfig.Periodic; added, with schedules add)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, closeFn, err := g.readClient(cmd)
@@ -116,7 +116,7 @@ func newSchedulesCmd(g *globals) *cobra.Command {
 				return writeJSON(cmd.OutOrStdout(), ss)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tCRON\tTASK TYPE\tENABLED\tNEXT RUN\tLAST TASK")
+			fmt.Fprintln(tw, "NAME\tCRON\tTASK TYPE\tENABLED\tSOURCE\tNEXT RUN\tLAST TASK")
 			for _, s := range ss {
 				next, last := "-", "-"
 				if s.NextRunAt != nil {
@@ -125,7 +125,11 @@ func newSchedulesCmd(g *globals) *cobra.Command {
 				if s.LastTaskID != nil {
 					last = fmt.Sprint(*s.LastTaskID)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%s\n", s.Name, s.Cron, s.TaskType, s.Enabled, next, last)
+				source := "added" // with add_schedule (taskorch schedules add)
+				if s.DeclaredInCode {
+					source = "code" // WorkerConfig.Periodic: the leader keeps it as the code says
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%s\t%s\n", s.Name, s.Cron, s.TaskType, s.Enabled, source, next, last)
 			}
 			return tw.Flush()
 		},

@@ -37,6 +37,7 @@ type Schedule struct {
 	LastTickAt     *time.Time      `json:"last_tick_at"`     // the tick of the last task enqueued
 	LastEnqueuedAt *time.Time      `json:"last_enqueued_at"` // when it was enqueued
 	LastTaskID     *int64          `json:"last_task_id"`
+	DeclaredInCode bool            `json:"declared_in_code"` // kept by a worker's WorkerConfig.Periodic
 }
 
 // ScheduleParams defines a schedule for AddSchedule.
@@ -114,7 +115,7 @@ func RemoveSchedule(ctx context.Context, db DB, name string) error {
 func ListSchedules(ctx context.Context, db DB) ([]Schedule, error) {
 	rows, err := db.Query(ctx, `
 		select name, cron, task_type, payload, priority, coalesce(max_attempts, 0), enabled, created_at, updated_at,
-		       next_run_at, last_tick_at, last_enqueued_at, last_task_id
+		       next_run_at, last_tick_at, last_enqueued_at, last_task_id, declared_in_code
 		from queues.schedule
 		order by name`)
 	if err != nil {
@@ -124,7 +125,7 @@ func ListSchedules(ctx context.Context, db DB) ([]Schedule, error) {
 		var s Schedule
 		var payload []byte
 		err := r.Scan(&s.Name, &s.Cron, &s.TaskType, &payload, &s.Priority, &s.MaxAttempts, &s.Enabled,
-			&s.CreatedAt, &s.UpdatedAt, &s.NextRunAt, &s.LastTickAt, &s.LastEnqueuedAt, &s.LastTaskID)
+			&s.CreatedAt, &s.UpdatedAt, &s.NextRunAt, &s.LastTickAt, &s.LastEnqueuedAt, &s.LastTaskID, &s.DeclaredInCode)
 		s.Payload = payload
 		return s, err
 	})

@@ -138,6 +138,12 @@ type Config struct {
 	// replaced within LeaderPollInterval, a stopped one within LeaderTTL. At most 24 hours.
 	ScheduleCatchUp time.Duration
 
+	// Periodic is the schedules the worker's code declares (WorkerConfig.Periodic). When
+	// DeclarePeriodic is set, the leader makes the schedules declared in code exactly these at
+	// the start of each of its terms, before it enqueues any tick (queues.declare_schedules).
+	Periodic        []Periodic
+	DeclarePeriodic bool
+
 	// ScheduleLateAfter is how late a tick may be enqueued before it counts as late
 	// (EventScheduled's Late): a leader that runs on time enqueues each tick within
 	// ScheduleInterval. Defaults to the larger of 3 seconds and 3 × ScheduleInterval.

@@ -33,6 +33,7 @@ func TestWorkerRoleGrants(t *testing.T) {
 		`select queues.maintain_history(1, null, 3)`,
 		`select * from queues.due_schedules(now())`,
 		`select queues.enqueue_schedule_tick('s', '* * * * *', date_trunc('minute', now()), now() + interval '1 minute', 1)`,
+		`select * from queues.declare_schedules(1, '[]')`,
 		`select queues.resign_leadership('w')`,
 		`select queues.deregister_worker('w')`,
 		`select * from queues.register_worker_instance('w2', 'i', 'h', 1, 4, 'v', 'postgres', null, true, interval '30 seconds')`,

@@ -2,6 +2,7 @@ package maintenance
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
@@ -18,10 +19,20 @@ func ScheduleTickKey(name string, tick time.Time) string {
 // runScheduler, while this worker is the leader, enqueues the due ticks of the schedules every
 // ScheduleInterval.
 func (m *Maintainer) runScheduler(ctx context.Context) {
+	var declared int64 // the term whose start declared the code's schedules
 	every(ctx, m.cfg.ScheduleInterval, func(ctx context.Context) {
 		term := m.Term()
 		if term == 0 {
 			return
+		}
+		if m.cfg.DeclarePeriodic && declared != term {
+			// A failure is retried at the next pass; meanwhile the schedules in the database
+			// keep ticking as they are.
+			if err := m.declarePeriodic(ctx, term); err != nil {
+				m.fail(ctx, "schedule", err)
+			} else {
+				declared = term
+			}
 		}
 		if err := m.enqueueDueTicks(ctx, term); err != nil {
 			m.fail(ctx, "schedule", err)
@@ -142,4 +153,55 @@ func (m *Maintainer) parseScheduleCron(d dueSchedule) (*Cron, bool) {
 			slog.String("schedule", d.name), slog.Any("error", err))
 	}
 	return nil, false
+}
+
+// Periodic is a schedule declared in code (WorkerConfig.Periodic), as queues.declare_schedules
+// takes it.
+type Periodic struct {
+	Name        string          `json:"name"`
+	Cron        string          `json:"cron"`
+	TaskType    string          `json:"task_type"`
+	Payload     json.RawMessage `json:"payload"`
+	Priority    int             `json:"priority"`
+	MaxAttempts int             `json:"max_attempts,omitempty"` // 0: the database's default
+}
+
+// declarePeriodic makes the schedules declared in code those of Config.Periodic, as the leader
+// of term (queues.declare_schedules), and logs what changed. A name taken by a schedule added by
+// hand is logged as an error and left alone.
+func (m *Maintainer) declarePeriodic(ctx context.Context, term int64) error {
+	list := m.cfg.Periodic
+	if list == nil {
+		list = []Periodic{}
+	}
+	body, err := json.Marshal(list)
+	if err != nil {
+		return fmt.Errorf("declare schedules: %w", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, callTimeout(m.cfg.LeaderTTL))
+	defer cancel()
+	rows, err := m.pool.Query(cctx, `select schedule_name, action from queues.declare_schedules($1, $2)`, term, body)
+	if err != nil {
+		return fmt.Errorf("declare schedules: %w", err)
+	}
+	type change struct{ name, action string }
+	changes, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (change, error) {
+		var c change
+		err := r.Scan(&c.name, &c.action)
+		return c, err
+	})
+	if err != nil {
+		return fmt.Errorf("declare schedules: %w", err)
+	}
+	for _, c := range changes {
+		switch c.action {
+		case "unchanged":
+		case "conflict":
+			m.log.Error("maintenance: a schedule declared in code has the name of one added by hand; leaving the one in the database",
+				slog.String("schedule", c.name))
+		default:
+			m.log.Info("maintenance: schedule declared in code "+c.action, slog.String("schedule", c.name), slog.Int64("term", term))
+		}
+	}
+	return nil
 }

@@ -41,6 +41,16 @@ type SetSpec struct {
 	// migrations may define functions and views (they are kept as they were applied); every
 	// later one must not. 0 when every migration is of the new kind.
 	History int
+	// Amended maps a migration's number to an edit made after databases applied it
+	// (migrations.Amendment): the file's checksum now, and the one databases recorded, which
+	// the loaded migration carries. A file whose checksum is not File fails to load.
+	Amended map[int]Amendment
+}
+
+// Amendment is an edit of an applied migration: File is the checksum of its text now, Recorded
+// the checksum databases recorded when they applied it.
+type Amendment struct {
+	File, Recorded string
 }
 
 // Set is a migration set as loaded: its numbered migrations and its function and view files.
@@ -63,7 +73,7 @@ type Migration struct {
 	Version  int    // from the file name's number
 	Name     string // the file name without number and extension
 	SQL      string // the file's text
-	Checksum string // hex SHA-256 of SQL
+	Checksum string // hex SHA-256 of SQL; of its first text for an amended one (SetSpec.Amended)
 	// Body is what is executed: SQL with each `\ir functions/...` or `\ir views/...` line
 	// replaced by that file's current text (a migration that needs a function before the
 	// set's definitions are applied, e.g. for a constraint or a trigger, includes it).
@@ -148,6 +158,13 @@ func Load(fsys fs.FS, spec SetSpec) (Set, error) {
 		v, _ := strconv.Atoi(m[1])
 		sum := sha256.Sum256(body)
 		mig := Migration{Set: spec.Name, Version: v, Name: m[2], SQL: string(body), Checksum: hex.EncodeToString(sum[:])}
+		if a, ok := spec.Amended[v]; ok {
+			if mig.Checksum != a.File {
+				return fail("%s was amended (checksum %.12s), and has changed since (checksum %.12s): write a new migration instead",
+					mig.ID(), a.File, mig.Checksum)
+			}
+			mig.Checksum = a.Recorded
+		}
 		if v > spec.History {
 			if err := lintMigration(mig); err != nil {
 				return Set{}, err

@@ -10,7 +10,14 @@ func Shipped(names ...string) ([]Set, error) {
 		if err != nil {
 			return nil, err
 		}
-		s, err := Load(fsys, SetSpec{Name: n, Watch: migrations.Watch(n), History: migrations.History(n)})
+		var amended map[int]Amendment
+		for _, a := range migrations.Amended(n) {
+			if amended == nil {
+				amended = map[int]Amendment{}
+			}
+			amended[a.Version] = Amendment{File: a.File, Recorded: a.Recorded}
+		}
+		s, err := Load(fsys, SetSpec{Name: n, Watch: migrations.Watch(n), History: migrations.History(n), Amended: amended})
 		if err != nil {
 			return nil, err
 		}

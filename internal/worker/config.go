@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/taskorch/taskorch/internal/maintenance"
 	"github.com/taskorch/taskorch/tasktype"
 	"github.com/taskorch/taskorch/transport"
 )
@@ -41,6 +42,9 @@ type Config struct {
 	FailedRetention    time.Duration // negative: forever
 	HistoryRetention   time.Duration // negative: forever
 	Observers          []tasktype.Observer
+	Middleware         []tasktype.Middleware // the first outermost
+	Periodic           []maintenance.Periodic
+	DeclarePeriodic    bool // Periodic is the code's list (even empty): the leader declares it
 	QueueStatsInterval time.Duration
 	Transport          transport.Transport // nil: PostgreSQL delivery
 	RedispatchAfter    time.Duration

@@ -101,6 +101,12 @@ func (w *Worker) run(ctx context.Context, r *runningTask) *outcome {
 		o.maxAttempts = limit
 		return o
 	}
+	for i := len(w.cfg.Middleware) - 1; i >= 0; i-- {
+		if h = w.cfg.Middleware[i](h); h == nil {
+			return failed(fmt.Sprintf("middleware %d of %d returned a nil handler", i+1, len(w.cfg.Middleware)), true,
+				map[string]any{"handler": "go", "reason": "middleware"})
+		}
+	}
 	slot := &ResultSlot{max: w.cfg.MaxResultBytes}
 	return w.runHandler(withResultSlot(ctx, slot), t, h, opts, timeout, slot)
 }

@@ -43,6 +43,13 @@ type Worker struct {
 	quiet        atomic.Bool   // an operator quieted this worker: it claims nothing (quiet.go)
 	quietChanged chan struct{} // quiet changed: the fetch loop looks again
 
+	// life: Stop asks Run to stop (stopAsked, closed once); stopped is closed once Run has
+	// returned, or by a Stop before Run, after which Run does not start.
+	life      sync.Mutex
+	state     runState
+	stopAsked chan struct{}
+	stopped   chan struct{}
+
 	mu sync.Mutex
 	// running holds the running tasks by lease id, from start until finish. A task can run
 	// twice on one worker for a moment (a run whose lease was lost is still returning when a new
@@ -107,6 +114,8 @@ func New(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 		leaseCheck:   make(chan struct{}, 1),
 		completions:  newCompletions(2*cfg.Concurrency + maxCompletionBatch),
 		hardStop:     make(chan struct{}),
+		stopAsked:    make(chan struct{}),
+		stopped:      make(chan struct{}),
 		quietChanged: make(chan struct{}, 1),
 		running:      map[int64]*runningTask{},
 		registered:   registered,
@@ -140,6 +149,8 @@ func New(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 		Retention:         keepForeverIfNegative(cfg.Retention),
 		FailedRetention:   keepForeverIfNegative(cfg.FailedRetention),
 		HistoryRetention:  keepForeverIfNegative(cfg.HistoryRetention),
+		Periodic:          cfg.Periodic,
+		DeclarePeriodic:   cfg.DeclarePeriodic,
 		Logger:            cfg.Logger, // it adds worker_id itself
 	})
 	if err != nil {
@@ -218,6 +229,73 @@ func (w *Worker) AddBackground(fn func(ctx context.Context)) {
 // has, gives back to pending every task the database says this worker still holds (their
 // attempt not spent), and returns. HardStop cuts the grace period short.
 func (w *Worker) Run(ctx context.Context) error {
+	w.life.Lock()
+	if w.state != idle {
+		w.life.Unlock()
+		return ErrRunAgain
+	}
+	w.state = running
+	w.life.Unlock()
+	defer func() {
+		w.life.Lock()
+		w.state = done
+		close(w.stopped)
+		w.life.Unlock()
+	}()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-w.stopAsked:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return w.runUntilDone(ctx)
+}
+
+// runState is where a Worker is in its life: Run once, then done.
+type runState int
+
+const (
+	idle runState = iota
+	running
+	done
+)
+
+// ErrRunAgain is Run's error on a worker that has run or was stopped: a Worker runs once.
+var ErrRunAgain = errors.New("taskorch: the worker has run or was stopped; make a new one")
+
+// Stop stops a running worker as a cancellation of Run's context does (what the first SIGTERM
+// does): it stops claiming, lets running tasks finish for up to ShutdownGrace, gives the rest
+// back. It returns once Run has returned, or, when ctx is done first, cuts the grace short
+// (HardStop) and returns ctx's error without waiting more (Stopped tells when Run returns). A
+// Stop before Run makes Run return ErrRunAgain at once; a Stop after Run returned does nothing.
+func (w *Worker) Stop(ctx context.Context) error {
+	w.life.Lock()
+	select {
+	case <-w.stopAsked:
+	default:
+		close(w.stopAsked)
+	}
+	if w.state == idle {
+		w.state = done
+		close(w.stopped)
+	}
+	w.life.Unlock()
+	select {
+	case <-w.stopped:
+		return nil
+	case <-ctx.Done():
+		w.HardStop()
+		return ctx.Err()
+	}
+}
+
+// Stopped returns a channel closed once Run has returned (or Stop was called before Run).
+func (w *Worker) Stopped() <-chan struct{} { return w.stopped }
+
+func (w *Worker) runUntilDone(ctx context.Context) error {
 	var listenConn *pgx.Conn
 	if w.cfg.ListenConfig != nil {
 		// A direct LISTEN connection that cannot hear the pool's NOTIFY would leave the worker

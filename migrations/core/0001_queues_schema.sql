@@ -166,10 +166,19 @@ create trigger task_inserted_notify after insert on queues.task
     for each statement execute function internal.notify_task_inserted();
 
 -- The worker's role (seeds 000/002, "Security and grants"). NOLOGIN: an operator grants it to a
--- login user (docs/security.md). Roles are cluster-wide, so another database may have made it.
+-- login user (docs/security.md). Roles are cluster-wide, so another database may have made it;
+-- when it exists, the schema's owner needs no CREATEROLE (docs/deployment.md). This block was
+-- amended after the migration was applied (migrations.Amended): the role it leaves is the same.
 do $$
 begin
-    create role worker_service_user nologin;
-exception when duplicate_object or unique_violation then
-    null;
+    if not exists (select from pg_catalog.pg_roles where rolname = 'worker_service_user') then
+        create role worker_service_user nologin;
+    end if;
+exception
+    when duplicate_object or unique_violation then
+        null;
+    when insufficient_privilege then
+        raise exception 'taskorch needs the role worker_service_user, and % may not create roles: it lacks CREATEROLE', current_user
+            using errcode = '42501',
+                  hint = 'Create it once as a role with CREATEROLE: create role worker_service_user nologin; then migrate again (docs/deployment.md, "The database side, once").';
 end $$;
