@@ -4230,7 +4230,8 @@ CREATE FUNCTION internal.take_limit_tokens(_task_ids bigint[], _clock timestamp 
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     with taken as (
-        select t.limit_name as task_type, t.limit_key, count(*) as n
+        select t.limit_name as task_type, t.limit_key, count(*) as n,
+               coalesce(max(t.claimed_at) filter (where t.status = 'running'), _clock) as at
         from queues.task t
         where t.task_id = any (_task_ids) and t.limit_name is not null
         group by t.limit_name, t.limit_key
@@ -4239,8 +4240,8 @@ CREATE FUNCTION internal.take_limit_tokens(_task_ids bigint[], _clock timestamp 
     select x.task_type, x.limit_key,
            least(l.burst::double precision,
                  coalesce(o.tokens, l.burst) + l.rate_per_second
-                     * greatest(0, extract(epoch from _clock - coalesce(o.refilled_at, _clock)))) - x.n,
-           greatest(_clock, coalesce(o.refilled_at, _clock))
+                     * greatest(0, extract(epoch from x.at - coalesce(o.refilled_at, x.at)))) - x.n,
+           greatest(x.at, coalesce(o.refilled_at, x.at))
     from taken x
     join queues.task_limit l on l.task_type = x.task_type and l.rate_per_second is not null
     left join queues.limit_bucket o on o.task_type = x.task_type and o.limit_key = x.limit_key
@@ -4702,8 +4703,9 @@ begin
     if cardinality(_ids) = 0 then
         return;
     end if;
-    perform internal.take_limit_tokens(_ids, _clock);
     return query select * from internal.lease_tasks(_worker_id, _ids, _lease_duration);
+    perform internal.take_limit_tokens(_ids, _clock); -- at the lease's time, after it
+
 end $$;
 
 
@@ -4758,7 +4760,6 @@ begin
                 where t.task_id = any (_ids || _lim)
                 order by t.priority desc, t.run_at, t.task_id
                 limit _limit);
-            perform internal.take_limit_tokens(_ids, _clock);
         end if;
     end if;
     if cardinality(_ids) = 0 then
@@ -4766,6 +4767,10 @@ begin
     end if;
 
     return query select * from internal.lease_tasks(_worker_id, _ids, _lease_duration);
+    if cardinality(_lim) > 0 then
+        -- At the lease's time, after it (internal.take_limit_tokens).
+        perform internal.take_limit_tokens(_ids, _clock);
+    end if;
 end $$;
 
 
@@ -4822,7 +4827,6 @@ begin
         _clock := clock_timestamp();
         _lim := array(select internal.limited_candidates(_limited, cardinality(_task_ids), _task_ids, _clock));
         if cardinality(_lim) > 0 then
-            perform internal.take_limit_tokens(_lim, _clock);
             _ids := _ids || _lim;
         end if;
     end if;
@@ -4831,6 +4835,9 @@ begin
     end if;
 
     return query select * from internal.lease_tasks(_worker_id, _ids, _lease_duration);
+    if cardinality(_lim) > 0 then
+        perform internal.take_limit_tokens(_lim, _clock); -- at the lease's time, after it
+    end if;
 end $$;
 
 

@@ -30,8 +30,9 @@ begin
     if cardinality(_ids) = 0 then
         return;
     end if;
-    perform internal.take_limit_tokens(_ids, _clock);
     return query select * from internal.lease_tasks(_worker_id, _ids, _lease_duration);
+    perform internal.take_limit_tokens(_ids, _clock); -- at the lease's time, after it
+
 end $$;
 revoke all on function queues.claim_limited_tasks(text, integer, interval, text[]) from public;
 grant execute on function queues.claim_limited_tasks(text, integer, interval, text[]) to worker_service_user;

@@ -54,7 +54,6 @@ begin
                 where t.task_id = any (_ids || _lim)
                 order by t.priority desc, t.run_at, t.task_id
                 limit _limit);
-            perform internal.take_limit_tokens(_ids, _clock);
         end if;
     end if;
     if cardinality(_ids) = 0 then
@@ -62,6 +61,10 @@ begin
     end if;
 
     return query select * from internal.lease_tasks(_worker_id, _ids, _lease_duration);
+    if cardinality(_lim) > 0 then
+        -- At the lease's time, after it (internal.take_limit_tokens).
+        perform internal.take_limit_tokens(_ids, _clock);
+    end if;
 end $$;
 revoke all on function queues.claim_tasks(text, integer, interval, text[]) from public;
 grant execute on function queues.claim_tasks(text, integer, interval, text[]) to worker_service_user;

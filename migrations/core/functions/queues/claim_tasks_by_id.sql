@@ -51,7 +51,6 @@ begin
         _clock := clock_timestamp();
         _lim := array(select internal.limited_candidates(_limited, cardinality(_task_ids), _task_ids, _clock));
         if cardinality(_lim) > 0 then
-            perform internal.take_limit_tokens(_lim, _clock);
             _ids := _ids || _lim;
         end if;
     end if;
@@ -60,6 +59,9 @@ begin
     end if;
 
     return query select * from internal.lease_tasks(_worker_id, _ids, _lease_duration);
+    if cardinality(_lim) > 0 then
+        perform internal.take_limit_tokens(_lim, _clock); -- at the lease's time, after it
+    end if;
 end $$;
 revoke all on function queues.claim_tasks_by_id(text, bigint[], interval, text[]) from public;
 grant execute on function queues.claim_tasks_by_id(text, bigint[], interval, text[]) to worker_service_user;
