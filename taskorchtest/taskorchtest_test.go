@@ -190,3 +190,19 @@ func (r *recordingTB) Fatalf(format string, args ...any) {
 	r.Errorf(format, args...)
 	runtime.Goexit()
 }
+
+// StartWorker gives the worker a leader lease of 2 s (not the 15 s default), so that a test
+// whose worker must lead — a schedule's — gets a new leader within 2 s of the last one's end.
+// The lease the worker holds says so in queues.leader.
+func TestStartWorkerShortensTheLeaderLease(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewDB(t)
+	w := taskorchtest.StartWorker(t, pool, &taskorch.WorkerConfig{Handlers: taskorch.NewHandlers()})
+	var left time.Duration
+	require.Eventually(t, func() bool {
+		var leader *string
+		err := pool.QueryRow(t.Context(), `select worker_id, expires_at - clock_timestamp() from queues.leader where name = 'default'`).Scan(&leader, &left)
+		return err == nil && leader != nil && *leader == w.ID()
+	}, 20*time.Second, 10*time.Millisecond, "the worker leads")
+	require.LessOrEqual(t, left, 2*time.Second, "the lease runs 2 s at most")
+}
