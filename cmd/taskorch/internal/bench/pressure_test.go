@@ -108,7 +108,9 @@ func TestPressureSustainedSamples(t *testing.T) {
 	require.Nil(t, r.Drained, "no recovery phase to compare")
 	p := r.Phases[0]
 	require.Equal(t, "clean", p.Name)
-	require.GreaterOrEqual(t, len(p.Samples), 3)
+	// Three windows of 500 ms in a phase of 1.5 s, or two when a starved machine ticks late: the
+	// last is compared with the first either way.
+	require.GreaterOrEqual(t, len(p.Samples), 2)
 	var completed int64
 	last := 0.0
 	for _, w := range p.Samples {
