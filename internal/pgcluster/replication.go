@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Basebackup copies the running cluster into dataDir as a streaming standby of it
@@ -62,10 +63,35 @@ func (c *Cluster) Crash() error {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		return fmt.Errorf("pgcluster: crash: %w", err)
 	}
+	// Crashed means gone: wait until the postmaster has died (gone, or a zombie its parent has
+	// not reaped yet), so that what follows — a restart on the same data directory — never sees
+	// it alive one moment and gone the next.
+	for deadline := time.Now().Add(30 * time.Second); !processGone(pid); {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pgcluster: crash: the postmaster (pid %d) is still alive 30 s after SIGKILL", pid)
+		}
+		time.Sleep(5 * time.Millisecond) //nolint:forbidigo // polling /proc for a process's death
+	}
 	c.mu.Lock()
 	c.stopped = true
 	c.mu.Unlock()
 	return nil
+}
+
+// processGone reports whether pid no longer runs: no such process, or a zombie (dead, not yet
+// reaped).
+func processGone(pid int) bool {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return syscall.Kill(pid, 0) != nil
+	}
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return false
+	}
+	fields := strings.Fields(s[i+1:])
+	return len(fields) > 0 && (fields[0] == "Z" || fields[0] == "X")
 }
 
 // childrenOf lists the processes whose parent is pid (from /proc).

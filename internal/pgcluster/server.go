@@ -60,6 +60,12 @@ func (c *Cluster) stopLeftover(ctx context.Context) error {
 	}
 	c.logf("pgcluster: a server is still running on %s (left over by an earlier process); stopping it", c.dataDir)
 	if _, err := c.r.run(ctx, "pg_ctl", "stop", "-D", c.dataDir, "-m", "fast", "-w", "-t", "60"); err != nil {
+		// A postmaster that died meanwhile (killed, its pid seen alive a moment before) makes
+		// pg_ctl say "server does not shut down"; it left only its pid file, which the server
+		// that starts next replaces.
+		if still, serr := c.running(ctx); serr == nil && !still {
+			return nil
+		}
 		return fmt.Errorf("stop leftover server: %w", err)
 	}
 	return nil
