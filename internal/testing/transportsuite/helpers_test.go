@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch"
@@ -48,6 +49,33 @@ func waitProgress(t testing.TB, stall time.Duration, want int64, msg string, cou
 		}
 		time.Sleep(100 * time.Millisecond) //nolint:forbidigo // polling the database's count
 	}
+}
+
+// explainUnfinished, when t fails, logs every task not completed: its row's delivery state and
+// its events, to tell a lost message from a stuck claim or a stalled worker.
+func explainUnfinished(t *testing.T, db taskorch.DBTX) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		rows, err := db.Query(context.Background(), `select format('task %s (%s) %s attempt %s: run_at %s ago, dispatched %s ago for lease %s, lease %s of %s; events: %s',
+				t.task_id, t.task_type, t.status, t.attempt, now() - t.run_at, now() - t.dispatched_at,
+				t.dispatch_lease_id, t.lease_id, t.worker_id,
+				(select string_agg(format('%s %s ago by %s (%s)', e.event, now() - e.occurred_at, e.worker_id, e.detail), '; ' order by e.task_event_id)
+				 from queues.task_event e where e.task_id = t.task_id))
+			from queues.task t where t.status <> 'completed' order by t.task_id limit 20`)
+		if err != nil {
+			t.Logf("explaining the unfinished tasks: %v", err)
+			return
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Logf("explaining the unfinished tasks: %v", err)
+		}
+		for _, l := range lines {
+			t.Log(l)
+		}
+	})
 }
 
 // quiet is a logger that writes nothing, for benchmarks.

@@ -37,6 +37,7 @@ func TestTransportWorkersOfDifferentTypes(t *testing.T) {
 			t.Parallel()
 			rig := mkRig(t)
 			pool := dbtest.NewDB(t)
+			explainUnfinished(t, pool)
 			var regs []*prometheus.Registry
 			for _, typ := range []string{"alpha", "beta"} {
 				hs := taskorch.NewHandlers()
