@@ -269,6 +269,36 @@ func TestHostileOperatorRole(t *testing.T) {
 	require.Zero(t, scalar[int64](t, pool, `select count(*) from queues.schedule`), "nothing committed yet")
 }
 
+// Quieting a worker is an operator's action granted to nobody: neither an application role,
+// an operator's role without the grant, nor the worker role can quiet a worker (and stop the
+// fleet's claims). Granted, the operator's call refuses an unknown worker and a forged actor
+// and writes nothing then; the actor it records by default is the login role, which SET ROLE
+// does not change.
+func TestHostileQuietWorker(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewDB(t)
+	app, operator := hostileRoles(t, pool)
+	mustExec(t, pool, `select * from queues.register_worker_instance('w1', 'p1', 'h', 1, 4, 'v', 'postgres', null, false, interval '30 seconds')`)
+	for _, role := range []string{app, operator, "worker_service_user"} {
+		tx := asRole(t, pool, role)
+		for _, sql := range []string{`select queues.quiet_worker('w1')`, `select queues.resume_worker('w1')`} {
+			requireSQLState(t, probe(t, tx, sql), "42501", role+": "+sql)
+		}
+		require.NoError(t, tx.Rollback(t.Context()))
+	}
+	mustExec(t, pool, fmt.Sprintf(`grant execute on function queues.quiet_worker(text, text), queues.resume_worker(text, text) to %s`,
+		pgx.Identifier{operator}.Sanitize()))
+	tx := asRole(t, pool, operator)
+	requireSQLState(t, probe(t, tx, `select queues.quiet_worker('nobody')`), "P0002", "unknown worker")
+	requireSQLState(t, probe(t, tx, `select queues.quiet_worker('w1', e'mallory\nroot')`), "22023", "actor with a control character")
+	requireSQLState(t, probe(t, tx, `select queues.quiet_worker('w1', repeat('a', 201))`), "22023", "actor too long")
+	require.True(t, scalar[bool](t, tx, `select queues.quiet_worker('w1')`))
+	require.NoError(t, tx.Commit(t.Context()))
+	require.Equal(t, []string{"quieted by " + scalar[string](t, pool, `select session_user::text`)},
+		scalar[[]string](t, pool, `select array_agg(format('%s by %s', event, actor) order by worker_event_id) from queues.worker_event where worker_id = 'w1'`),
+		"one event, the refused calls wrote nothing, the actor is the login role")
+}
+
 // The worker role claims and records outcomes, and cannot snooze a task to an infinite time,
 // enqueue, or ask for a permit.
 func TestHostileWorkerRole(t *testing.T) {
