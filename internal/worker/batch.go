@@ -136,6 +136,19 @@ func (w *Worker) closeBatch(b *batchCall) {
 	b.mu.Unlock()
 }
 
+// closeBatches closes the open batches (the starter stops: no more tasks join them).
+func (w *Worker) closeBatches() {
+	w.mu.Lock()
+	open := make([]*batchCall, 0, len(w.batches))
+	for _, b := range w.batches {
+		open = append(open, b)
+	}
+	w.mu.Unlock()
+	for _, b := range open {
+		w.closeBatch(b)
+	}
+}
+
 // tryAdd counts one more task started in b; false when b is closed or full.
 func (b *batchCall) tryAdd() bool {
 	b.mu.Lock()

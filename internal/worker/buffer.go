@@ -203,6 +203,7 @@ func (b *readyBuffer) compactLocked() {
 // task, then for a slot, and starts the first task in claim order. Tasks run on inner. It is the
 // one place a claimed task starts, whichever source claimed it.
 func (w *Worker) runStarter(ctx, inner context.Context) {
+	defer w.closeBatches() // nothing starts any more: open batches wait for no more tasks (batch.go)
 	for {
 		select {
 		case <-ctx.Done():
