@@ -30,7 +30,8 @@ type BatchOpts struct {
 	MaxWait time.Duration
 
 	// HandlerOpts apply to each task of a batch as to a task of a single handler: Timeout bounds
-	// each task's attempt (the batch's context ends once every task in it has been stopped),
+	// each task's attempt from its start, its wait for the batch included (the batch's context
+	// ends once every task in it has been stopped),
 	// WarnAfter, MaxAttempts and RetryDelay apply to each task and to the error it was given.
 	HandlerOpts
 }
