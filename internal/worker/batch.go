@@ -203,7 +203,7 @@ func (b *batchCall) leave(r *runningTask) {
 // fireLocked makes the batch's call, in a goroutine of its own, once b is closed and every task
 // started in it has settled.
 func (b *batchCall) fireLocked() {
-	if !(b.closed || b.members >= b.maxSize) || b.fired || b.settled < b.members {
+	if (!b.closed && b.members < b.maxSize) || b.fired || b.settled < b.members {
 		return
 	}
 	b.fired = true
