@@ -200,8 +200,8 @@ func (b *batchCall) leave(r *runningTask) {
 	b.fireLocked()
 }
 
-// fireLocked makes the batch's call, in a goroutine of its own, once b is closed and every task
-// started in it has settled.
+// fireLocked makes the batch's call, in a goroutine of its own, once b is closed or full and
+// every task started in it has settled.
 func (b *batchCall) fireLocked() {
 	if (!b.closed && b.members < b.maxSize) || b.fired || b.settled < b.members {
 		return
