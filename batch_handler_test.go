@@ -87,15 +87,21 @@ func startBatchWorker(t *testing.T, pool *pgxpool.Pool, fn func(ctx context.Cont
 }
 
 // Each task of a batch keeps its own outcome: those the handler fails are retried, the others
-// complete once, and each completion carries the result the handler set for that task.
+// complete once, and each completion carries the result the handler set for that task
+// (TaskFor.SetResult; SetResult on the batch's context, which is no single task's, is refused).
 func TestBatchHandlerPartialFailure(t *testing.T) {
 	t.Parallel()
 	c, pool := newClient(t)
 	noRetryDelay(t, pool)
 	ids := enqueueItems(t, c, 8, func(i int) bool { return i%3 == 0 }, &taskorch.EnqueueOpts{MaxAttempts: 3})
 	var calls batchCalls
-	startBatchWorker(t, pool, func(_ context.Context, tasks []*taskorch.TaskFor[batchItem]) []error {
+	ctxResult := make(chan error, 1)
+	startBatchWorker(t, pool, func(ctx context.Context, tasks []*taskorch.TaskFor[batchItem]) []error {
 		calls.add(tasks)
+		select {
+		case ctxResult <- taskorch.SetResult(ctx, "whose?"):
+		default:
+		}
 		errs := make([]error, len(tasks))
 		for i, task := range tasks {
 			if task.Args.Fail && task.Attempt == 1 {
@@ -128,6 +134,7 @@ func TestBatchHandlerPartialFailure(t *testing.T) {
 		}
 		require.Equal(t, want, runs[id], "calls holding task %d", id)
 	}
+	require.ErrorIs(t, <-ctxResult, taskorch.ErrInvalidInput, "the batch's context is no single task's: TaskFor.SetResult sets a result")
 	// Enqueued before the worker started, the tasks came in one claim: the first call held them all.
 	require.Len(t, calls.get()[0], len(ids))
 }
