@@ -13,6 +13,8 @@ import (
 type TaskFor[T TaskArgs] struct {
 	*Task
 	Args T
+
+	result *worker.ResultSlot // where SetResult puts the task's result; nil outside a worker
 }
 
 // validateHandlerOpts panics on options that are programming errors (as Handle does).
@@ -94,7 +96,7 @@ func (h typedHandler[T]) Work(ctx context.Context, t *Task) error {
 	if err := json.Unmarshal(t.Payload, &args); err != nil {
 		return Discard(fmt.Errorf("payload does not decode into %T: %w", args, err))
 	}
-	return h.fn(ctx, &TaskFor[T]{Task: t, Args: args})
+	return h.fn(ctx, &TaskFor[T]{Task: t, Args: args, result: worker.ResultSlotFrom(ctx)})
 }
 
 // handlerSet is the worker's view of a Handlers (worker.Handlers).

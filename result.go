@@ -29,6 +29,11 @@ func SetResult(ctx context.Context, v any) error {
 	if s == nil {
 		return inputErrorf("SetResult needs the context a worker gave a Go handler; this one carries no task")
 	}
+	return setResultIn(s, v)
+}
+
+// setResultIn is SetResult into slot s.
+func setResultIn(s *worker.ResultSlot, v any) error {
 	b, err := encodeResult(v)
 	if err != nil {
 		return err

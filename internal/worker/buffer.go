@@ -91,6 +91,22 @@ func (b *readyBuffer) take() *tasktype.Task {
 	return nil
 }
 
+// takeType is take for a task of taskType only (a batch's next task, batch.go).
+func (b *readyBuffer) takeType(taskType string) *tasktype.Task {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, bt := range b.queue {
+		if bt.claim >= b.gate || bt.task.Type != taskType {
+			continue
+		}
+		b.queue = slices.Delete(b.queue, i, i+1)
+		delete(b.byID, bt.task.ID)
+		b.signalLocked()
+		return bt.task
+	}
+	return nil
+}
+
 // signalLocked keeps a token in avail while tasks remain.
 func (b *readyBuffer) signalLocked() {
 	if len(b.byID) > 0 {
@@ -187,6 +203,7 @@ func (b *readyBuffer) compactLocked() {
 // task, then for a slot, and starts the first task in claim order. Tasks run on inner. It is the
 // one place a claimed task starts, whichever source claimed it.
 func (w *Worker) runStarter(ctx, inner context.Context) {
+	defer w.closeBatches() // nothing starts any more: open batches wait for no more tasks (batch.go)
 	for {
 		select {
 		case <-ctx.Done():
@@ -204,6 +221,10 @@ func (w *Worker) runStarter(ctx, inner context.Context) {
 			// back, and the fetcher, which may have counted it as taken, hears of it.
 			<-w.slots
 			w.signalRoom()
+			continue
+		}
+		if h, maxSize, maxWait, ok := w.batchHandler(t.Type); ok {
+			w.startBatch(inner, t, h, maxSize, maxWait) // batch.go
 			continue
 		}
 		w.start(inner, t)

@@ -8,6 +8,7 @@
 //	delivery.go     a transport's side: receiving ids, dispatching, acknowledging
 //	buffer.go       the claimed tasks waiting for a slot, claiming ahead, and the starter: the
 //	                one place a task starts
+//	batch.go        a batch handler's tasks started together, and its one call for them
 //	executor.go     a task's goroutine and context; the branch for its type: a Go handler here,
 //	db_function.go  a SQL function in the task's lease-locked transaction,
 //	channel.go      a channel's provider call between its before, success and error handlers

@@ -21,9 +21,12 @@ var errTimeout = errors.New("taskorch: task timed out")
 // branch, records the outcome it returns, and frees the slot: a completion is left to the
 // completer, which finishes the task once it is written (outcome.go). The observers see the
 // task start here (its span begins) and finish once its outcome is written.
-func (w *Worker) start(inner context.Context, t *tasktype.Task) {
+func (w *Worker) start(inner context.Context, t *tasktype.Task) { w.startTask(inner, t, nil) }
+
+// startTask is start for a task that runs in batch b (nil: alone; batch.go).
+func (w *Worker) startTask(inner context.Context, t *tasktype.Task, b *batchCall) {
 	ctx, cancel := context.WithCancelCause(inner)
-	r := &runningTask{task: t, cancel: cancel, started: time.Now()}
+	r := &runningTask{task: t, cancel: cancel, started: time.Now(), batch: b}
 	ctx = w.obs.taskStarted(ctx, t)
 	r.ctx = ctx
 	w.mu.Lock()
@@ -40,6 +43,9 @@ func (w *Worker) start(inner context.Context, t *tasktype.Task) {
 		defer w.freeSlot(r.started)
 		defer cancel(nil)
 		o := w.run(ctx, r)
+		if b != nil {
+			b.leave(r) // ended without reaching the handler: the batch does not wait for it
+		}
 		w.record(ctx, r, o)
 	}()
 }
@@ -100,6 +106,9 @@ func (w *Worker) run(ctx context.Context, r *runningTask) *outcome {
 			t.Attempt, limit), true, map[string]any{"handler": "go", "reason": "handler_max_attempts"})
 		o.maxAttempts = limit
 		return o
+	}
+	if r.batch != nil {
+		h = batchJoin{b: r.batch, r: r} // the batch's one call runs the handler (batch.go)
 	}
 	for i := len(w.cfg.Middleware) - 1; i >= 0; i-- {
 		if h = w.cfg.Middleware[i](h); h == nil {

@@ -58,6 +58,8 @@ type Worker struct {
 	// cancelHints: cancel notifications that named no running task (lease_check.go).
 	cancelHints cancelHints
 	wg          sync.WaitGroup // task goroutines
+	// batches holds the open batch of each batch handler's type with MaxWait (batch.go).
+	batches map[string]*batchCall
 
 	// background runs alongside the fetch loop until the worker stops.
 	background []func(ctx context.Context)
@@ -91,6 +93,10 @@ type runningTask struct {
 	// (outcome.handler).
 	handler     string
 	handlerBody []byte
+	// batch is the batch the task runs in (batch.go), nil for a task run alone; batchSettled
+	// (guarded by batch.mu) is set once the task joined it or ended without joining.
+	batch        *batchCall
+	batchSettled bool
 }
 
 // New returns a worker over pool with cfg (checked, its defaults applied). An error says what
@@ -118,6 +124,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 		stopped:      make(chan struct{}),
 		quietChanged: make(chan struct{}, 1),
 		running:      map[int64]*runningTask{},
+		batches:      map[string]*batchCall{},
 		registered:   registered,
 		obs:          observers(cfg.Observers),
 	}
