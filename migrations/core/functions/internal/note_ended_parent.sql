@@ -1,0 +1,23 @@
+-- Trigger of queues.task (task_parent_ended: after update of status, per row, when a task ends
+-- completed, failed, dead or cancelled): notes the task for internal.resolve_ended_parents when
+-- it has waiting children, in the transaction-local setting taskorch.ended_parents. A waiting
+-- task that ends without being released (cancelled) drops its own edges and counters. Does
+-- nothing inside internal.resolve_parents, which counts the ends it causes itself.
+create or replace function internal.note_ended_parent() returns trigger
+language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
+begin
+    if current_setting('taskorch.resolving_parents', true) = 'on' then
+        return null;
+    end if;
+    if old.status = 'waiting' then
+        delete from queues.task_edge e where e.child_id = new.task_id;
+        delete from queues.task_wait_stripe w where w.child_id = new.task_id;
+    end if;
+    if exists (select from queues.task_edge e where e.parent_id = new.task_id) then
+        perform set_config('taskorch.ended_parents',
+            coalesce(current_setting('taskorch.ended_parents', true), '') || new.task_id::text || ':' || new.status::text || ',',
+            true);
+    end if;
+    return null;
+end $$;
+revoke all on function internal.note_ended_parent() from public;
