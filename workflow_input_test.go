@@ -22,12 +22,12 @@ func TestWorkflowBadInput(t *testing.T) {
 	p := scalar[int64](t, pool, `select queues.enqueue('wf.in', '{}')`)
 	before := scalar[int](t, pool, `select count(*) from queues.task`)
 	for sql, want := range map[string]string{
-		`select queues.enqueue('wf.c', '{}', _after => array[$1::bigint, 987654321])`:                  "_after names task 987654321, which does not exist",
-		`select queues.enqueue_with_result('wf.c', '{}', _after => array[$1::bigint, 987654321])`:      "_after names task 987654321, which does not exist",
-		`select queues.enqueue('wf.c', '{}', _after => array[$1::bigint, null])`:                       "_after must not contain NULL",
+		`select queues.enqueue('wf.c', '{}', _after => array[$1::bigint, 987654321])`:                      "_after names task 987654321, which does not exist",
+		`select queues.enqueue_with_result('wf.c', '{}', _after => array[$1::bigint, 987654321])`:          "_after names task 987654321, which does not exist",
+		`select queues.enqueue('wf.c', '{}', _after => array[$1::bigint, null])`:                           "_after must not contain NULL",
 		`select queues.enqueue('wf.c', '{}', _after => array[$1::bigint], _on_parent_failure => 'banana')`: "_on_parent_failure must be 'cancel' or 'run', not 'banana'",
 		`select queues.enqueue('wf.c', '{}', _after => array[$1::bigint], _on_parent_failure => null)`:     "_on_parent_failure must be 'cancel' or 'run', not NULL",
-		`select queues.enqueue('wf.c', '{}', _after => array[$1::bigint + 1000])`:                           "which does not exist",
+		`select queues.enqueue('wf.c', '{}', _after => array[$1::bigint + 1000])`:                          "which does not exist",
 	} {
 		_, err := pool.Exec(ctx, sql, p)
 		var pe *pgconn.PgError
