@@ -2825,6 +2825,33 @@ end $$;
 
 
 --
+-- Name: check_parents_input(text, bigint[], text); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.check_parents_input(_label text, _after bigint[], _on_parent_failure text) RETURNS bigint[]
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if _after is null then
+        return null;
+    end if;
+    if _on_parent_failure is null or _on_parent_failure not in ('cancel', 'run') then
+        raise exception '%: _on_parent_failure must be ''cancel'' or ''run'', not %', _label, coalesce(quote_literal(_on_parent_failure), 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if array_position(_after, null) is not null then
+        raise exception '%: _after must not contain NULL', _label using errcode = 'invalid_parameter_value';
+    end if;
+    if cardinality(_after) > 10000 then
+        raise exception '%: _after names % tasks; at most 10000', _label, cardinality(_after)
+            using errcode = 'invalid_parameter_value';
+    end if;
+    return nullif(_after, '{}');
+end $$;
+
+
+--
 -- Name: check_signal_key(text, text, text); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -5605,10 +5632,10 @@ end $$;
 
 
 --
--- Name: enqueue_many(text[], jsonb[], timestamp with time zone[], integer[], text[], integer[]); Type: FUNCTION; Schema: queues; Owner: -
+-- Name: enqueue_many(text[], jsonb[], timestamp with time zone[], integer[], text[], integer[], bigint[], text); Type: FUNCTION; Schema: queues; Owner: -
 --
 
-CREATE FUNCTION queues.enqueue_many(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], _priorities integer[] DEFAULT NULL::integer[], _idempotency_keys text[] DEFAULT NULL::text[], _max_attempts integer[] DEFAULT NULL::integer[]) RETURNS bigint[]
+CREATE FUNCTION queues.enqueue_many(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], _priorities integer[] DEFAULT NULL::integer[], _idempotency_keys text[] DEFAULT NULL::text[], _max_attempts integer[] DEFAULT NULL::integer[], _after bigint[] DEFAULT NULL::bigint[], _on_parent_failure text DEFAULT 'cancel'::text) RETURNS bigint[]
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -5618,15 +5645,15 @@ begin
     end if;
     return (select coalesce(array_agg(r.task_id order by r.ord), '{}')
             from queues.insert_tasks(_task_types, _payloads, _scheduled_ats, _priorities,
-                                     _idempotency_keys, _max_attempts) with ordinality as r(task_id, duplicate, ord));
+                                     _idempotency_keys, _max_attempts, _after, _on_parent_failure) with ordinality as r(task_id, duplicate, ord));
 end $$;
 
 
 --
--- Name: enqueue_many_with_result(text[], jsonb[], timestamp with time zone[], integer[], text[], integer[]); Type: FUNCTION; Schema: queues; Owner: -
+-- Name: enqueue_many_with_result(text[], jsonb[], timestamp with time zone[], integer[], text[], integer[], bigint[], text); Type: FUNCTION; Schema: queues; Owner: -
 --
 
-CREATE FUNCTION queues.enqueue_many_with_result(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], _priorities integer[] DEFAULT NULL::integer[], _idempotency_keys text[] DEFAULT NULL::text[], _max_attempts integer[] DEFAULT NULL::integer[]) RETURNS TABLE(task_id bigint, duplicate boolean)
+CREATE FUNCTION queues.enqueue_many_with_result(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], _priorities integer[] DEFAULT NULL::integer[], _idempotency_keys text[] DEFAULT NULL::text[], _max_attempts integer[] DEFAULT NULL::integer[], _after bigint[] DEFAULT NULL::bigint[], _on_parent_failure text DEFAULT 'cancel'::text) RETURNS TABLE(task_id bigint, duplicate boolean)
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -5635,7 +5662,7 @@ begin
         perform queues.permit_task_functions(_task_types, _payloads);
     end if;
     return query select * from queues.insert_tasks(_task_types, _payloads, _scheduled_ats, _priorities,
-                                                   _idempotency_keys, _max_attempts);
+                                                   _idempotency_keys, _max_attempts, _after, _on_parent_failure);
 end $$;
 
 
@@ -5748,11 +5775,11 @@ begin
     execute format('grant execute on function
         queues.enqueue(text, jsonb, timestamptz, integer, text, integer, bigint[], text),
         queues.enqueue_with_result(text, jsonb, timestamptz, integer, text, integer, bigint[], text),
-        queues.enqueue_many(text[], jsonb[], timestamptz[], integer[], text[], integer[]),
-        queues.enqueue_many_with_result(text[], jsonb[], timestamptz[], integer[], text[], integer[]),
+        queues.enqueue_many(text[], jsonb[], timestamptz[], integer[], text[], integer[], bigint[], text),
+        queues.enqueue_many_with_result(text[], jsonb[], timestamptz[], integer[], text[], integer[], bigint[], text),
         queues.enqueue_debounced(text, jsonb, text, interval, integer, integer),
         queues.insert_task(text, jsonb, timestamptz, integer, text, integer, bigint[], text),
-        queues.insert_tasks(text[], jsonb[], timestamptz[], integer[], text[], integer[]),
+        queues.insert_tasks(text[], jsonb[], timestamptz[], integer[], text[], integer[], bigint[], text),
         queues.insert_debounced_task(text, jsonb, text, interval, integer, integer),
         queues.permit_task_functions(text[], jsonb[]) to %s', _role);
     execute format('grant insert on table queues.enqueue_permit to %s', _role);
@@ -5934,22 +5961,7 @@ begin
         perform internal.check_finite('enqueue', '_scheduled_at', _scheduled_at);
     end if;
     _scheduled_at := coalesce(_scheduled_at, now());
-    if _after is not null then
-        if _on_parent_failure is null or _on_parent_failure not in ('cancel', 'run') then
-            raise exception 'enqueue: _on_parent_failure must be ''cancel'' or ''run'', not %', coalesce(quote_literal(_on_parent_failure), 'NULL')
-                using errcode = 'invalid_parameter_value';
-        end if;
-        if array_position(_after, null) is not null then
-            raise exception 'enqueue: _after must not contain NULL' using errcode = 'invalid_parameter_value';
-        end if;
-        if cardinality(_after) > 10000 then
-            raise exception 'enqueue: _after names % tasks; at most 10000', cardinality(_after)
-                using errcode = 'invalid_parameter_value';
-        end if;
-        if cardinality(_after) = 0 then
-            _after := null;
-        end if;
-    end if;
+    _after := internal.check_parents_input('enqueue', _after, _on_parent_failure);
 
     if _idempotency_key is null then
         insert into queues.task (task_type, payload, priority, scheduled_at, run_at, max_attempts)
@@ -5993,10 +6005,10 @@ end $_$;
 
 
 --
--- Name: insert_tasks(text[], jsonb[], timestamp with time zone[], integer[], text[], integer[]); Type: FUNCTION; Schema: queues; Owner: -
+-- Name: insert_tasks(text[], jsonb[], timestamp with time zone[], integer[], text[], integer[], bigint[], text); Type: FUNCTION; Schema: queues; Owner: -
 --
 
-CREATE FUNCTION queues.insert_tasks(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], _priorities integer[] DEFAULT NULL::integer[], _idempotency_keys text[] DEFAULT NULL::text[], _max_attempts integer[] DEFAULT NULL::integer[]) RETURNS TABLE(task_id bigint, duplicate boolean)
+CREATE FUNCTION queues.insert_tasks(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], _priorities integer[] DEFAULT NULL::integer[], _idempotency_keys text[] DEFAULT NULL::text[], _max_attempts integer[] DEFAULT NULL::integer[], _after bigint[] DEFAULT NULL::bigint[], _on_parent_failure text DEFAULT 'cancel'::text) RETURNS TABLE(task_id bigint, duplicate boolean)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
@@ -6015,6 +6027,7 @@ begin
         raise exception 'enqueue_many: the arrays must all have % elements, one per task', _n
             using errcode = 'invalid_parameter_value';
     end if;
+    _after := internal.check_parents_input('enqueue_many', _after, _on_parent_failure);
     if _n = 0 then
         return;
     end if;
@@ -6064,6 +6077,9 @@ begin
             from input i
         )
         select array_agg(i.new_id order by i.ord) into _ids from input i;
+        if _after is not null then
+            perform internal.attach_parents(r.id, _after, _on_parent_failure) from unnest(_ids) as r(id);
+        end if;
         if _task_types && array['db_function', 'email', 'sms', 'file_delete'] then
             perform internal.drop_enqueue_permits();
         end if;
@@ -6117,6 +6133,10 @@ begin
             raise exception 'enqueue_many: a task holding one of the idempotency keys disappeared during the call; retry'
                 using errcode = 'serialization_failure';
         end if;
+    end if;
+    if _after is not null then
+        perform internal.attach_parents(r.id, _after, _on_parent_failure)
+        from unnest(_ids, _dups) as r(id, dup) where not r.dup;
     end if;
     if _task_types && array['db_function', 'email', 'sms', 'file_delete'] then
         perform internal.drop_enqueue_permits();
@@ -12526,6 +12546,13 @@ REVOKE ALL ON FUNCTION internal.check_finite(_label text, _arg text, _value time
 
 
 --
+-- Name: FUNCTION check_parents_input(_label text, _after bigint[], _on_parent_failure text); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.check_parents_input(_label text, _after bigint[], _on_parent_failure text) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION check_signal_key(_label text, _name text, _key text); Type: ACL; Schema: internal; Owner: -
 --
 
@@ -13136,17 +13163,17 @@ REVOKE ALL ON FUNCTION queues.enqueue_debounced(_task_type text, _payload jsonb,
 
 
 --
--- Name: FUNCTION enqueue_many(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[], _priorities integer[], _idempotency_keys text[], _max_attempts integer[]); Type: ACL; Schema: queues; Owner: -
+-- Name: FUNCTION enqueue_many(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[], _priorities integer[], _idempotency_keys text[], _max_attempts integer[], _after bigint[], _on_parent_failure text); Type: ACL; Schema: queues; Owner: -
 --
 
-REVOKE ALL ON FUNCTION queues.enqueue_many(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[], _priorities integer[], _idempotency_keys text[], _max_attempts integer[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION queues.enqueue_many(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[], _priorities integer[], _idempotency_keys text[], _max_attempts integer[], _after bigint[], _on_parent_failure text) FROM PUBLIC;
 
 
 --
--- Name: FUNCTION enqueue_many_with_result(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[], _priorities integer[], _idempotency_keys text[], _max_attempts integer[]); Type: ACL; Schema: queues; Owner: -
+-- Name: FUNCTION enqueue_many_with_result(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[], _priorities integer[], _idempotency_keys text[], _max_attempts integer[], _after bigint[], _on_parent_failure text); Type: ACL; Schema: queues; Owner: -
 --
 
-REVOKE ALL ON FUNCTION queues.enqueue_many_with_result(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[], _priorities integer[], _idempotency_keys text[], _max_attempts integer[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION queues.enqueue_many_with_result(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[], _priorities integer[], _idempotency_keys text[], _max_attempts integer[], _after bigint[], _on_parent_failure text) FROM PUBLIC;
 
 
 --
@@ -13242,10 +13269,10 @@ REVOKE ALL ON FUNCTION queues.insert_task(_task_type text, _payload jsonb, _sche
 
 
 --
--- Name: FUNCTION insert_tasks(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[], _priorities integer[], _idempotency_keys text[], _max_attempts integer[]); Type: ACL; Schema: queues; Owner: -
+-- Name: FUNCTION insert_tasks(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[], _priorities integer[], _idempotency_keys text[], _max_attempts integer[], _after bigint[], _on_parent_failure text); Type: ACL; Schema: queues; Owner: -
 --
 
-REVOKE ALL ON FUNCTION queues.insert_tasks(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[], _priorities integer[], _idempotency_keys text[], _max_attempts integer[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION queues.insert_tasks(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[], _priorities integer[], _idempotency_keys text[], _max_attempts integer[], _after bigint[], _on_parent_failure text) FROM PUBLIC;
 
 
 --

@@ -75,15 +75,16 @@ deferrable initially deferred
 for each row
 execute function internal.check_edge_parent();
 
--- queues.enqueue, enqueue_with_result and insert_task take _after and _on_parent_failure (at the
--- end, with defaults: every call that worked before works the same). Their old signatures are
--- dropped; the roles granted them are granted the new ones.
+-- queues.enqueue, enqueue_with_result, insert_task, enqueue_many, enqueue_many_with_result and
+-- insert_tasks take _after and _on_parent_failure (at the end, with defaults: every call that
+-- worked before works the same). Their old signatures are dropped; the roles granted them are
+-- granted the new ones.
 create temporary table enqueue_grantees on commit drop as
 select distinct a.grantee::regrole::text as role
 from pg_catalog.pg_proc p
 cross join lateral aclexplode(p.proacl) a
 where p.pronamespace = 'queues'::regnamespace
-  and p.proname in ('enqueue', 'enqueue_with_result', 'insert_task')
+  and p.proname in ('enqueue', 'enqueue_with_result', 'insert_task', 'enqueue_many', 'enqueue_many_with_result', 'insert_tasks')
   and a.privilege_type = 'EXECUTE'
   and a.grantee <> 0
   and a.grantee <> p.proowner;
@@ -91,11 +92,18 @@ where p.pronamespace = 'queues'::regnamespace
 drop function if exists queues.enqueue(text, jsonb, timestamptz, integer, text, integer);
 drop function if exists queues.enqueue_with_result(text, jsonb, timestamptz, integer, text, integer);
 drop function if exists queues.insert_task(text, jsonb, timestamptz, integer, text, integer);
+drop function if exists queues.enqueue_many(text[], jsonb[], timestamptz[], integer[], text[], integer[]);
+drop function if exists queues.enqueue_many_with_result(text[], jsonb[], timestamptz[], integer[], text[], integer[]);
+drop function if exists queues.insert_tasks(text[], jsonb[], timestamptz[], integer[], text[], integer[]);
 
+\ir functions/internal/check_parents_input.sql
 \ir functions/internal/attach_parents.sql
 \ir functions/queues/insert_task.sql
 \ir functions/queues/enqueue.sql
 \ir functions/queues/enqueue_with_result.sql
+\ir functions/queues/insert_tasks.sql
+\ir functions/queues/enqueue_many.sql
+\ir functions/queues/enqueue_many_with_result.sql
 
 do $$
 declare
@@ -105,6 +113,9 @@ begin
         execute format('grant execute on function
             queues.enqueue(text, jsonb, timestamptz, integer, text, integer, bigint[], text),
             queues.enqueue_with_result(text, jsonb, timestamptz, integer, text, integer, bigint[], text),
-            queues.insert_task(text, jsonb, timestamptz, integer, text, integer, bigint[], text) to %s', _r.role);
+            queues.insert_task(text, jsonb, timestamptz, integer, text, integer, bigint[], text),
+            queues.enqueue_many(text[], jsonb[], timestamptz[], integer[], text[], integer[], bigint[], text),
+            queues.enqueue_many_with_result(text[], jsonb[], timestamptz[], integer[], text[], integer[], bigint[], text),
+            queues.insert_tasks(text[], jsonb[], timestamptz[], integer[], text[], integer[], bigint[], text) to %s', _r.role);
     end loop;
 end $$;

@@ -27,22 +27,7 @@ begin
         perform internal.check_finite('enqueue', '_scheduled_at', _scheduled_at);
     end if;
     _scheduled_at := coalesce(_scheduled_at, now());
-    if _after is not null then
-        if _on_parent_failure is null or _on_parent_failure not in ('cancel', 'run') then
-            raise exception 'enqueue: _on_parent_failure must be ''cancel'' or ''run'', not %', coalesce(quote_literal(_on_parent_failure), 'NULL')
-                using errcode = 'invalid_parameter_value';
-        end if;
-        if array_position(_after, null) is not null then
-            raise exception 'enqueue: _after must not contain NULL' using errcode = 'invalid_parameter_value';
-        end if;
-        if cardinality(_after) > 10000 then
-            raise exception 'enqueue: _after names % tasks; at most 10000', cardinality(_after)
-                using errcode = 'invalid_parameter_value';
-        end if;
-        if cardinality(_after) = 0 then
-            _after := null;
-        end if;
-    end if;
+    _after := internal.check_parents_input('enqueue', _after, _on_parent_failure);
 
     if _idempotency_key is null then
         insert into queues.task (task_type, payload, priority, scheduled_at, run_at, max_attempts)
