@@ -5127,6 +5127,10 @@ begin
         last_error = _msg, call_failure = coalesce(nullif(_reason, ''), 'call_failed')
     where t.task_id = _task_id and t.lease_id = _lease_id and t.lease_expires_at is not null;  -- i.e. running
     if found then
+        -- Its waiting children count it as completed, in this transaction (docs/workflows.md).
+        if exists (select from queues.task_edge e where e.parent_id = _task_id) then
+            perform internal.resolve_parents(array[_task_id], array['completed'::queues.task_status]);
+        end if;
         return true;
     end if;
     -- Not running under the lease: complete_task says whether it is a repeat, or records the refusal.
@@ -5251,6 +5255,13 @@ begin
         returning t.task_id
     )
     select coalesce(array_agg(d.task_id), '{}') into _done from done d;
+
+    -- The tasks waiting for these count them as completed, in this transaction (docs/workflows.md):
+    -- one probe when none has children. A statement of its own, so that its snapshot sees an
+    -- edge committed while the update above waited for a parent's row.
+    if _done <> '{}' and exists (select from queues.task_edge e where e.parent_id = any (_done)) then
+        perform internal.resolve_parents(_done, array_fill('completed'::queues.task_status, array[cardinality(_done)]));
+    end if;
 
     return query select d, 'completed' from unnest(_done) as d;
     if cardinality(_done) + cardinality(_skip) = _n then
@@ -11534,7 +11545,7 @@ CREATE TRIGGER task_lease_append_only BEFORE UPDATE ON queues.task_lease_default
 -- Name: task task_parent_ended; Type: TRIGGER; Schema: queues; Owner: -
 --
 
-CREATE TRIGGER task_parent_ended AFTER UPDATE OF status ON queues.task FOR EACH ROW WHEN (((old.status = ANY (ARRAY['waiting'::queues.task_status, 'pending'::queues.task_status, 'running'::queues.task_status])) AND (new.status = ANY (ARRAY['completed'::queues.task_status, 'failed'::queues.task_status, 'dead'::queues.task_status, 'cancelled'::queues.task_status])))) EXECUTE FUNCTION internal.note_ended_parent();
+CREATE TRIGGER task_parent_ended AFTER UPDATE OF status ON queues.task FOR EACH ROW WHEN (((old.status = ANY (ARRAY['waiting'::queues.task_status, 'pending'::queues.task_status, 'running'::queues.task_status])) AND (new.status = ANY (ARRAY['failed'::queues.task_status, 'dead'::queues.task_status, 'cancelled'::queues.task_status])))) EXECUTE FUNCTION internal.note_ended_parent();
 
 
 --

@@ -11,11 +11,14 @@
 -- last stripe releases the child. So a fan-in of 1,000 has no row that every parent's completion
 -- updates: a stripe row sees about 32 of them, the child's row 32 stripe-finishers.
 --
--- The release happens in the transaction that ends the parent: queues.task's row trigger
--- task_parent_ended notes every task that ends (completed, failed, dead, cancelled) and has
--- children; the statement trigger task_parents_resolve then counts them for every child (in
--- child and stripe order, so concurrent completions lock in one order), releasing or cancelling
--- the children, transitively. A refused stale completion updates no row and releases nothing.
+-- The release happens in the transaction that ends the parent. A completion (the hot path:
+-- queues.complete_tasks_with_results, complete_failed_call) calls internal.resolve_parents itself
+-- after one probe of task_edge for its batch. Every other end (failed, dead, cancelled: fail_task,
+-- rescue_expired_leases, reap_dead_workers, cancel_task, the bulk actions, ...) goes through
+-- queues.task's row trigger task_parent_ended, which notes a task that ends so and has children;
+-- the statement trigger task_parents_resolve then counts them for every child, cancelling or
+-- releasing the children, transitively. internal.resolve_parents locks in child and stripe
+-- order, so concurrent completions lock in one order. A refused stale completion updates no row and releases nothing.
 -- A child named while its parent's completion commits: the deferred constraint trigger
 -- task_edge_parent_check re-reads the parent FOR SHARE at the enqueuer's commit and counts a
 -- parent that ended meanwhile (exactly one side deletes the edge).
@@ -61,7 +64,7 @@ create index task_waiting_idx on queues.task (task_type) where status = 'waiting
 create trigger task_parent_ended
 after update of status on queues.task
 for each row
-when (old.status in ('waiting', 'pending', 'running') and new.status in ('completed', 'failed', 'dead', 'cancelled'))
+when (old.status in ('waiting', 'pending', 'running') and new.status in ('failed', 'dead', 'cancelled'))
 execute function internal.note_ended_parent();
 
 create trigger task_parents_resolve

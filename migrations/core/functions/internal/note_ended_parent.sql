@@ -1,5 +1,5 @@
 -- Trigger of queues.task (task_parent_ended: after update of status, per row, when a task ends
--- completed, failed, dead or cancelled): notes the task for internal.resolve_ended_parents when
+-- failed, dead or cancelled; completions call internal.resolve_parents themselves): notes the task for internal.resolve_ended_parents when
 -- it has waiting children, in the transaction-local setting taskorch.ended_parents. A waiting
 -- task that ends without being released (cancelled) drops its own edges and counters. Does
 -- nothing inside internal.resolve_parents, which counts the ends it causes itself.
