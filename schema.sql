@@ -3231,6 +3231,21 @@ end $$;
 
 
 --
+-- Name: forget_parents(); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.forget_parents() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    delete from queues.task_edge e where e.child_id = old.task_id;
+    delete from queues.task_wait_stripe w where w.child_id = old.task_id;
+    return null;
+end $$;
+
+
+--
 -- Name: guard_settings(); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -3883,10 +3898,6 @@ begin
     if current_setting('taskorch.resolving_parents', true) = 'on' then
         return null;
     end if;
-    if old.status = 'waiting' then
-        delete from queues.task_edge e where e.child_id = new.task_id;
-        delete from queues.task_wait_stripe w where w.child_id = new.task_id;
-    end if;
     if exists (select from queues.task_edge e where e.parent_id = new.task_id) then
         perform set_config('taskorch.ended_parents',
             coalesce(current_setting('taskorch.ended_parents', true), '') || new.task_id::text || ':' || new.status::text || ',',
@@ -4163,6 +4174,10 @@ declare
     _next_ids bigint[];
     _next_out queues.task_status[];
     _left integer;
+    _r record;
+    _stripe integer;
+    _n integer;
+    _emptied integer;
     _status queues.task_status;
     _policy text;
     _attempt integer;
@@ -4186,38 +4201,55 @@ begin
         from d;
         _next_ids := '{}';
         _next_out := '{}';
-        for _i in 1..coalesce(cardinality(_c), 0) loop
+        -- Per child, in id order: its stripes in order, then its row (so that two sessions
+        -- counting parents of the same children lock in one order).
+        for _r in
+            select e.child_id,
+                   (array_agg(e.parent_id order by e.parent_id) filter (where e.outcome <> 'completed'))[1] as failed_parent,
+                   (array_agg(e.outcome order by e.parent_id) filter (where e.outcome <> 'completed'))[1] as failed_outcome,
+                   array_agg(e.stripe order by e.stripe) as stripes
+            from unnest(_c, _s, _p, _o) as e(child_id, stripe, parent_id, outcome)
+            group by e.child_id
+            order by e.child_id
+        loop
             select t.status, t.on_parent_failure into _status, _policy
-            from queues.task t where t.task_id = _c[_i];
+            from queues.task t where t.task_id = _r.child_id;
             continue when _status is distinct from 'waiting';
-            if _o[_i] <> 'completed' and _policy = 'cancel' then
+            if _r.failed_parent is not null and _policy = 'cancel' then
                 update queues.task t
                 set status = 'cancelled', cancelled_at = clock_timestamp()
-                where t.task_id = _c[_i] and t.status = 'waiting'
+                where t.task_id = _r.child_id and t.status = 'waiting'
                 returning t.attempt into _attempt;
                 continue when not found;
                 insert into queues.task_event (task_id, event, from_status, to_status, worker_id, attempt, detail)
-                values (_c[_i], 'cancelled', 'waiting', 'cancelled', session_user, _attempt,
-                        format('parent task %s ended %s', _p[_i], _o[_i]));
-                delete from queues.task_edge e where e.child_id = _c[_i];
-                delete from queues.task_wait_stripe w where w.child_id = _c[_i];
-                _next_ids := _next_ids || _c[_i];
+                values (_r.child_id, 'cancelled', 'waiting', 'cancelled', session_user, _attempt,
+                        format('parent task %s ended %s', _r.failed_parent, _r.failed_outcome));
+                _next_ids := _next_ids || _r.child_id;
                 _next_out := _next_out || 'cancelled'::queues.task_status;
-            else
-                update queues.task_wait_stripe w set pending = w.pending - 1
-                where w.child_id = _c[_i] and w.stripe = _s[_i]
+                continue;
+            end if;
+            _emptied := 0;
+            for _stripe, _n in
+                select x.stripe, count(*)::integer from unnest(_r.stripes) as x(stripe) group by x.stripe order by x.stripe
+            loop
+                update queues.task_wait_stripe w set pending = w.pending - _n
+                where w.child_id = _r.child_id and w.stripe = _stripe
                 returning w.pending into _left;
-                continue when _left is distinct from 0;
-                update queues.task t
-                set waiting_stripes = t.waiting_stripes - 1,
-                    status = case when t.waiting_stripes = 1 then 'pending' else t.status end,
-                    run_at = case when t.waiting_stripes = 1 then greatest(t.scheduled_at, clock_timestamp()) else t.run_at end
-                where t.task_id = _c[_i] and t.status = 'waiting'
-                returning t.status into _status;
-                if _status = 'pending' then
-                    _released := _released + 1;
-                    delete from queues.task_wait_stripe w where w.child_id = _c[_i];
+                if _left = 0 then
+                    _emptied := _emptied + 1;
                 end if;
+            end loop;
+            continue when _emptied = 0;
+            _status := null;
+            update queues.task t
+            set waiting_stripes = t.waiting_stripes - _emptied,
+                status = case when t.waiting_stripes = _emptied then 'pending' else t.status end,
+                run_at = case when t.waiting_stripes = _emptied then greatest(t.scheduled_at, clock_timestamp()) else t.run_at end
+            where t.task_id = _r.child_id and t.status = 'waiting'
+            returning t.status into _status;
+            if _status = 'pending' then
+                _released := _released + 1;
+                delete from queues.task_wait_stripe w where w.child_id = _r.child_id;
             end if;
         end loop;
         _ids := _next_ids;
@@ -11549,6 +11581,13 @@ CREATE TRIGGER task_parent_ended AFTER UPDATE OF status ON queues.task FOR EACH 
 
 
 --
+-- Name: task task_parents_forget; Type: TRIGGER; Schema: queues; Owner: -
+--
+
+CREATE TRIGGER task_parents_forget AFTER DELETE ON queues.task FOR EACH ROW WHEN ((old.after_ids IS NOT NULL)) EXECUTE FUNCTION internal.forget_parents();
+
+
+--
 -- Name: task task_parents_resolve; Type: TRIGGER; Schema: queues; Owner: -
 --
 
@@ -12624,6 +12663,13 @@ REVOKE ALL ON FUNCTION internal.enqueue_lock_key() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION internal.fail_attempt(_caller text, _task_id bigint, _error_message text, _lease_id bigint, _retriable boolean, _retry_delay interval, _max_attempts integer, _context jsonb) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION forget_parents(); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.forget_parents() FROM PUBLIC;
 
 
 --

@@ -34,7 +34,11 @@ func TestWorkflowCancelCascade(t *testing.T) {
 	require.Equal(t, fmt.Sprintf("parent task %d ended cancelled", b), cancelReason(t, pool, c))
 	require.Equal(t, fmt.Sprintf("parent task %d ended cancelled", c), cancelReason(t, pool, d))
 	require.Zero(t, scalar[int](t, pool, `select count(*) from queues.task_edge`))
-	require.Zero(t, scalar[int](t, pool, `select count(*) from queues.task_wait_stripe where child_id <> $1`, r))
+	// A cancelled child keeps its counters until it is deleted; the released one's are gone.
+	require.Zero(t, scalar[int](t, pool, `select count(*) from queues.task_wait_stripe where child_id = $1`, r))
+	require.Equal(t, []int64{b, c, d}, scalar[[]int64](t, pool, `select array_agg(child_id order by child_id) from queues.task_wait_stripe`))
+	require.Len(t, scalar[[]int64](t, pool, `select array_agg(task_id) from queues.delete_tasks(array[$1, $2, $3]::bigint[]) where outcome = 'done'`, b, c, d), 3)
+	require.Zero(t, scalar[int](t, pool, `select count(*) from queues.task_wait_stripe`))
 
 	// By hand: cancelling a waiting middle task cancels what waits for it; its parent is untouched.
 	p := scalar[int64](t, pool, `select queues.enqueue('wf.p', '{}')`)
@@ -44,6 +48,8 @@ func TestWorkflowCancelCascade(t *testing.T) {
 	require.Equal(t, "cancelled", statusOf(t, pool, n))
 	require.Equal(t, fmt.Sprintf("parent task %d ended cancelled", m), cancelReason(t, pool, n))
 	require.Equal(t, "pending", statusOf(t, pool, p))
+	require.Equal(t, 1, scalar[int](t, pool, `select count(*) from queues.task_edge where child_id = $1`, m), "the edge stays until its parent ends")
 	require.Equal(t, map[int64]string{p: "completed"}, completeUnder(t, pool, []int64{p}, []int64{claimOne(t, pool, "wf.p", p)}))
 	require.Equal(t, "cancelled", statusOf(t, pool, m))
+	require.Zero(t, scalar[int](t, pool, `select count(*) from queues.task_edge`))
 }

@@ -42,5 +42,7 @@ func TestWorkflowEveryCompletionReleases(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, taskorch.StatusCancelled, row.Status)
 	require.Equal(t, "cancelled", statusOf(t, pool, g.TaskID))
+	require.True(t, scalar[bool](t, pool, `select queues.complete_task($1, $2)`, p, claimOne(t, pool, "wf.done", p)))
+	require.Equal(t, "cancelled", statusOf(t, pool, w.TaskID))
 	require.Zero(t, scalar[int](t, pool, `select count(*) from queues.task_edge`))
 }

@@ -60,6 +60,7 @@ create index task_waiting_idx on queues.task (task_type) where status = 'waiting
 \ir functions/internal/note_ended_parent.sql
 \ir functions/internal/resolve_ended_parents.sql
 \ir functions/internal/check_edge_parent.sql
+\ir functions/internal/forget_parents.sql
 
 create trigger task_parent_ended
 after update of status on queues.task
@@ -71,6 +72,12 @@ create trigger task_parents_resolve
 after update of status on queues.task
 for each statement
 execute function internal.resolve_ended_parents();
+
+create trigger task_parents_forget
+after delete on queues.task
+for each row
+when (old.after_ids is not null)
+execute function internal.forget_parents();
 
 create constraint trigger task_edge_parent_check
 after insert on queues.task_edge
