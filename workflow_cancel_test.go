@@ -53,3 +53,19 @@ func TestWorkflowCancelCascade(t *testing.T) {
 	require.Equal(t, "cancelled", statusOf(t, pool, m))
 	require.Zero(t, scalar[int](t, pool, `select count(*) from queues.task_edge`))
 }
+
+// A cancellation cascades down a chain of 300 waiting tasks in the one statement that fails its
+// root: a loop, not a recursion, so the depth costs no stack.
+func TestWorkflowCancelCascadeDeep(t *testing.T) {
+	t.Parallel()
+	_, pool := newClient(t)
+	root := scalar[int64](t, pool, `select queues.enqueue('wf.root', '{}')`)
+	mustExec(t, pool, `do $$ declare _id bigint := (select max(task_id) from queues.task); begin
+			for _i in 1..300 loop _id := queues.enqueue('wf.link', '{}', _after => array[_id]); end loop;
+		end $$`)
+	last := scalar[int64](t, pool, `select max(task_id) from queues.task`)
+	require.Equal(t, 300, scalar[int](t, pool, `select count(*) from queues.task where status = 'waiting'`))
+	require.Equal(t, "failed", scalar[string](t, pool, `select queues.fail_task($1, 'no', $2, false)::text`, root, claimOne(t, pool, "wf.root", root)))
+	require.Equal(t, 300, scalar[int](t, pool, `select count(*) from queues.task where status = 'cancelled'`))
+	require.Equal(t, fmt.Sprintf("parent task %d ended cancelled", last-1), cancelReason(t, pool, last))
+}
