@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Cancel cancels a pending, running, failed or dead task and returns it. A running task's
+// Cancel cancels a waiting, pending, running, failed or dead task and returns it. A running task's
 // worker loses its lease and is told at commit: it cancels the handler's context within a second
 // (cause ErrTaskCancelled), and the handler's outcome is refused (docs/worker.md, "Cancellation"). Cancelling a cancelled task is a
 // no-op; a completed task gives ErrWrongState; an unknown id gives ErrNotFound.

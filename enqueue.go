@@ -70,7 +70,32 @@ type EnqueueOpts struct {
 	// EnqueueMany.
 	DebounceKey string
 	Debounce    time.Duration
+	// After names the tasks this one waits for, its parents (docs/workflows.md): it is created
+	// with status waiting, is never claimed while it waits, and becomes pending in the
+	// transaction that ends its last parent. Parents may be enqueued in the same transaction
+	// (EnqueueTx) or exist already; one that already ended counts at once. A parent that does
+	// not exist is an ErrInvalidInput error and nothing is enqueued. Not with DebounceKey, and
+	// not in EnqueueMany yet.
+	After []int64
+	// OnParentFailure says what a parent in After that ends failed, dead or cancelled does to
+	// this task: ParentFailureCancel (the default, "") cancels it and, in turn, the tasks that
+	// wait for it; ParentFailureRun counts that parent as ended, so the task runs once every
+	// parent has ended, whatever their outcomes.
+	OnParentFailure ParentFailurePolicy
 }
+
+// ParentFailurePolicy is EnqueueOpts.OnParentFailure: what a parent that ends failed, dead or
+// cancelled does to a task that waits for it.
+type ParentFailurePolicy string
+
+const (
+	// ParentFailureCancel cancels the waiting task, and transitively the tasks waiting for it,
+	// each with an event naming the parent that caused it.
+	ParentFailureCancel ParentFailurePolicy = "cancel"
+	// ParentFailureRun counts the parent as ended: the task becomes due when all its parents
+	// ended, whatever their outcomes.
+	ParentFailureRun ParentFailurePolicy = "run"
+)
 
 // EnqueueResult is the outcome of enqueuing one task.
 type EnqueueResult struct {
@@ -117,6 +142,8 @@ type enqueueRow struct {
 	maxAttempts *int32
 	debounceKey string
 	debounce    time.Duration
+	after       []int64
+	onFailure   string
 }
 
 // prepare validates and encodes one task. validType is a type already validated by the caller
@@ -162,6 +189,18 @@ func (c *Client) prepare(args TaskArgs, opts *EnqueueOpts, validType string) (en
 			o.MaxAttempts = opts.MaxAttempts
 		}
 		o.DebounceKey, o.Debounce = opts.DebounceKey, opts.Debounce
+		o.After, o.OnParentFailure = opts.After, opts.OnParentFailure
+	}
+	switch o.OnParentFailure {
+	case "", ParentFailureCancel, ParentFailureRun:
+	default:
+		return enqueueRow{}, inputErrorf("OnParentFailure must be %q or %q, got %q", ParentFailureCancel, ParentFailureRun, o.OnParentFailure)
+	}
+	if o.OnParentFailure != "" && len(o.After) == 0 {
+		return enqueueRow{}, inputErrorf("OnParentFailure needs After (the parents it is about)")
+	}
+	if len(o.After) > 0 && (o.DebounceKey != "" || o.Debounce != 0) {
+		return enqueueRow{}, inputErrorf("a debounced enqueue takes no After")
 	}
 	if o.DebounceKey != "" || o.Debounce != 0 {
 		switch {
@@ -203,6 +242,13 @@ func (c *Client) prepare(args TaskArgs, opts *EnqueueOpts, validType string) (en
 		row.maxAttempts = &m
 	}
 	row.debounceKey, row.debounce = o.DebounceKey, o.Debounce
+	if len(o.After) > 0 {
+		row.after = o.After
+		row.onFailure = string(ParentFailureCancel)
+		if o.OnParentFailure != "" {
+			row.onFailure = string(o.OnParentFailure)
+		}
+	}
 	return row, nil
 }
 
@@ -217,6 +263,13 @@ const enqueueSQL = `select task_id, duplicate from queues.enqueue_with_result($1
 // saves a function call per task (docs/benchmarks.md, "Enqueue in the application's
 // transaction").
 const insertTaskSQL = `select task_id, duplicate from queues.insert_task($1, $2::jsonb, coalesce($3, now()), $4, $5, $6)`
+
+// enqueueAfterSQL and insertTaskAfterSQL are enqueueSQL and insertTaskSQL for a task with
+// parents (EnqueueOpts.After).
+const (
+	enqueueAfterSQL    = `select task_id, duplicate from queues.enqueue_with_result($1, $2::jsonb, coalesce($3, now()), $4, $5, $6, $7::bigint[], $8)`
+	insertTaskAfterSQL = `select task_id, duplicate from queues.insert_task($1, $2::jsonb, coalesce($3, now()), $4, $5, $6, $7::bigint[], $8)`
+)
 
 // namesFunctions says whether tasks of this type name SQL functions (a db_function, a channel
 // task's handlers): their enqueue asks for a permit (docs/security.md).
@@ -251,6 +304,13 @@ func (c *Client) enqueue(ctx context.Context, db DBTX, args TaskArgs, opts *Enqu
 	if row.debounceKey != "" {
 		err = db.QueryRow(ctx, enqueueDebouncedSQL, row.taskType, row.payload, row.debounceKey, row.debounce, row.priority, row.maxAttempts).
 			Scan(&res.TaskID, &res.Debounced)
+	} else if row.after != nil {
+		sql := insertTaskAfterSQL
+		if namesFunctions(row.taskType) {
+			sql = enqueueAfterSQL
+		}
+		err = db.QueryRow(ctx, sql, row.taskType, row.payload, row.scheduledAt, row.priority, row.key, row.maxAttempts, row.after, row.onFailure).
+			Scan(&res.TaskID, &res.Duplicate)
 	} else {
 		sql := insertTaskSQL
 		if namesFunctions(row.taskType) {
@@ -308,6 +368,9 @@ func (c *Client) enqueueMany(ctx context.Context, db DBTX, params []EnqueueParam
 		}
 		if row.debounceKey != "" {
 			return nil, fmt.Errorf("task %d of %d: %w", i+1, n, inputErrorf("EnqueueMany does not debounce: enqueue debounced tasks with Enqueue"))
+		}
+		if row.after != nil {
+			return nil, fmt.Errorf("task %d of %d: %w", i+1, n, inputErrorf("EnqueueMany does not take After yet: enqueue tasks with parents with Enqueue or EnqueueTx"))
 		}
 		validType = row.taskType
 		if namesFunctions(row.taskType) {

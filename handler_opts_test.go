@@ -258,5 +258,5 @@ func TestFailTaskWithPolicySQL(t *testing.T) {
 	require.False(t, scalar[bool](t, pool, `select has_function_privilege('public',
 		'queues.fail_task_with_policy(bigint, text, bigint, interval, integer, jsonb)', 'execute')`))
 	require.False(t, scalar[bool](t, pool, `select has_function_privilege('public',
-		'queues.enqueue_many_with_result(text[], jsonb[], timestamptz[], integer[], text[], integer[])', 'execute')`))
+		'queues.enqueue_many_with_result(text[], jsonb[], timestamptz[], integer[], text[], integer[], bigint[], text)', 'execute')`))
 }

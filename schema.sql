@@ -109,6 +109,7 @@ COMMENT ON SCHEMA queues IS 'taskorch: tasks, leases, events and errors';
 --
 
 CREATE TYPE queues.task_status AS ENUM (
+    'waiting',
     'pending',
     'running',
     'completed',
@@ -2577,6 +2578,73 @@ end $$;
 
 
 --
+-- Name: attach_parents(bigint, bigint[], text); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.attach_parents(_task_id bigint, _after bigint[], _on_parent_failure text) RETURNS queues.task_status
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _ids bigint[];
+    _found bigint[];
+    _statuses queues.task_status[];
+    _missing bigint;
+    _open bigint[];
+    _failed integer;
+    _k integer;
+    _stripes integer;
+begin
+    select coalesce(array_agg(distinct a order by a), '{}') into _ids from unnest(_after) a;
+    select coalesce(array_agg(t.task_id order by t.task_id), '{}'), coalesce(array_agg(t.status order by t.task_id), '{}')
+    into _found, _statuses
+    from (select t.task_id, t.status from queues.task t
+          where t.task_id = any (_ids)
+          order by t.task_id
+          for key share) t;
+    select a into _missing from unnest(_ids) a where a <> all (_found) order by a limit 1;
+    if _missing is not null then
+        raise exception 'enqueue: _after names task %, which does not exist', _missing
+            using errcode = 'invalid_parameter_value';
+    end if;
+    _failed := array_position(_statuses, 'failed');
+    _failed := coalesce(_failed, array_position(_statuses, 'dead'), array_position(_statuses, 'cancelled'));
+    select coalesce(array_agg(f.id order by f.id), '{}') into _open
+    from unnest(_found, _statuses) as f(id, status)
+    where f.status in ('waiting', 'pending', 'running');
+
+    if _failed is not null and _on_parent_failure = 'cancel' then
+        update queues.task t
+        set status = 'cancelled', cancelled_at = clock_timestamp(), after_ids = _ids, on_parent_failure = _on_parent_failure
+        where t.task_id = _task_id;
+        insert into queues.task_event (task_id, event, from_status, to_status, worker_id, attempt, detail)
+        values (_task_id, 'cancelled', 'pending', 'cancelled', session_user, 0,
+                format('parent task %s ended %s', _found[_failed], _statuses[_failed]));
+        return 'cancelled';
+    end if;
+    _k := cardinality(_open);
+    if _k = 0 then
+        update queues.task t set after_ids = _ids, on_parent_failure = _on_parent_failure
+        where t.task_id = _task_id;
+        return 'pending';
+    end if;
+    -- One counter up to 16 parents; else ceil(sqrt(k)) stripes of consecutive parents.
+    _stripes := case when _k <= 16 then 1 else ceil(sqrt(_k))::integer end;
+    update queues.task t
+    set status = 'waiting', after_ids = _ids, on_parent_failure = _on_parent_failure, waiting_stripes = _stripes
+    where t.task_id = _task_id;
+    insert into queues.task_wait_stripe (child_id, stripe, pending)
+    select _task_id, (o.n - 1) * _stripes / _k, count(*)
+    from unnest(_open) with ordinality as o(id, n)
+    group by 2;
+    insert into queues.task_edge (parent_id, child_id, stripe)
+    select o.id, _task_id, (o.n - 1) * _stripes / _k
+    from unnest(_open) with ordinality as o(id, n);
+    return 'waiting';
+end $$;
+
+
+--
 -- Name: check_cron(text, text); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -2667,6 +2735,25 @@ end $$;
 
 
 --
+-- Name: check_edge_parent(); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.check_edge_parent() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _status queues.task_status;
+begin
+    select t.status into _status from queues.task t where t.task_id = new.parent_id for share;
+    if _status in ('completed', 'failed', 'dead', 'cancelled') then
+        perform internal.resolve_parents(array[new.parent_id], array[_status]);
+    end if;
+    return null;
+end $$;
+
+
+--
 -- Name: check_enqueue_permit(); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -2734,6 +2821,33 @@ begin
         raise exception '%: % must be a finite time between the years 1 and 9999, got %', _label, _arg, _value
             using errcode = 'invalid_parameter_value';
     end if;
+end $$;
+
+
+--
+-- Name: check_parents_input(text, bigint[], text); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.check_parents_input(_label text, _after bigint[], _on_parent_failure text) RETURNS bigint[]
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if _after is null then
+        return null;
+    end if;
+    if _on_parent_failure is null or _on_parent_failure not in ('cancel', 'run') then
+        raise exception '%: _on_parent_failure must be ''cancel'' or ''run'', not %', _label, coalesce(quote_literal(_on_parent_failure), 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if array_position(_after, null) is not null then
+        raise exception '%: _after must not contain NULL', _label using errcode = 'invalid_parameter_value';
+    end if;
+    if cardinality(_after) > 10000 then
+        raise exception '%: _after names % tasks; at most 10000', _label, cardinality(_after)
+            using errcode = 'invalid_parameter_value';
+    end if;
+    return nullif(_after, '{}');
 end $$;
 
 
@@ -3117,6 +3231,21 @@ end $$;
 
 
 --
+-- Name: forget_parents(); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.forget_parents() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    delete from queues.task_edge e where e.child_id = old.task_id;
+    delete from queues.task_wait_stripe w where w.child_id = old.task_id;
+    return null;
+end $$;
+
+
+--
 -- Name: guard_settings(); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -3254,9 +3383,13 @@ CREATE TABLE queues.task (
     debounce_key text,
     call_failure text,
     result jsonb,
+    after_ids bigint[],
+    on_parent_failure text,
+    waiting_stripes integer,
     CONSTRAINT task_debounce_key_valid CHECK (((debounce_key IS NULL) OR ((length(debounce_key) >= 1) AND (length(debounce_key) <= 512)))),
     CONSTRAINT task_idempotency_key_valid CHECK (((idempotency_key IS NULL) OR ((length(idempotency_key) >= 1) AND (length(idempotency_key) <= 512)))),
     CONSTRAINT task_max_attempts_positive CHECK ((max_attempts > 0)),
+    CONSTRAINT task_on_parent_failure_valid CHECK ((on_parent_failure = ANY (ARRAY['cancel'::text, 'run'::text]))),
     CONSTRAINT task_payload_is_object CHECK ((jsonb_typeof(payload) = 'object'::text)),
     CONSTRAINT task_running_has_lease CHECK (((status = 'running'::queues.task_status) = (lease_expires_at IS NOT NULL))),
     CONSTRAINT task_running_lease_id CHECK (((status <> 'running'::queues.task_status) OR (lease_id IS NOT NULL))),
@@ -3327,6 +3460,27 @@ COMMENT ON COLUMN queues.task.call_failure IS 'A channel task completed although
 --
 
 COMMENT ON COLUMN queues.task.result IS 'What the task returned (a Go handler''s result, a db_function envelope''s payload), written with its completion; NULL when none.';
+
+
+--
+-- Name: COLUMN task.after_ids; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON COLUMN queues.task.after_ids IS 'The parents named at enqueue (queues.enqueue''s _after), in id order without duplicates; NULL: none.';
+
+
+--
+-- Name: COLUMN task.on_parent_failure; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON COLUMN queues.task.on_parent_failure IS 'What a parent that ends failed, dead or cancelled does to this task: cancel (it, and its own waiting children) or run (it counts as ended). NULL: no parents.';
+
+
+--
+-- Name: COLUMN task.waiting_stripes; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON COLUMN queues.task.waiting_stripes IS 'While waiting: how many of its queues.task_wait_stripe counters have not reached 0.';
 
 
 --
@@ -3733,6 +3887,27 @@ CREATE FUNCTION internal.max_payload_bytes() RETURNS integer
 
 
 --
+-- Name: note_ended_parent(); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.note_ended_parent() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if current_setting('taskorch.resolving_parents', true) = 'on' then
+        return null;
+    end if;
+    if exists (select from queues.task_edge e where e.parent_id = new.task_id) then
+        perform set_config('taskorch.ended_parents',
+            coalesce(current_setting('taskorch.ended_parents', true), '') || new.task_id::text || ':' || new.status::text || ',',
+            true);
+    end if;
+    return null;
+end $$;
+
+
+--
 -- Name: notify_task_done(); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -3958,6 +4133,133 @@ begin
       and o.status in ('pending', 'running')
       and (o.limit_name, o.limit_key) is distinct from
           (l.task_type, case when l.task_type is not null then internal.limit_key(l.key_field, o.payload) end);
+end $$;
+
+
+--
+-- Name: resolve_ended_parents(); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.resolve_ended_parents() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _noted text := current_setting('taskorch.ended_parents', true);
+begin
+    if _noted is null or _noted = '' then
+        return null;
+    end if;
+    perform set_config('taskorch.ended_parents', '', true);
+    perform internal.resolve_parents(array_agg(split_part(e, ':', 1)::bigint order by split_part(e, ':', 1)::bigint),
+                                     array_agg(split_part(e, ':', 2)::queues.task_status order by split_part(e, ':', 1)::bigint))
+    from unnest(string_to_array(rtrim(_noted, ','), ',')) as e;
+    return null;
+end $$;
+
+
+--
+-- Name: resolve_parents(bigint[], queues.task_status[]); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.resolve_parents(_ids bigint[], _outcomes queues.task_status[]) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _c bigint[];
+    _s integer[];
+    _p bigint[];
+    _o queues.task_status[];
+    _next_ids bigint[];
+    _next_out queues.task_status[];
+    _left integer;
+    _r record;
+    _stripe integer;
+    _n integer;
+    _emptied integer;
+    _status queues.task_status;
+    _policy text;
+    _attempt integer;
+    _released integer := 0;
+    _outer text := coalesce(current_setting('taskorch.resolving_parents', true), '');
+begin
+    -- The cancellations below end tasks too: this loop counts them, not the row trigger.
+    perform set_config('taskorch.resolving_parents', 'on', true);
+    while coalesce(cardinality(_ids), 0) > 0 loop
+        with d as (
+            delete from queues.task_edge e
+            using unnest(_ids, _outcomes) as x(id, outcome)
+            where e.parent_id = x.id
+            returning e.child_id, e.stripe, e.parent_id, x.outcome
+        )
+        select array_agg(d.child_id order by d.child_id, d.stripe, d.parent_id),
+               array_agg(d.stripe order by d.child_id, d.stripe, d.parent_id),
+               array_agg(d.parent_id order by d.child_id, d.stripe, d.parent_id),
+               array_agg(d.outcome order by d.child_id, d.stripe, d.parent_id)
+        into _c, _s, _p, _o
+        from d;
+        _next_ids := '{}';
+        _next_out := '{}';
+        -- Per child, in id order: its stripes in order, then its row (so that two sessions
+        -- counting parents of the same children lock in one order).
+        for _r in
+            select e.child_id,
+                   (array_agg(e.parent_id order by e.parent_id) filter (where e.outcome <> 'completed'))[1] as failed_parent,
+                   (array_agg(e.outcome order by e.parent_id) filter (where e.outcome <> 'completed'))[1] as failed_outcome,
+                   array_agg(e.stripe order by e.stripe) as stripes
+            from unnest(_c, _s, _p, _o) as e(child_id, stripe, parent_id, outcome)
+            group by e.child_id
+            order by e.child_id
+        loop
+            select t.status, t.on_parent_failure into _status, _policy
+            from queues.task t where t.task_id = _r.child_id;
+            continue when _status is distinct from 'waiting';
+            if _r.failed_parent is not null and _policy = 'cancel' then
+                update queues.task t
+                set status = 'cancelled', cancelled_at = clock_timestamp()
+                where t.task_id = _r.child_id and t.status = 'waiting'
+                returning t.attempt into _attempt;
+                continue when not found;
+                insert into queues.task_event (task_id, event, from_status, to_status, worker_id, attempt, detail)
+                values (_r.child_id, 'cancelled', 'waiting', 'cancelled', session_user, _attempt,
+                        format('parent task %s ended %s', _r.failed_parent, _r.failed_outcome));
+                _next_ids := _next_ids || _r.child_id;
+                _next_out := _next_out || 'cancelled'::queues.task_status;
+                continue;
+            end if;
+            _emptied := 0;
+            for _stripe, _n in
+                select x.stripe, count(*)::integer from unnest(_r.stripes) as x(stripe) group by x.stripe order by x.stripe
+            loop
+                update queues.task_wait_stripe w set pending = w.pending - _n
+                where w.child_id = _r.child_id and w.stripe = _stripe
+                returning w.pending into _left;
+                if _left = 0 then
+                    _emptied := _emptied + 1;
+                end if;
+            end loop;
+            continue when _emptied = 0;
+            _status := null;
+            update queues.task t
+            set waiting_stripes = t.waiting_stripes - _emptied,
+                status = case when t.waiting_stripes = _emptied then 'pending' else t.status end,
+                run_at = case when t.waiting_stripes = _emptied then greatest(t.scheduled_at, clock_timestamp()) else t.run_at end
+            where t.task_id = _r.child_id and t.status = 'waiting'
+            returning t.status into _status;
+            if _status = 'pending' then
+                _released := _released + 1;
+                delete from queues.task_wait_stripe w where w.child_id = _r.child_id;
+            end if;
+        end loop;
+        _ids := _next_ids;
+        _outcomes := _next_out;
+    end loop;
+    perform set_config('taskorch.resolving_parents', _outer, true);
+    if _released > 0 then
+        perform pg_notify('taskorch_task', '');
+    end if;
+    return _released;
 end $$;
 
 
@@ -4332,7 +4634,7 @@ CREATE FUNCTION internal.task_action_statuses(_action text) RETURNS queues.task_
     AS $$
     select case _action
         when 'retry' then '{dead,failed,cancelled}'::queues.task_status[]
-        when 'cancel' then '{pending,running,failed,dead}'::queues.task_status[]
+        when 'cancel' then '{waiting,pending,running,failed,dead}'::queues.task_status[]
         when 'delete' then '{completed,failed,dead,cancelled}'::queues.task_status[]
     end
 $$;
@@ -4857,6 +5159,10 @@ begin
         last_error = _msg, call_failure = coalesce(nullif(_reason, ''), 'call_failed')
     where t.task_id = _task_id and t.lease_id = _lease_id and t.lease_expires_at is not null;  -- i.e. running
     if found then
+        -- Its waiting children count it as completed, in this transaction (docs/workflows.md).
+        if exists (select from queues.task_edge e where e.parent_id = _task_id) then
+            perform internal.resolve_parents(array[_task_id], array['completed'::queues.task_status]);
+        end if;
         return true;
     end if;
     -- Not running under the lease: complete_task says whether it is a repeat, or records the refusal.
@@ -4981,6 +5287,13 @@ begin
         returning t.task_id
     )
     select coalesce(array_agg(d.task_id), '{}') into _done from done d;
+
+    -- The tasks waiting for these count them as completed, in this transaction (docs/workflows.md):
+    -- one probe when none has children. A statement of its own, so that its snapshot sees an
+    -- edge committed while the update above waited for a parent's row.
+    if _done <> '{}' and exists (select from queues.task_edge e where e.parent_id = any (_done)) then
+        perform internal.resolve_parents(_done, array_fill('completed'::queues.task_status, array[cardinality(_done)]));
+    end if;
 
     return query select d, 'completed' from unnest(_done) as d;
     if cardinality(_done) + cardinality(_skip) = _n then
@@ -5326,10 +5639,10 @@ $$;
 
 
 --
--- Name: enqueue(text, jsonb, timestamp with time zone, integer, text, integer); Type: FUNCTION; Schema: queues; Owner: -
+-- Name: enqueue(text, jsonb, timestamp with time zone, integer, text, integer, bigint[], text); Type: FUNCTION; Schema: queues; Owner: -
 --
 
-CREATE FUNCTION queues.enqueue(_task_type text, _payload jsonb, _scheduled_at timestamp with time zone DEFAULT now(), _priority integer DEFAULT 0, _idempotency_key text DEFAULT NULL::text, _max_attempts integer DEFAULT NULL::integer) RETURNS bigint
+CREATE FUNCTION queues.enqueue(_task_type text, _payload jsonb, _scheduled_at timestamp with time zone DEFAULT now(), _priority integer DEFAULT 0, _idempotency_key text DEFAULT NULL::text, _max_attempts integer DEFAULT NULL::integer, _after bigint[] DEFAULT NULL::bigint[], _on_parent_failure text DEFAULT 'cancel'::text) RETURNS bigint
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -5340,7 +5653,7 @@ begin
         perform queues.permit_task_functions(array[_task_type], array[_payload]);
     end if;
     select r.task_id into _id
-    from queues.insert_task(_task_type, _payload, _scheduled_at, _priority, _idempotency_key, _max_attempts) r;
+    from queues.insert_task(_task_type, _payload, _scheduled_at, _priority, _idempotency_key, _max_attempts, _after, _on_parent_failure) r;
     return _id;
 end $$;
 
@@ -5362,10 +5675,10 @@ end $$;
 
 
 --
--- Name: enqueue_many(text[], jsonb[], timestamp with time zone[], integer[], text[], integer[]); Type: FUNCTION; Schema: queues; Owner: -
+-- Name: enqueue_many(text[], jsonb[], timestamp with time zone[], integer[], text[], integer[], bigint[], text); Type: FUNCTION; Schema: queues; Owner: -
 --
 
-CREATE FUNCTION queues.enqueue_many(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], _priorities integer[] DEFAULT NULL::integer[], _idempotency_keys text[] DEFAULT NULL::text[], _max_attempts integer[] DEFAULT NULL::integer[]) RETURNS bigint[]
+CREATE FUNCTION queues.enqueue_many(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], _priorities integer[] DEFAULT NULL::integer[], _idempotency_keys text[] DEFAULT NULL::text[], _max_attempts integer[] DEFAULT NULL::integer[], _after bigint[] DEFAULT NULL::bigint[], _on_parent_failure text DEFAULT 'cancel'::text) RETURNS bigint[]
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -5375,15 +5688,15 @@ begin
     end if;
     return (select coalesce(array_agg(r.task_id order by r.ord), '{}')
             from queues.insert_tasks(_task_types, _payloads, _scheduled_ats, _priorities,
-                                     _idempotency_keys, _max_attempts) with ordinality as r(task_id, duplicate, ord));
+                                     _idempotency_keys, _max_attempts, _after, _on_parent_failure) with ordinality as r(task_id, duplicate, ord));
 end $$;
 
 
 --
--- Name: enqueue_many_with_result(text[], jsonb[], timestamp with time zone[], integer[], text[], integer[]); Type: FUNCTION; Schema: queues; Owner: -
+-- Name: enqueue_many_with_result(text[], jsonb[], timestamp with time zone[], integer[], text[], integer[], bigint[], text); Type: FUNCTION; Schema: queues; Owner: -
 --
 
-CREATE FUNCTION queues.enqueue_many_with_result(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], _priorities integer[] DEFAULT NULL::integer[], _idempotency_keys text[] DEFAULT NULL::text[], _max_attempts integer[] DEFAULT NULL::integer[]) RETURNS TABLE(task_id bigint, duplicate boolean)
+CREATE FUNCTION queues.enqueue_many_with_result(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], _priorities integer[] DEFAULT NULL::integer[], _idempotency_keys text[] DEFAULT NULL::text[], _max_attempts integer[] DEFAULT NULL::integer[], _after bigint[] DEFAULT NULL::bigint[], _on_parent_failure text DEFAULT 'cancel'::text) RETURNS TABLE(task_id bigint, duplicate boolean)
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -5392,7 +5705,7 @@ begin
         perform queues.permit_task_functions(_task_types, _payloads);
     end if;
     return query select * from queues.insert_tasks(_task_types, _payloads, _scheduled_ats, _priorities,
-                                                   _idempotency_keys, _max_attempts);
+                                                   _idempotency_keys, _max_attempts, _after, _on_parent_failure);
 end $$;
 
 
@@ -5430,10 +5743,10 @@ end $$;
 
 
 --
--- Name: enqueue_with_result(text, jsonb, timestamp with time zone, integer, text, integer); Type: FUNCTION; Schema: queues; Owner: -
+-- Name: enqueue_with_result(text, jsonb, timestamp with time zone, integer, text, integer, bigint[], text); Type: FUNCTION; Schema: queues; Owner: -
 --
 
-CREATE FUNCTION queues.enqueue_with_result(_task_type text, _payload jsonb, _scheduled_at timestamp with time zone DEFAULT now(), _priority integer DEFAULT 0, _idempotency_key text DEFAULT NULL::text, _max_attempts integer DEFAULT NULL::integer) RETURNS TABLE(task_id bigint, duplicate boolean)
+CREATE FUNCTION queues.enqueue_with_result(_task_type text, _payload jsonb, _scheduled_at timestamp with time zone DEFAULT now(), _priority integer DEFAULT 0, _idempotency_key text DEFAULT NULL::text, _max_attempts integer DEFAULT NULL::integer, _after bigint[] DEFAULT NULL::bigint[], _on_parent_failure text DEFAULT 'cancel'::text) RETURNS TABLE(task_id bigint, duplicate boolean)
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -5441,7 +5754,7 @@ begin
     if _task_type in ('db_function', 'email', 'sms', 'file_delete') then
         perform queues.permit_task_functions(array[_task_type], array[_payload]);
     end if;
-    return query select * from queues.insert_task(_task_type, _payload, _scheduled_at, _priority, _idempotency_key, _max_attempts);
+    return query select * from queues.insert_task(_task_type, _payload, _scheduled_at, _priority, _idempotency_key, _max_attempts, _after, _on_parent_failure);
 end $$;
 
 
@@ -5503,13 +5816,13 @@ begin
     end if;
     execute format('grant usage on schema queues to %s', _role);
     execute format('grant execute on function
-        queues.enqueue(text, jsonb, timestamptz, integer, text, integer),
-        queues.enqueue_with_result(text, jsonb, timestamptz, integer, text, integer),
-        queues.enqueue_many(text[], jsonb[], timestamptz[], integer[], text[], integer[]),
-        queues.enqueue_many_with_result(text[], jsonb[], timestamptz[], integer[], text[], integer[]),
+        queues.enqueue(text, jsonb, timestamptz, integer, text, integer, bigint[], text),
+        queues.enqueue_with_result(text, jsonb, timestamptz, integer, text, integer, bigint[], text),
+        queues.enqueue_many(text[], jsonb[], timestamptz[], integer[], text[], integer[], bigint[], text),
+        queues.enqueue_many_with_result(text[], jsonb[], timestamptz[], integer[], text[], integer[], bigint[], text),
         queues.enqueue_debounced(text, jsonb, text, interval, integer, integer),
-        queues.insert_task(text, jsonb, timestamptz, integer, text, integer),
-        queues.insert_tasks(text[], jsonb[], timestamptz[], integer[], text[], integer[]),
+        queues.insert_task(text, jsonb, timestamptz, integer, text, integer, bigint[], text),
+        queues.insert_tasks(text[], jsonb[], timestamptz[], integer[], text[], integer[], bigint[], text),
         queues.insert_debounced_task(text, jsonb, text, interval, integer, integer),
         queues.permit_task_functions(text[], jsonb[]) to %s', _role);
     execute format('grant insert on table queues.enqueue_permit to %s', _role);
@@ -5671,10 +5984,10 @@ end $$;
 
 
 --
--- Name: insert_task(text, jsonb, timestamp with time zone, integer, text, integer); Type: FUNCTION; Schema: queues; Owner: -
+-- Name: insert_task(text, jsonb, timestamp with time zone, integer, text, integer, bigint[], text); Type: FUNCTION; Schema: queues; Owner: -
 --
 
-CREATE FUNCTION queues.insert_task(_task_type text, _payload jsonb, _scheduled_at timestamp with time zone DEFAULT now(), _priority integer DEFAULT 0, _idempotency_key text DEFAULT NULL::text, _max_attempts integer DEFAULT NULL::integer) RETURNS TABLE(task_id bigint, duplicate boolean)
+CREATE FUNCTION queues.insert_task(_task_type text, _payload jsonb, _scheduled_at timestamp with time zone DEFAULT now(), _priority integer DEFAULT 0, _idempotency_key text DEFAULT NULL::text, _max_attempts integer DEFAULT NULL::integer, _after bigint[] DEFAULT NULL::bigint[], _on_parent_failure text DEFAULT 'cancel'::text) RETURNS TABLE(task_id bigint, duplicate boolean)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
@@ -5691,6 +6004,7 @@ begin
         perform internal.check_finite('enqueue', '_scheduled_at', _scheduled_at);
     end if;
     _scheduled_at := coalesce(_scheduled_at, now());
+    _after := internal.check_parents_input('enqueue', _after, _on_parent_failure);
 
     if _idempotency_key is null then
         insert into queues.task (task_type, payload, priority, scheduled_at, run_at, max_attempts)
@@ -5721,6 +6035,9 @@ begin
                 using errcode = 'serialization_failure';
         end if;
     end if;
+    if _after is not null and not _dup then
+        perform internal.attach_parents(_id, _after, _on_parent_failure);
+    end if;
     if _task_type in ('db_function', 'email', 'sms', 'file_delete') then
         perform internal.drop_enqueue_permits();
     end if;
@@ -5731,10 +6048,10 @@ end $_$;
 
 
 --
--- Name: insert_tasks(text[], jsonb[], timestamp with time zone[], integer[], text[], integer[]); Type: FUNCTION; Schema: queues; Owner: -
+-- Name: insert_tasks(text[], jsonb[], timestamp with time zone[], integer[], text[], integer[], bigint[], text); Type: FUNCTION; Schema: queues; Owner: -
 --
 
-CREATE FUNCTION queues.insert_tasks(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], _priorities integer[] DEFAULT NULL::integer[], _idempotency_keys text[] DEFAULT NULL::text[], _max_attempts integer[] DEFAULT NULL::integer[]) RETURNS TABLE(task_id bigint, duplicate boolean)
+CREATE FUNCTION queues.insert_tasks(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], _priorities integer[] DEFAULT NULL::integer[], _idempotency_keys text[] DEFAULT NULL::text[], _max_attempts integer[] DEFAULT NULL::integer[], _after bigint[] DEFAULT NULL::bigint[], _on_parent_failure text DEFAULT 'cancel'::text) RETURNS TABLE(task_id bigint, duplicate boolean)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
@@ -5753,6 +6070,7 @@ begin
         raise exception 'enqueue_many: the arrays must all have % elements, one per task', _n
             using errcode = 'invalid_parameter_value';
     end if;
+    _after := internal.check_parents_input('enqueue_many', _after, _on_parent_failure);
     if _n = 0 then
         return;
     end if;
@@ -5802,6 +6120,9 @@ begin
             from input i
         )
         select array_agg(i.new_id order by i.ord) into _ids from input i;
+        if _after is not null then
+            perform internal.attach_parents(r.id, _after, _on_parent_failure) from unnest(_ids) as r(id);
+        end if;
         if _task_types && array['db_function', 'email', 'sms', 'file_delete'] then
             perform internal.drop_enqueue_permits();
         end if;
@@ -5855,6 +6176,10 @@ begin
             raise exception 'enqueue_many: a task holding one of the idempotency keys disappeared during the call; retry'
                 using errcode = 'serialization_failure';
         end if;
+    end if;
+    if _after is not null then
+        perform internal.attach_parents(r.id, _after, _on_parent_failure)
+        from unnest(_ids, _dups) as r(id, dup) where not r.dup;
     end if;
     if _task_types && array['db_function', 'email', 'sms', 'file_delete'] then
         perform internal.drop_enqueue_permits();
@@ -6355,7 +6680,7 @@ CREATE FUNCTION queues.queue_stats() RETURNS TABLE(task_type text, status text, 
                    as oldest_pending_age_seconds,
                count(*) filter (where t.status = 'pending' and t.run_at <= now()) as due
         from queues.task t
-        where t.status in ('pending', 'running')
+        where t.status in ('waiting', 'pending', 'running')
         group by t.task_type, t.status
     ) g
 $$;
@@ -6365,7 +6690,7 @@ $$;
 -- Name: FUNCTION queue_stats(); Type: COMMENT; Schema: queues; Owner: -
 --
 
-COMMENT ON FUNCTION queues.queue_stats() IS 'Pending and running tasks by type and status: how many, how long the oldest due one has waited, how many are due, and how many registered workers claim the type (0: none serves it).';
+COMMENT ON FUNCTION queues.queue_stats() IS 'Waiting, pending and running tasks by type and status: how many, how long the oldest due one has waited, how many are due, and how many registered workers claim the type (0: none serves it).';
 
 
 --
@@ -9515,6 +9840,24 @@ COMMENT ON TABLE queues.task_dead_tally IS 'Per task type, the tasks that went d
 
 
 --
+-- Name: task_edge; Type: TABLE; Schema: queues; Owner: -
+--
+
+CREATE TABLE queues.task_edge (
+    parent_id bigint NOT NULL,
+    child_id bigint NOT NULL,
+    stripe integer NOT NULL
+);
+
+
+--
+-- Name: TABLE task_edge; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON TABLE queues.task_edge IS 'One row per (parent, waiting child) whose parent had not ended when the child named it; deleted when the parent''s end is counted.';
+
+
+--
 -- Name: task_event; Type: TABLE; Schema: queues; Owner: -
 --
 
@@ -9721,6 +10064,26 @@ ALTER TABLE queues.task ALTER COLUMN task_id ADD GENERATED BY DEFAULT AS IDENTIT
     NO MAXVALUE
     CACHE 1
 );
+
+
+--
+-- Name: task_wait_stripe; Type: TABLE; Schema: queues; Owner: -
+--
+
+CREATE TABLE queues.task_wait_stripe (
+    child_id bigint NOT NULL,
+    stripe integer NOT NULL,
+    pending integer NOT NULL,
+    CONSTRAINT task_wait_stripe_pending_check CHECK ((pending >= 0))
+)
+WITH (fillfactor='70');
+
+
+--
+-- Name: TABLE task_wait_stripe; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON TABLE queues.task_wait_stripe IS 'A waiting task''s counters: how many of its parents of each stripe have not ended. Deleted with the release or cancellation.';
 
 
 --
@@ -10469,6 +10832,14 @@ ALTER TABLE ONLY queues.task_dead_tally
 
 
 --
+-- Name: task_edge task_edge_pkey; Type: CONSTRAINT; Schema: queues; Owner: -
+--
+
+ALTER TABLE ONLY queues.task_edge
+    ADD CONSTRAINT task_edge_pkey PRIMARY KEY (parent_id, child_id);
+
+
+--
 -- Name: task_event task_event_pkey; Type: CONSTRAINT; Schema: queues; Owner: -
 --
 
@@ -10530,6 +10901,14 @@ ALTER TABLE ONLY queues.task
 
 ALTER TABLE queues.task
     ADD CONSTRAINT task_result_size CHECK ((pg_column_size(result) <= ((8 * 1024) * 1024))) NOT VALID;
+
+
+--
+-- Name: task_wait_stripe task_wait_stripe_pkey; Type: CONSTRAINT; Schema: queues; Owner: -
+--
+
+ALTER TABLE ONLY queues.task_wait_stripe
+    ADD CONSTRAINT task_wait_stripe_pkey PRIMARY KEY (child_id, stripe);
 
 
 --
@@ -10691,6 +11070,13 @@ CREATE INDEX task_dispatched_idx ON queues.task USING btree (dispatched_at) WHER
 
 
 --
+-- Name: task_edge_child_idx; Type: INDEX; Schema: queues; Owner: -
+--
+
+CREATE INDEX task_edge_child_idx ON queues.task_edge USING btree (child_id);
+
+
+--
 -- Name: task_event_task_id_idx; Type: INDEX; Schema: queues; Owner: -
 --
 
@@ -10765,6 +11151,13 @@ CREATE INDEX task_needs_attention_idx ON queues.task USING btree (task_id) WHERE
 --
 
 CREATE INDEX task_process_instance_idx ON queues.task USING btree (((payload ->> 'db_function'::text)), internal.process_instance_id(payload), run_at) WHERE ((task_type = 'db_function'::text) AND (status = ANY (ARRAY['pending'::queues.task_status, 'running'::queues.task_status])));
+
+
+--
+-- Name: task_waiting_idx; Type: INDEX; Schema: queues; Owner: -
+--
+
+CREATE INDEX task_waiting_idx ON queues.task USING btree (task_type) WHERE (status = 'waiting'::queues.task_status);
 
 
 --
@@ -11125,6 +11518,13 @@ CREATE TRIGGER task_done_notify AFTER UPDATE OF status ON queues.task FOR EACH S
 
 
 --
+-- Name: task_edge task_edge_parent_check; Type: TRIGGER; Schema: queues; Owner: -
+--
+
+CREATE CONSTRAINT TRIGGER task_edge_parent_check AFTER INSERT ON queues.task_edge DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION internal.check_edge_parent();
+
+
+--
 -- Name: task_event task_event_append_only; Type: TRIGGER; Schema: queues; Owner: -
 --
 
@@ -11171,6 +11571,27 @@ CREATE TRIGGER task_lease_append_only BEFORE UPDATE ON queues.task_lease FOR EAC
 --
 
 CREATE TRIGGER task_lease_append_only BEFORE UPDATE ON queues.task_lease_default FOR EACH STATEMENT EXECUTE FUNCTION internal.refuse_update();
+
+
+--
+-- Name: task task_parent_ended; Type: TRIGGER; Schema: queues; Owner: -
+--
+
+CREATE TRIGGER task_parent_ended AFTER UPDATE OF status ON queues.task FOR EACH ROW WHEN (((old.status = ANY (ARRAY['waiting'::queues.task_status, 'pending'::queues.task_status, 'running'::queues.task_status])) AND (new.status = ANY (ARRAY['failed'::queues.task_status, 'dead'::queues.task_status, 'cancelled'::queues.task_status])))) EXECUTE FUNCTION internal.note_ended_parent();
+
+
+--
+-- Name: task task_parents_forget; Type: TRIGGER; Schema: queues; Owner: -
+--
+
+CREATE TRIGGER task_parents_forget AFTER DELETE ON queues.task FOR EACH ROW WHEN ((old.after_ids IS NOT NULL)) EXECUTE FUNCTION internal.forget_parents();
+
+
+--
+-- Name: task task_parents_resolve; Type: TRIGGER; Schema: queues; Owner: -
+--
+
+CREATE TRIGGER task_parents_resolve AFTER UPDATE OF status ON queues.task FOR EACH STATEMENT EXECUTE FUNCTION internal.resolve_ended_parents();
 
 
 --
@@ -12133,6 +12554,13 @@ REVOKE ALL ON FUNCTION internal.apply_task_action(_action text, _ids bigint[], _
 
 
 --
+-- Name: FUNCTION attach_parents(_task_id bigint, _after bigint[], _on_parent_failure text); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.attach_parents(_task_id bigint, _after bigint[], _on_parent_failure text) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION check_cron(_label text, _cron text); Type: ACL; Schema: internal; Owner: -
 --
 
@@ -12147,6 +12575,13 @@ REVOKE ALL ON FUNCTION internal.check_delivery_input(_label text, _provider_mess
 
 
 --
+-- Name: FUNCTION check_edge_parent(); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.check_edge_parent() FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION check_enqueue_permit(); Type: ACL; Schema: internal; Owner: -
 --
 
@@ -12158,6 +12593,13 @@ REVOKE ALL ON FUNCTION internal.check_enqueue_permit() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION internal.check_finite(_label text, _arg text, _value timestamp with time zone) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION check_parents_input(_label text, _after bigint[], _on_parent_failure text); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.check_parents_input(_label text, _after bigint[], _on_parent_failure text) FROM PUBLIC;
 
 
 --
@@ -12221,6 +12663,13 @@ REVOKE ALL ON FUNCTION internal.enqueue_lock_key() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION internal.fail_attempt(_caller text, _task_id bigint, _error_message text, _lease_id bigint, _retriable boolean, _retry_delay interval, _max_attempts integer, _context jsonb) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION forget_parents(); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.forget_parents() FROM PUBLIC;
 
 
 --
@@ -12343,6 +12792,13 @@ REVOKE ALL ON FUNCTION internal.max_payload_bytes() FROM PUBLIC;
 
 
 --
+-- Name: FUNCTION note_ended_parent(); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.note_ended_parent() FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION notify_task_done(); Type: ACL; Schema: internal; Owner: -
 --
 
@@ -12403,6 +12859,20 @@ REVOKE ALL ON FUNCTION internal.refuse_update() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION internal.rekey_limited_tasks(_limit_name text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION resolve_ended_parents(); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.resolve_ended_parents() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION resolve_parents(_ids bigint[], _outcomes queues.task_status[]); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.resolve_parents(_ids bigint[], _outcomes queues.task_status[]) FROM PUBLIC;
 
 
 --
@@ -12736,10 +13206,10 @@ GRANT ALL ON FUNCTION queues.due_schedules(_now timestamp with time zone) TO wor
 
 
 --
--- Name: FUNCTION enqueue(_task_type text, _payload jsonb, _scheduled_at timestamp with time zone, _priority integer, _idempotency_key text, _max_attempts integer); Type: ACL; Schema: queues; Owner: -
+-- Name: FUNCTION enqueue(_task_type text, _payload jsonb, _scheduled_at timestamp with time zone, _priority integer, _idempotency_key text, _max_attempts integer, _after bigint[], _on_parent_failure text); Type: ACL; Schema: queues; Owner: -
 --
 
-REVOKE ALL ON FUNCTION queues.enqueue(_task_type text, _payload jsonb, _scheduled_at timestamp with time zone, _priority integer, _idempotency_key text, _max_attempts integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION queues.enqueue(_task_type text, _payload jsonb, _scheduled_at timestamp with time zone, _priority integer, _idempotency_key text, _max_attempts integer, _after bigint[], _on_parent_failure text) FROM PUBLIC;
 
 
 --
@@ -12750,17 +13220,17 @@ REVOKE ALL ON FUNCTION queues.enqueue_debounced(_task_type text, _payload jsonb,
 
 
 --
--- Name: FUNCTION enqueue_many(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[], _priorities integer[], _idempotency_keys text[], _max_attempts integer[]); Type: ACL; Schema: queues; Owner: -
+-- Name: FUNCTION enqueue_many(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[], _priorities integer[], _idempotency_keys text[], _max_attempts integer[], _after bigint[], _on_parent_failure text); Type: ACL; Schema: queues; Owner: -
 --
 
-REVOKE ALL ON FUNCTION queues.enqueue_many(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[], _priorities integer[], _idempotency_keys text[], _max_attempts integer[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION queues.enqueue_many(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[], _priorities integer[], _idempotency_keys text[], _max_attempts integer[], _after bigint[], _on_parent_failure text) FROM PUBLIC;
 
 
 --
--- Name: FUNCTION enqueue_many_with_result(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[], _priorities integer[], _idempotency_keys text[], _max_attempts integer[]); Type: ACL; Schema: queues; Owner: -
+-- Name: FUNCTION enqueue_many_with_result(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[], _priorities integer[], _idempotency_keys text[], _max_attempts integer[], _after bigint[], _on_parent_failure text); Type: ACL; Schema: queues; Owner: -
 --
 
-REVOKE ALL ON FUNCTION queues.enqueue_many_with_result(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[], _priorities integer[], _idempotency_keys text[], _max_attempts integer[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION queues.enqueue_many_with_result(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[], _priorities integer[], _idempotency_keys text[], _max_attempts integer[], _after bigint[], _on_parent_failure text) FROM PUBLIC;
 
 
 --
@@ -12772,10 +13242,10 @@ GRANT ALL ON FUNCTION queues.enqueue_schedule_tick(_name text, _cron text, _tick
 
 
 --
--- Name: FUNCTION enqueue_with_result(_task_type text, _payload jsonb, _scheduled_at timestamp with time zone, _priority integer, _idempotency_key text, _max_attempts integer); Type: ACL; Schema: queues; Owner: -
+-- Name: FUNCTION enqueue_with_result(_task_type text, _payload jsonb, _scheduled_at timestamp with time zone, _priority integer, _idempotency_key text, _max_attempts integer, _after bigint[], _on_parent_failure text); Type: ACL; Schema: queues; Owner: -
 --
 
-REVOKE ALL ON FUNCTION queues.enqueue_with_result(_task_type text, _payload jsonb, _scheduled_at timestamp with time zone, _priority integer, _idempotency_key text, _max_attempts integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION queues.enqueue_with_result(_task_type text, _payload jsonb, _scheduled_at timestamp with time zone, _priority integer, _idempotency_key text, _max_attempts integer, _after bigint[], _on_parent_failure text) FROM PUBLIC;
 
 
 --
@@ -12849,17 +13319,17 @@ REVOKE ALL ON FUNCTION queues.insert_debounced_task(_task_type text, _payload js
 
 
 --
--- Name: FUNCTION insert_task(_task_type text, _payload jsonb, _scheduled_at timestamp with time zone, _priority integer, _idempotency_key text, _max_attempts integer); Type: ACL; Schema: queues; Owner: -
+-- Name: FUNCTION insert_task(_task_type text, _payload jsonb, _scheduled_at timestamp with time zone, _priority integer, _idempotency_key text, _max_attempts integer, _after bigint[], _on_parent_failure text); Type: ACL; Schema: queues; Owner: -
 --
 
-REVOKE ALL ON FUNCTION queues.insert_task(_task_type text, _payload jsonb, _scheduled_at timestamp with time zone, _priority integer, _idempotency_key text, _max_attempts integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION queues.insert_task(_task_type text, _payload jsonb, _scheduled_at timestamp with time zone, _priority integer, _idempotency_key text, _max_attempts integer, _after bigint[], _on_parent_failure text) FROM PUBLIC;
 
 
 --
--- Name: FUNCTION insert_tasks(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[], _priorities integer[], _idempotency_keys text[], _max_attempts integer[]); Type: ACL; Schema: queues; Owner: -
+-- Name: FUNCTION insert_tasks(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[], _priorities integer[], _idempotency_keys text[], _max_attempts integer[], _after bigint[], _on_parent_failure text); Type: ACL; Schema: queues; Owner: -
 --
 
-REVOKE ALL ON FUNCTION queues.insert_tasks(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[], _priorities integer[], _idempotency_keys text[], _max_attempts integer[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION queues.insert_tasks(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[], _priorities integer[], _idempotency_keys text[], _max_attempts integer[], _after bigint[], _on_parent_failure text) FROM PUBLIC;
 
 
 --

@@ -18,7 +18,10 @@ type Status = tasktype.Status
 
 // The states of a task.
 const (
-	// StatusPending: waiting; due when RunAt has passed.
+	// StatusWaiting: waits for its parents (EnqueueOpts.After, docs/workflows.md); never
+	// claimed; becomes pending when they have ended, or cancelled when one fails.
+	StatusWaiting = tasktype.StatusWaiting
+	// StatusPending: queued; due when RunAt has passed.
 	StatusPending = tasktype.StatusPending
 	// StatusRunning: leased by a worker until LeaseExpiresAt.
 	StatusRunning = tasktype.StatusRunning

@@ -58,7 +58,7 @@ func (h *Handler) taskPage(w http.ResponseWriter, r *http.Request) {
 		d.CanRetry = true
 	}
 	switch d.Task.Status {
-	case taskorch.StatusPending, taskorch.StatusRunning, taskorch.StatusFailed, taskorch.StatusDead:
+	case taskorch.StatusWaiting, taskorch.StatusPending, taskorch.StatusRunning, taskorch.StatusFailed, taskorch.StatusDead:
 		d.CanCancel = true
 	}
 	switch d.Task.Status {

@@ -36,6 +36,7 @@ var pageSizes = []int{25, 50, 100, 500}
 // statusCondition is each status's condition as a literal, so that the planner can match it to
 // the status's partial index (a parameter could not be).
 var statusCondition = map[string]string{
+	"waiting":   "t.status = 'waiting'",
 	"pending":   "t.status = 'pending'",
 	"running":   "t.status = 'running'",
 	"completed": "t.status = 'completed'",

@@ -203,8 +203,10 @@ func TestUpgradeFromLastLandedVersion(t *testing.T) {
 
 	// The application kept its rights: it enqueues (the invoker functions, a permit) and adds
 	// schedules.
-	for _, fn := range []string{"queues.enqueue(text, jsonb, timestamptz, integer, text, integer)",
-		"queues.enqueue_with_result(text, jsonb, timestamptz, integer, text, integer)", "queues.insert_task(text, jsonb, timestamptz, integer, text, integer)",
+	for _, fn := range []string{"queues.enqueue(text, jsonb, timestamptz, integer, text, integer, bigint[], text)",
+		"queues.enqueue_with_result(text, jsonb, timestamptz, integer, text, integer, bigint[], text)", "queues.insert_task(text, jsonb, timestamptz, integer, text, integer, bigint[], text)",
+		"queues.enqueue_many(text[], jsonb[], timestamptz[], integer[], text[], integer[], bigint[], text)",
+		"queues.insert_tasks(text[], jsonb[], timestamptz[], integer[], text[], integer[], bigint[], text)",
 		"queues.permit_task_functions(text[], jsonb[])", "queues.add_schedule(text, text, text, jsonb, integer, integer, boolean, timestamptz)"} {
 		require.True(t, scalarOf[bool](t, conn, `select has_function_privilege($1, $2, 'execute')`, role, fn), fn)
 	}

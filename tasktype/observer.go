@@ -234,7 +234,7 @@ type WorkerEvent struct {
 	Task     *Task // EventRunningLong: the task (do not keep it)
 }
 
-// QueueStat is one row of queues.queue_stats(): the pending or running tasks of one type.
+// QueueStat is one row of queues.queue_stats(): the waiting, pending or running tasks of one type.
 type QueueStat struct {
 	TaskType string
 	Status   string

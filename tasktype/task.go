@@ -12,7 +12,10 @@ type Status string
 
 // The states of a task.
 const (
-	// StatusPending: waiting; due when RunAt has passed.
+	// StatusWaiting: waits for its parents (EnqueueOpts.After, docs/workflows.md); never
+	// claimed; becomes pending when they have ended, or cancelled when one fails.
+	StatusWaiting Status = "waiting"
+	// StatusPending: queued; due when RunAt has passed.
 	StatusPending Status = "pending"
 	// StatusRunning: leased by a worker until LeaseExpiresAt.
 	StatusRunning Status = "running"
@@ -27,7 +30,7 @@ const (
 )
 
 // Statuses lists every status, in lifecycle order.
-var Statuses = []Status{StatusPending, StatusRunning, StatusCompleted, StatusFailed, StatusDead, StatusCancelled}
+var Statuses = []Status{StatusWaiting, StatusPending, StatusRunning, StatusCompleted, StatusFailed, StatusDead, StatusCancelled}
 
 // Valid reports whether s is one of the statuses.
 func (s Status) Valid() bool {

@@ -65,7 +65,7 @@ and --limit.`,
 			return printTaskTable(cmd.OutOrStdout(), res)
 		},
 	}
-	list.Flags().StringSliceVar(&statuses, "status", nil, "only these statuses (pending,running,completed,failed,dead,cancelled)")
+	list.Flags().StringSliceVar(&statuses, "status", nil, "only these statuses (waiting,pending,running,completed,failed,dead,cancelled)")
 	list.Flags().StringSliceVar(&types, "type", nil, "only these task types")
 	list.Flags().IntVar(&limit, "limit", 50, "at most this many tasks")
 	list.Flags().Int64Var(&before, "before", 0, "continue a listing: tasks with an id below this")

@@ -41,7 +41,7 @@ func newTaskActionCmd(g *globals, action admin.TaskAction) *cobra.Command {
 	verb := map[admin.TaskAction]string{admin.ActionRetry: "Retry", admin.ActionCancel: "Cancel", admin.ActionDelete: "Delete"}[action]
 	short := map[admin.TaskAction]string{
 		admin.ActionRetry:  "Put dead, failed or cancelled tasks back to pending, due now: by id, or every task a filter matches",
-		admin.ActionCancel: "Cancel pending, running, failed or dead tasks: by id, or every task a filter matches",
+		admin.ActionCancel: "Cancel waiting, pending, running, failed or dead tasks: by id, or every task a filter matches",
 		admin.ActionDelete: "Delete finished tasks (never a pending or running one): by id, or every task a filter matches",
 	}[action]
 	statuses := strings.Join(action.Statuses(), ", ")

@@ -280,7 +280,7 @@ type queueCollector struct {
 
 var (
 	queueDepthDesc = prometheus.NewDesc("taskorch_queue_depth",
-		"Tasks pending or running, by type and status; sampled by the leader only.", []string{"task_type", "status"}, nil)
+		"Tasks waiting, pending or running, by type and status; sampled by the leader only.", []string{"task_type", "status"}, nil)
 	oldestPendingDesc = prometheus.NewDesc("taskorch_oldest_pending_age_seconds",
 		"How long the longest-waiting due pending task of the type has waited (now minus its run_at, database clock); sampled by the leader only.",
 		[]string{"task_type"}, nil)

@@ -25,7 +25,7 @@ const (
 	// ActionRetry puts dead, failed and cancelled tasks back to pending, due now, attempts reset
 	// (by id, a pending task is made due now).
 	ActionRetry TaskAction = "retry"
-	// ActionCancel cancels pending, running, failed and dead tasks; a running task's worker is
+	// ActionCancel cancels waiting, pending, running, failed and dead tasks; a running task's worker is
 	// told at commit.
 	ActionCancel TaskAction = "cancel"
 	// ActionDelete deletes finished tasks (completed, failed, dead, cancelled) with their error
@@ -43,7 +43,7 @@ func (a TaskAction) Statuses() []string {
 	case ActionRetry:
 		return []string{"dead", "failed", "cancelled"}
 	case ActionCancel:
-		return []string{"pending", "running", "failed", "dead"}
+		return []string{"waiting", "pending", "running", "failed", "dead"}
 	case ActionDelete:
 		return []string{"completed", "failed", "dead", "cancelled"}
 	}

@@ -77,7 +77,7 @@ func (os observers) queueObservers() []tasktype.QueueObserver {
 
 // runQueueStats samples queue depth, the oldest pending age and the types no live worker claims
 // every QueueStatsInterval while this worker leads, for the observers that want them (none: no
-// sampling): one queues.queue_stats() call, which counts only pending and running tasks; with
+// sampling): one queues.queue_stats() call, which counts only waiting, pending and running tasks; with
 // it queues.health_stats() for the HealthObservers, and queues.take_dead_tally(), whose tasks
 // gone dead without a worker recording it are told to every observer (EventTasksDead). While
 // it does not lead it reports none: the other workers report no queue gauges, so the numbers

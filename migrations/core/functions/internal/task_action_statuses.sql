@@ -4,7 +4,7 @@ returns queues.task_status[]
 language sql immutable set search_path = pg_catalog, pg_temp as $$
     select case _action
         when 'retry' then '{dead,failed,cancelled}'::queues.task_status[]
-        when 'cancel' then '{pending,running,failed,dead}'::queues.task_status[]
+        when 'cancel' then '{waiting,pending,running,failed,dead}'::queues.task_status[]
         when 'delete' then '{completed,failed,dead,cancelled}'::queues.task_status[]
     end
 $$;

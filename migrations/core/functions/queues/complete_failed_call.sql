@@ -11,6 +11,10 @@ begin
         last_error = _msg, call_failure = coalesce(nullif(_reason, ''), 'call_failed')
     where t.task_id = _task_id and t.lease_id = _lease_id and t.lease_expires_at is not null;  -- i.e. running
     if found then
+        -- Its waiting children count it as completed, in this transaction (docs/workflows.md).
+        if exists (select from queues.task_edge e where e.parent_id = _task_id) then
+            perform internal.resolve_parents(array[_task_id], array['completed'::queues.task_status]);
+        end if;
         return true;
     end if;
     -- Not running under the lease: complete_task says whether it is a repeat, or records the refusal.

@@ -6,7 +6,9 @@ create or replace function queues.enqueue(
     _scheduled_at timestamptz default now(),
     _priority integer default 0,
     _idempotency_key text default null,
-    _max_attempts integer default null)
+    _max_attempts integer default null,
+    _after bigint[] default null,
+    _on_parent_failure text default 'cancel')
 returns bigint
 language plpgsql security invoker set search_path = pg_catalog, pg_temp as $$
 declare
@@ -16,7 +18,7 @@ begin
         perform queues.permit_task_functions(array[_task_type], array[_payload]);
     end if;
     select r.task_id into _id
-    from queues.insert_task(_task_type, _payload, _scheduled_at, _priority, _idempotency_key, _max_attempts) r;
+    from queues.insert_task(_task_type, _payload, _scheduled_at, _priority, _idempotency_key, _max_attempts, _after, _on_parent_failure) r;
     return _id;
 end $$;
-revoke all on function queues.enqueue(text, jsonb, timestamp with time zone, integer, text, integer) from public;
+revoke all on function queues.enqueue(text, jsonb, timestamp with time zone, integer, text, integer, bigint[], text) from public;

@@ -6,7 +6,9 @@ create or replace function queues.enqueue_many(
     _scheduled_ats timestamptz[] default null,
     _priorities integer[] default null,
     _idempotency_keys text[] default null,
-    _max_attempts integer[] default null)
+    _max_attempts integer[] default null,
+    _after bigint[] default null,
+    _on_parent_failure text default 'cancel')
 returns bigint[]
 language plpgsql security invoker set search_path = pg_catalog, pg_temp as $$
 begin
@@ -15,6 +17,6 @@ begin
     end if;
     return (select coalesce(array_agg(r.task_id order by r.ord), '{}')
             from queues.insert_tasks(_task_types, _payloads, _scheduled_ats, _priorities,
-                                     _idempotency_keys, _max_attempts) with ordinality as r(task_id, duplicate, ord));
+                                     _idempotency_keys, _max_attempts, _after, _on_parent_failure) with ordinality as r(task_id, duplicate, ord));
 end $$;
-revoke all on function queues.enqueue_many(text[], jsonb[], timestamp with time zone[], integer[], text[], integer[]) from public;
+revoke all on function queues.enqueue_many(text[], jsonb[], timestamp with time zone[], integer[], text[], integer[], bigint[], text) from public;

@@ -6,7 +6,9 @@ create or replace function queues.enqueue_many_with_result(
     _scheduled_ats timestamptz[] default null,
     _priorities integer[] default null,
     _idempotency_keys text[] default null,
-    _max_attempts integer[] default null)
+    _max_attempts integer[] default null,
+    _after bigint[] default null,
+    _on_parent_failure text default 'cancel')
 returns table (task_id bigint, duplicate boolean)
 language plpgsql security invoker set search_path = pg_catalog, pg_temp as $$
 begin
@@ -14,6 +16,6 @@ begin
         perform queues.permit_task_functions(_task_types, _payloads);
     end if;
     return query select * from queues.insert_tasks(_task_types, _payloads, _scheduled_ats, _priorities,
-                                                   _idempotency_keys, _max_attempts);
+                                                   _idempotency_keys, _max_attempts, _after, _on_parent_failure);
 end $$;
-revoke all on function queues.enqueue_many_with_result(text[], jsonb[], timestamp with time zone[], integer[], text[], integer[]) from public;
+revoke all on function queues.enqueue_many_with_result(text[], jsonb[], timestamp with time zone[], integer[], text[], integer[], bigint[], text) from public;

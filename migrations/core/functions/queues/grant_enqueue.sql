@@ -7,13 +7,13 @@ begin
     end if;
     execute format('grant usage on schema queues to %s', _role);
     execute format('grant execute on function
-        queues.enqueue(text, jsonb, timestamptz, integer, text, integer),
-        queues.enqueue_with_result(text, jsonb, timestamptz, integer, text, integer),
-        queues.enqueue_many(text[], jsonb[], timestamptz[], integer[], text[], integer[]),
-        queues.enqueue_many_with_result(text[], jsonb[], timestamptz[], integer[], text[], integer[]),
+        queues.enqueue(text, jsonb, timestamptz, integer, text, integer, bigint[], text),
+        queues.enqueue_with_result(text, jsonb, timestamptz, integer, text, integer, bigint[], text),
+        queues.enqueue_many(text[], jsonb[], timestamptz[], integer[], text[], integer[], bigint[], text),
+        queues.enqueue_many_with_result(text[], jsonb[], timestamptz[], integer[], text[], integer[], bigint[], text),
         queues.enqueue_debounced(text, jsonb, text, interval, integer, integer),
-        queues.insert_task(text, jsonb, timestamptz, integer, text, integer),
-        queues.insert_tasks(text[], jsonb[], timestamptz[], integer[], text[], integer[]),
+        queues.insert_task(text, jsonb, timestamptz, integer, text, integer, bigint[], text),
+        queues.insert_tasks(text[], jsonb[], timestamptz[], integer[], text[], integer[], bigint[], text),
         queues.insert_debounced_task(text, jsonb, text, interval, integer, integer),
         queues.permit_task_functions(text[], jsonb[]) to %s', _role);
     execute format('grant insert on table queues.enqueue_permit to %s', _role);

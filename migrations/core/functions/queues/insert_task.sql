@@ -1,13 +1,17 @@
 -- Inserts one task (SECURITY DEFINER; what the enqueue functions call after their permit, and
 -- what the Go client calls directly for a task that names no function), checking its input
 -- (22023) and finite times; a known idempotency key returns the existing task as a duplicate.
+-- _after names parents the task waits for, _on_parent_failure what a failed one does to it
+-- ('cancel' or 'run'; internal.attach_parents, docs/workflows.md); a duplicate keeps its own.
 create or replace function queues.insert_task(
     _task_type text,
     _payload jsonb,
     _scheduled_at timestamptz default now(),
     _priority integer default 0,
     _idempotency_key text default null,
-    _max_attempts integer default null)
+    _max_attempts integer default null,
+    _after bigint[] default null,
+    _on_parent_failure text default 'cancel')
 returns table (task_id bigint, duplicate boolean)
 language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
 declare
@@ -23,6 +27,7 @@ begin
         perform internal.check_finite('enqueue', '_scheduled_at', _scheduled_at);
     end if;
     _scheduled_at := coalesce(_scheduled_at, now());
+    _after := internal.check_parents_input('enqueue', _after, _on_parent_failure);
 
     if _idempotency_key is null then
         insert into queues.task (task_type, payload, priority, scheduled_at, run_at, max_attempts)
@@ -53,6 +58,9 @@ begin
                 using errcode = 'serialization_failure';
         end if;
     end if;
+    if _after is not null and not _dup then
+        perform internal.attach_parents(_id, _after, _on_parent_failure);
+    end if;
     if _task_type in ('db_function', 'email', 'sms', 'file_delete') then
         perform internal.drop_enqueue_permits();
     end if;
@@ -60,4 +68,4 @@ begin
     duplicate := _dup;
     return next;
 end $$;
-revoke all on function queues.insert_task(text, jsonb, timestamp with time zone, integer, text, integer) from public;
+revoke all on function queues.insert_task(text, jsonb, timestamp with time zone, integer, text, integer, bigint[], text) from public;

@@ -1,13 +1,17 @@
 -- Inserts many tasks in one statement (SECURITY DEFINER; what enqueue_many calls after its
 -- permit); keys repeated within the batch map to one task. Returns each id in input order and
--- whether it was a duplicate.
+-- whether it was a duplicate. _after and _on_parent_failure apply to every task the call inserts
+-- (a duplicate keeps its own parents): a fan-out of many tasks after the same parents
+-- (internal.attach_parents, docs/workflows.md).
 create or replace function queues.insert_tasks(
     _task_types text[],
     _payloads jsonb[],
     _scheduled_ats timestamptz[] default null,
     _priorities integer[] default null,
     _idempotency_keys text[] default null,
-    _max_attempts integer[] default null)
+    _max_attempts integer[] default null,
+    _after bigint[] default null,
+    _on_parent_failure text default 'cancel')
 returns table (task_id bigint, duplicate boolean)
 language plpgsql security definer set search_path = pg_catalog, pg_temp as $_$
 #variable_conflict use_column
@@ -25,6 +29,7 @@ begin
         raise exception 'enqueue_many: the arrays must all have % elements, one per task', _n
             using errcode = 'invalid_parameter_value';
     end if;
+    _after := internal.check_parents_input('enqueue_many', _after, _on_parent_failure);
     if _n = 0 then
         return;
     end if;
@@ -74,6 +79,9 @@ begin
             from input i
         )
         select array_agg(i.new_id order by i.ord) into _ids from input i;
+        if _after is not null then
+            perform internal.attach_parents(r.id, _after, _on_parent_failure) from unnest(_ids) as r(id);
+        end if;
         if _task_types && array['db_function', 'email', 'sms', 'file_delete'] then
             perform internal.drop_enqueue_permits();
         end if;
@@ -128,9 +136,13 @@ begin
                 using errcode = 'serialization_failure';
         end if;
     end if;
+    if _after is not null then
+        perform internal.attach_parents(r.id, _after, _on_parent_failure)
+        from unnest(_ids, _dups) as r(id, dup) where not r.dup;
+    end if;
     if _task_types && array['db_function', 'email', 'sms', 'file_delete'] then
         perform internal.drop_enqueue_permits();
     end if;
     return query select r.id, r.dup from unnest(_ids, _dups) with ordinality as r(id, dup, ord) order by r.ord;
 end $_$;
-revoke all on function queues.insert_tasks(text[], jsonb[], timestamp with time zone[], integer[], text[], integer[]) from public;
+revoke all on function queues.insert_tasks(text[], jsonb[], timestamp with time zone[], integer[], text[], integer[], bigint[], text) from public;
