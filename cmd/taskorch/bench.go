@@ -48,7 +48,8 @@ terminal. The method and the figures: docs/benchmarks.md.
   taskorch bench slots --concurrency 16 --work 1ms
   taskorch bench pressure --rate 2000 --phase 60s
   taskorch bench pressure --rate 10000 --phases clean --phase 10m --sample 1m
-  taskorch bench app-tx --connections 32 --duration 10s`,
+  taskorch bench app-tx --connections 32 --duration 10s
+  taskorch bench rate --rate 20 --burst 1 --workers 3`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.BoolVar(&g.jsonOut, "json", false, "print one JSON object instead of a table")
@@ -61,7 +62,7 @@ terminal. The method and the figures: docs/benchmarks.md.
 
 	cmd.AddCommand(newBenchThroughputCmd(g, f), newBenchLatencyCmd(g, f), newBenchBacklogCmd(g, f),
 		newBenchProcessesCmd(g, f), newBenchMemoryCmd(g, f), newBenchSlotsCmd(g, f), newBenchPressureCmd(g, f),
-		newBenchAppTxCmd(g, f))
+		newBenchAppTxCmd(g, f), newBenchRateCmd(g, f))
 	return cmd
 }
 
@@ -193,6 +194,28 @@ func newBenchSlotsCmd(g *globals, f *benchFlags) *cobra.Command {
 	addWorkerFlags(cmd, &c.WorkerOptions, 16)
 	cmd.Flags().DurationVar(&c.Work, "work", time.Millisecond, "how long each handler works (it sleeps)")
 	cmd.Flags().IntVar(&c.Tasks, "tasks", 0, "backlog enqueued before the start (default: about 2 s of ideal work, 1,000 to 200,000)")
+	return cmd
+}
+
+func newBenchRateCmd(g *globals, f *benchFlags) *cobra.Command {
+	c := bench.RateConfig{}
+	cmd := &cobra.Command{
+		Use:   "rate",
+		Short: "A rate limit under a backlog: the claims per second the workers deliver, against the limit's rate and ceiling",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return f.run(cmd, g, nil, func(ctx context.Context, e *bench.Env) (bench.Result, error) {
+				return bench.Rate(ctx, e, c)
+			})
+		},
+	}
+	addWorkerFlags(cmd, &c.WorkerOptions, 16)
+	c.Workers = 3
+	cmd.Flags().Lookup("workers").DefValue = "3"
+	cmd.Flags().Float64Var(&c.Rate, "rate", 20, "the limit's claims per second")
+	cmd.Flags().IntVar(&c.Burst, "burst", 1, "the limit's burst")
+	cmd.Flags().DurationVar(&c.Duration, "duration", 20*time.Second, "the span measured, after the warm-up")
+	cmd.Flags().DurationVar(&c.Warmup, "warmup", 2*time.Second, "how long the workers run before the span, from the first task handled")
 	return cmd
 }
 
