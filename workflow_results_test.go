@@ -93,8 +93,8 @@ func TestWorkflowParentResultsBadInput(t *testing.T) {
 	ctx := context.Background()
 	c, pool := newClient(t)
 	for sql, code := range map[string]string{
-		`select * from queues.parent_results(null)`:                      "22023",
-		`select * from queues.parent_results(987654321)`:                 "P0002",
+		`select * from queues.parent_results(null)`:                     "22023",
+		`select * from queues.parent_results(987654321)`:                "P0002",
 		`select * from queues.parent_results(queues.current_task_id())`: "22023",
 	} {
 		_, err := pool.Exec(ctx, sql)
