@@ -162,6 +162,15 @@ type WorkflowSummary struct {
 // Workflows returns the most recent workflows (by id, newest first), at most limit of them
 // (default 20 when limit <= 0; at most 1,000), with their tasks counted by status.
 func (c *Client) Workflows(ctx context.Context, limit int) ([]WorkflowSummary, error) {
+	return c.workflows(ctx, c.pool, limit)
+}
+
+// WorkflowsTx is Workflows in the caller's transaction.
+func (c *Client) WorkflowsTx(ctx context.Context, tx pgx.Tx, limit int) ([]WorkflowSummary, error) {
+	return c.workflows(ctx, tx, limit)
+}
+
+func (c *Client) workflows(ctx context.Context, db DBTX, limit int) ([]WorkflowSummary, error) {
 	if err := c.checkOpen(); err != nil {
 		return nil, err
 	}
@@ -171,7 +180,7 @@ func (c *Client) Workflows(ctx context.Context, limit int) ([]WorkflowSummary, e
 	case limit > 1000:
 		return nil, inputErrorf("workflows: limit %d is over 1000", limit)
 	}
-	rows, err := c.pool.Query(ctx, `with w as (
+	rows, err := db.Query(ctx, `with w as (
     select distinct workflow_id from queues.task where workflow_id is not null
     order by workflow_id desc limit $1)
 select w.workflow_id, t.status::text, count(*)
