@@ -13,7 +13,8 @@ import (
 // A diamond (a, then b and c, then d) run by a real worker process, and a dead task with a
 // cancelled child: `taskorch workflows list` counts each workflow's tasks by status, `workflows
 // show` prints the nodes and their edges (AFTER), both as tables and as --json. An unknown id, a
-// task that is no workflow's, exits 3 with a clear message; an id that is not a number exits 2.
+// task that is no workflow's, exits 3 with a clear message; an id that is not a number and a
+// --limit out of 1..1000 exit 2.
 func TestE2EWorkflowsCommands(t *testing.T) {
 	t.Parallel()
 	url := dbtest.NewDBURL(t)
@@ -95,7 +96,9 @@ func TestE2EWorkflowsCommands(t *testing.T) {
 	}
 	r = runBinary(t, env, "workflows", "show", "abc")
 	require.Equal(t, exitUsage, r.code, r.err)
-	r = runBinary(t, env, "workflows", "list", "--limit", "5000")
-	require.NotEqual(t, 0, r.code, r.err)
-	require.Contains(t, r.err, "limit 5000 is over 1000")
+	for _, n := range []string{"5000", "0", "-1"} {
+		r = runBinary(t, env, "workflows", "list", "--limit", n)
+		require.Equal(t, exitUsage, r.code, r.err)
+		require.Equal(t, "taskorch: --limit must be between 1 and 1000, got "+n+"\n", r.err)
+	}
 }

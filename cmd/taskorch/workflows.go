@@ -24,6 +24,9 @@ workflow's id is the id of its first task (docs/workflows.md, "Workflows").`,
 		Example: `  taskorch workflows list --limit 5`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 1 || limit > 1000 {
+				return usageErrorf("--limit must be between 1 and 1000, got %d", limit)
+			}
 			c, closeFn, err := g.readClient(cmd)
 			if err != nil {
 				return err
