@@ -42,7 +42,7 @@ of tasks in one statement and says, for each, its id and whether it was a duplic
 Every write and every read has a ...Tx twin that runs in the caller's transaction (EnqueueTx,
 EnqueueManyTx, CancelTx, RetryTx, PauseQueueTx, ResumeQueueTx, AddScheduleTx, RemoveScheduleTx,
 SetLimitTx, RemoveLimitTx, SignalTx; GetTx, ListTx, HistoryTx, PausedQueuesTx, SchedulesTx,
-LimitsTx, LimitUsageTx), so a task exists exactly when the
+LimitsTx, LimitUsageTx, ParentResultsTx, WorkflowTx, WorkflowsTx), so a task exists exactly when the
 application's own rows do, and a read sees the transaction's own uncommitted writes:
 
 	tx, err := pool.Begin(ctx)

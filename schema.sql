@@ -2594,11 +2594,13 @@ declare
     _failed integer;
     _k integer;
     _stripes integer;
+    _workflow bigint;
 begin
     select coalesce(array_agg(distinct a order by a), '{}') into _ids from unnest(_after) a;
-    select coalesce(array_agg(t.task_id order by t.task_id), '{}'), coalesce(array_agg(t.status order by t.task_id), '{}')
-    into _found, _statuses
-    from (select t.task_id, t.status from queues.task t
+    select coalesce(array_agg(t.task_id order by t.task_id), '{}'), coalesce(array_agg(t.status order by t.task_id), '{}'),
+           min(coalesce(t.workflow_id, t.task_id))
+    into _found, _statuses, _workflow
+    from (select t.task_id, t.status, t.workflow_id from queues.task t
           where t.task_id = any (_ids)
           order by t.task_id
           for key share) t;
@@ -2615,7 +2617,8 @@ begin
 
     if _failed is not null and _on_parent_failure = 'cancel' then
         update queues.task t
-        set status = 'cancelled', cancelled_at = clock_timestamp(), after_ids = _ids, on_parent_failure = _on_parent_failure
+        set status = 'cancelled', cancelled_at = clock_timestamp(), after_ids = _ids, on_parent_failure = _on_parent_failure,
+            workflow_id = _workflow
         where t.task_id = _task_id;
         insert into queues.task_event (task_id, event, from_status, to_status, worker_id, attempt, detail)
         values (_task_id, 'cancelled', 'pending', 'cancelled', session_user, 0,
@@ -2624,14 +2627,15 @@ begin
     end if;
     _k := cardinality(_open);
     if _k = 0 then
-        update queues.task t set after_ids = _ids, on_parent_failure = _on_parent_failure
+        update queues.task t set after_ids = _ids, on_parent_failure = _on_parent_failure, workflow_id = _workflow
         where t.task_id = _task_id;
         return 'pending';
     end if;
     -- One counter up to 16 parents; else ceil(sqrt(k)) stripes of consecutive parents.
     _stripes := case when _k <= 16 then 1 else ceil(sqrt(_k))::integer end;
     update queues.task t
-    set status = 'waiting', after_ids = _ids, on_parent_failure = _on_parent_failure, waiting_stripes = _stripes
+    set status = 'waiting', after_ids = _ids, on_parent_failure = _on_parent_failure, waiting_stripes = _stripes,
+        workflow_id = _workflow
     where t.task_id = _task_id;
     insert into queues.task_wait_stripe (child_id, stripe, pending)
     select _task_id, (o.n - 1) * _stripes / _k, count(*)
@@ -3386,6 +3390,7 @@ CREATE TABLE queues.task (
     after_ids bigint[],
     on_parent_failure text,
     waiting_stripes integer,
+    workflow_id bigint,
     CONSTRAINT task_debounce_key_valid CHECK (((debounce_key IS NULL) OR ((length(debounce_key) >= 1) AND (length(debounce_key) <= 512)))),
     CONSTRAINT task_idempotency_key_valid CHECK (((idempotency_key IS NULL) OR ((length(idempotency_key) >= 1) AND (length(idempotency_key) <= 512)))),
     CONSTRAINT task_max_attempts_positive CHECK ((max_attempts > 0)),
@@ -3481,6 +3486,13 @@ COMMENT ON COLUMN queues.task.on_parent_failure IS 'What a parent that ends fail
 --
 
 COMMENT ON COLUMN queues.task.waiting_stripes IS 'While waiting: how many of its queues.task_wait_stripe counters have not reached 0.';
+
+
+--
+-- Name: COLUMN task.workflow_id; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON COLUMN queues.task.workflow_id IS 'The workflow this task belongs to: the id of its first task, taken from its parents at enqueue (the smallest of theirs). NULL on a task without parents (a workflow''s root is found by its own id).';
 
 
 --
@@ -5348,6 +5360,18 @@ COMMENT ON FUNCTION queues.count_tasks_matching(_action text, _statuses queues.t
 
 
 --
+-- Name: current_task_id(); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.current_task_id() RETURNS bigint
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select nullif(current_setting('taskorch.task_id', true), '')::bigint
+$$;
+
+
+--
 -- Name: dashboard_session_revoked(text); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -6239,7 +6263,11 @@ begin
     perform 1 from queues.task
     where task_id = _task_id and lease_id = _lease_id and lease_expires_at is not null  -- i.e. running
     for key share;
-    return found;
+    if found then
+        perform set_config('taskorch.task_id', _task_id::text, true);
+        return true;
+    end if;
+    return false;
 end $$;
 
 
@@ -6365,6 +6393,40 @@ CREATE FUNCTION queues.notify_coalesce_ms() RETURNS integer
 begin
     return (select s.notify_coalesce_ms from queues.settings s where s.singleton);
 end $$;
+
+
+--
+-- Name: parent_results(bigint); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.parent_results(_task_id bigint) RETURNS TABLE(parent_id bigint, status queues.task_status, result jsonb)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _after bigint[];
+begin
+    if _task_id is null then
+        raise exception 'parent_results: _task_id must not be NULL (in a db_function task, pass queues.current_task_id())'
+            using errcode = 'invalid_parameter_value';
+    end if;
+    select t.after_ids into _after from queues.task t where t.task_id = _task_id;
+    if not found then
+        raise exception 'parent_results: task % does not exist', _task_id using errcode = 'no_data_found';
+    end if;
+    return query
+    select a.id, p.status, p.result
+    from unnest(_after) as a(id)
+    left join queues.task p on p.task_id = a.id
+    order by a.id;
+end $$;
+
+
+--
+-- Name: FUNCTION parent_results(_task_id bigint); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.parent_results(_task_id bigint) IS 'A task''s parents with their status and result (docs/workflows.md).';
 
 
 --
@@ -11161,6 +11223,13 @@ CREATE INDEX task_waiting_idx ON queues.task USING btree (task_type) WHERE (stat
 
 
 --
+-- Name: task_workflow_idx; Type: INDEX; Schema: queues; Owner: -
+--
+
+CREATE INDEX task_workflow_idx ON queues.task USING btree (workflow_id) WHERE (workflow_id IS NOT NULL);
+
+
+--
 -- Name: worker_event_worker_idx; Type: INDEX; Schema: queues; Owner: -
 --
 
@@ -13129,6 +13198,14 @@ REVOKE ALL ON FUNCTION queues.count_tasks_matching(_action text, _statuses queue
 
 
 --
+-- Name: FUNCTION current_task_id(); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.current_task_id() FROM PUBLIC;
+GRANT ALL ON FUNCTION queues.current_task_id() TO worker_service_user;
+
+
+--
 -- Name: FUNCTION dashboard_session_revoked(_session_id text); Type: ACL; Schema: queues; Owner: -
 --
 
@@ -13369,6 +13446,14 @@ GRANT ALL ON FUNCTION queues.maintain_history(_term bigint, _keep interval, _ahe
 --
 
 REVOKE ALL ON FUNCTION queues.notify_coalesce_ms() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION parent_results(_task_id bigint); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.parent_results(_task_id bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION queues.parent_results(_task_id bigint) TO worker_service_user;
 
 
 --

@@ -144,6 +144,14 @@ type Task struct {
 	DeadAt      *time.Time `json:"dead_at,omitempty"`
 	CancelledAt *time.Time `json:"cancelled_at,omitempty"`
 
+	// ParentIDs are the tasks it was enqueued after (EnqueueOpts.After), in id order; nil when
+	// none. Client.ParentResults reads their results (docs/workflows.md).
+	ParentIDs []int64 `json:"parent_ids,omitempty"`
+	// WorkflowID is the workflow the task belongs to: the id of its first task, taken from its
+	// parents at enqueue (the smallest of theirs). nil on a task without parents: a workflow's
+	// first task is found by its own id (Client.Workflow).
+	WorkflowID *int64 `json:"workflow_id,omitempty"`
+
 	// Result is what the task returned, stored with its completion: a Go handler's SetResult or
 	// AddHandlerWithResult value, a db_function envelope's "payload". nil when it returned none,
 	// and in listings (List leaves it out: results may be large); Get, GetTx and Wait read it.

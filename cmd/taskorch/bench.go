@@ -49,7 +49,8 @@ terminal. The method and the figures: docs/benchmarks.md.
   taskorch bench pressure --rate 2000 --phase 60s
   taskorch bench pressure --rate 10000 --phases clean --phase 10m --sample 1m
   taskorch bench app-tx --connections 32 --duration 10s
-  taskorch bench rate --rate 20 --burst 1 --workers 3`,
+  taskorch bench rate --rate 20 --burst 1 --workers 3
+  taskorch bench workflow --diamonds 10000`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.BoolVar(&g.jsonOut, "json", false, "print one JSON object instead of a table")
@@ -62,7 +63,31 @@ terminal. The method and the figures: docs/benchmarks.md.
 
 	cmd.AddCommand(newBenchThroughputCmd(g, f), newBenchLatencyCmd(g, f), newBenchBacklogCmd(g, f),
 		newBenchProcessesCmd(g, f), newBenchMemoryCmd(g, f), newBenchSlotsCmd(g, f), newBenchPressureCmd(g, f),
-		newBenchAppTxCmd(g, f), newBenchRateCmd(g, f))
+		newBenchAppTxCmd(g, f), newBenchRateCmd(g, f), newBenchWorkflowCmd(g, f))
+	return cmd
+}
+
+func newBenchWorkflowCmd(g *globals, f *benchFlags) *cobra.Command {
+	c := bench.WorkflowConfig{}
+	cmd := &cobra.Command{
+		Use:   "workflow",
+		Short: "Diamonds of tasks (1 → 2 → 1) against as many independent tasks, in the same run; tasks/s and ratio",
+		Long: `Runs bench throughput with 4 × --diamonds no-op tasks, then --diamonds diamonds of no-op tasks
+(a task, two after it, one after both: docs/workflows.md), each bulk-enqueued and then worked by
+the same in-process workers, and prints both rates and their ratio (docs/benchmarks.md).`,
+		Example: `  taskorch bench workflow --diamonds 10000`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if c.Diamonds < 1 {
+				return usageErrorf("--diamonds must be at least 1, got %d", c.Diamonds)
+			}
+			return f.run(cmd, g, nil, func(ctx context.Context, e *bench.Env) (bench.Result, error) {
+				return bench.Workflow(ctx, e, c)
+			})
+		},
+	}
+	addWorkerFlags(cmd, &c.WorkerOptions, 200)
+	cmd.Flags().IntVar(&c.Diamonds, "diamonds", 10_000, "diamonds (4 tasks each) to enqueue and work")
 	return cmd
 }
 

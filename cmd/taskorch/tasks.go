@@ -152,6 +152,16 @@ func printTask(w io.Writer, t *taskorch.Task, h *taskorch.History) error {
 	row("scheduled at", ts(&t.ScheduledAt))
 	row("enqueued at", ts(&t.EnqueuedAt))
 	row("run at", ts(&t.RunAt))
+	if len(t.ParentIDs) > 0 {
+		ids := make([]string, len(t.ParentIDs))
+		for i, p := range t.ParentIDs {
+			ids[i] = strconv.FormatInt(p, 10)
+		}
+		row("after", strings.Join(ids, ", "))
+	}
+	if t.WorkflowID != nil {
+		row("workflow", strconv.FormatInt(*t.WorkflowID, 10))
+	}
 	if t.LeaseID != nil {
 		row("lease", fmt.Sprintf("%d (worker %s, expires %s)", *t.LeaseID, deref(t.WorkerID), ts(t.LeaseExpiresAt)))
 	}

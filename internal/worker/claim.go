@@ -96,7 +96,7 @@ func (c *claimedRow) dest() []any {
 	t := &c.task
 	return []any{&t.ID, &t.Type, (*[]byte)(&t.Payload), &t.Priority, &t.IdempotencyKey, &c.scheduledAt, &c.enqueuedAt,
 		&t.MaxAttempts, &t.Status, &c.runAt, &t.Attempt, &t.LeaseID, &c.leaseExpiresAt, &t.WorkerID, &t.LastError,
-		&t.CallFailure, &c.claimedAt, &c.completedAt, &c.failedAt, &c.deadAt, &c.cancelledAt}
+		&t.CallFailure, &c.claimedAt, &c.completedAt, &c.failedAt, &c.deadAt, &c.cancelledAt, &t.ParentIDs, &t.WorkflowID}
 }
 
 // check completes c.task from the row's times, or says why the task cannot be run.

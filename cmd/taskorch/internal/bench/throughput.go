@@ -203,6 +203,13 @@ func (e *Env) enqueueNoops(ctx context.Context, n int, method string, keys int) 
 // runBulk enqueues cfg.Tasks no-op tasks, then starts the workers and times them from their
 // start to the moment the last completion is committed.
 func (e *Env) runBulk(ctx context.Context, cfg ThroughputConfig) (ThroughputRun, error) {
+	return e.runBulkWith(ctx, cfg, func(ctx context.Context) error {
+		return e.enqueueNoops(ctx, cfg.Tasks, cfg.Enqueue, cfg.LimitKeys)
+	})
+}
+
+// runBulkWith is runBulk with enqueue putting the cfg.Tasks no-op tasks in the queue.
+func (e *Env) runBulkWith(ctx context.Context, cfg ThroughputConfig, enqueue func(context.Context) error) (ThroughputRun, error) {
 	run := ThroughputRun{Tasks: int64(cfg.Tasks), Workers: cfg.Workers, Concurrency: cfg.Concurrency,
 		FetchBatch: cfg.FetchBatch, Metrics: cfg.Metrics, Enqueue: cfg.Enqueue, LimitKeys: cfg.LimitKeys}
 	if cfg.LimitKeys > 0 {
@@ -218,7 +225,7 @@ func (e *Env) runBulk(ctx context.Context, cfg ThroughputConfig) (ThroughputRun,
 	}
 	e.progress.phase("enqueueing %s tasks", humanize.Thousands(run.Tasks))
 	t0 := time.Now()
-	if err := e.enqueueNoops(ctx, cfg.Tasks, cfg.Enqueue, cfg.LimitKeys); err != nil {
+	if err := enqueue(ctx); err != nil {
 		return run, fmt.Errorf("bench: enqueue: %w", err)
 	}
 	enq := time.Since(t0)

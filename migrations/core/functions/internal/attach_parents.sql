@@ -4,7 +4,8 @@
 -- deletion until this transaction ends), and counts those that already ended: completed ones
 -- at once; failed, dead or cancelled ones cancel the task under 'cancel' and count under 'run'.
 -- Parents that have not ended get an edge each and the task waits ('waiting', with its stripe
--- counters); when none is left it stays pending. Returns its status.
+-- counters); when none is left it stays pending. Sets its workflow_id: the smallest of its
+-- parents' (a parent without one gives its own id). Returns its status.
 create or replace function internal.attach_parents(_task_id bigint, _after bigint[], _on_parent_failure text)
 returns queues.task_status
 language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
@@ -17,11 +18,13 @@ declare
     _failed integer;
     _k integer;
     _stripes integer;
+    _workflow bigint;
 begin
     select coalesce(array_agg(distinct a order by a), '{}') into _ids from unnest(_after) a;
-    select coalesce(array_agg(t.task_id order by t.task_id), '{}'), coalesce(array_agg(t.status order by t.task_id), '{}')
-    into _found, _statuses
-    from (select t.task_id, t.status from queues.task t
+    select coalesce(array_agg(t.task_id order by t.task_id), '{}'), coalesce(array_agg(t.status order by t.task_id), '{}'),
+           min(coalesce(t.workflow_id, t.task_id))
+    into _found, _statuses, _workflow
+    from (select t.task_id, t.status, t.workflow_id from queues.task t
           where t.task_id = any (_ids)
           order by t.task_id
           for key share) t;
@@ -38,7 +41,8 @@ begin
 
     if _failed is not null and _on_parent_failure = 'cancel' then
         update queues.task t
-        set status = 'cancelled', cancelled_at = clock_timestamp(), after_ids = _ids, on_parent_failure = _on_parent_failure
+        set status = 'cancelled', cancelled_at = clock_timestamp(), after_ids = _ids, on_parent_failure = _on_parent_failure,
+            workflow_id = _workflow
         where t.task_id = _task_id;
         insert into queues.task_event (task_id, event, from_status, to_status, worker_id, attempt, detail)
         values (_task_id, 'cancelled', 'pending', 'cancelled', session_user, 0,
@@ -47,14 +51,15 @@ begin
     end if;
     _k := cardinality(_open);
     if _k = 0 then
-        update queues.task t set after_ids = _ids, on_parent_failure = _on_parent_failure
+        update queues.task t set after_ids = _ids, on_parent_failure = _on_parent_failure, workflow_id = _workflow
         where t.task_id = _task_id;
         return 'pending';
     end if;
     -- One counter up to 16 parents; else ceil(sqrt(k)) stripes of consecutive parents.
     _stripes := case when _k <= 16 then 1 else ceil(sqrt(_k))::integer end;
     update queues.task t
-    set status = 'waiting', after_ids = _ids, on_parent_failure = _on_parent_failure, waiting_stripes = _stripes
+    set status = 'waiting', after_ids = _ids, on_parent_failure = _on_parent_failure, waiting_stripes = _stripes,
+        workflow_id = _workflow
     where t.task_id = _task_id;
     insert into queues.task_wait_stripe (child_id, stripe, pending)
     select _task_id, (o.n - 1) * _stripes / _k, count(*)
