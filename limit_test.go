@@ -209,6 +209,35 @@ func TestLimitRateTokens(t *testing.T) {
 	require.True(t, scalar[bool](t, pool, `select queues.limit_wait() is null`))
 }
 
+// A claim that reached the bucket just before its token came is told to claim again at once
+// (a millisecond: with a burst of 1 every moment the token waits is lost); a token that has been
+// there for a quarter of the interval (another claim is taking it, or something else holds the
+// tasks) is asked about again only after that quarter, so no worker spins on it.
+func TestLimitWaitFreshToken(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, pool := newClient(t)
+	require.NoError(t, c.SetLimit(ctx, &taskorch.LimitParams{TaskType: "lim.f", RatePerSecond: 10, Burst: 1}))
+	mustExec(t, pool, `select queues.enqueue('lim.f', '{}') from generate_series(1, 5)`)
+	require.Len(t, claim(t, pool, "w1", 10, "5 minutes"), 1, "the burst")
+	// On the bucket's clock: empty at refilled_at, so the token came 0.1 s after it (the slack
+	// lets it be taken 0.002 s sooner).
+	for _, tc := range []struct {
+		ago  string
+		want float64
+	}{
+		{"0.11 seconds", 0.001}, // the token came about 10 ms ago: claim again at once
+		{"0.5 seconds", 0.025},  // it has been there 0.4 s: a quarter of the interval
+	} {
+		mustExec(t, pool, `update queues.limit_bucket set tokens = 0, refilled_at = clock_timestamp() - $1::interval`, tc.ago)
+		require.InDelta(t, tc.want, scalar[float64](t, pool, `select queues.limit_wait()`), 1e-9, "token came %s after an empty bucket", tc.ago)
+	}
+	mustExec(t, pool, `update queues.limit_bucket set tokens = 0, refilled_at = clock_timestamp()`)
+	wait := scalar[float64](t, pool, `select queues.limit_wait()`)
+	require.Greater(t, wait, 0.05, "no token yet: the time until it")
+	require.LessOrEqual(t, wait, 0.1)
+}
+
 // Tasks enqueued before a limit is set, and a dead task retried by hand after, count under it;
 // the transports' claim by id keeps limits too.
 func TestLimitCoversExistingRetriedAndByID(t *testing.T) {

@@ -6224,7 +6224,10 @@ CREATE FUNCTION queues.limit_wait(_task_types text[] DEFAULT NULL::text[]) RETUR
         select l.rate_per_second as rate,
                least(l.burst::double precision,
                      coalesce(b.tokens, l.burst) + l.rate_per_second
-                         * greatest(0, extract(epoch from clock_timestamp() - coalesce(b.refilled_at, clock_timestamp())))) as tokens
+                         * greatest(0, extract(epoch from clock_timestamp() - coalesce(b.refilled_at, clock_timestamp())))) as tokens,
+               -- Seconds since the bucket held a token (NULL: no claim has taken one yet).
+               extract(epoch from clock_timestamp() - b.refilled_at)
+                   - greatest(0, 1 - internal.limit_slack(l.rate_per_second) - b.tokens) / l.rate_per_second as token_age
         from queues.task_limit l
         cross join lateral (
             -- Up to 64 of the limit's keys with due tasks, by a skip scan of its index.
@@ -6244,7 +6247,8 @@ CREATE FUNCTION queues.limit_wait(_task_types text[] DEFAULT NULL::text[]) RETUR
         where _task_types is null or internal.limit_task_type(l.task_type) = any (_task_types)
     )
     select case when count(*) = 0 then null
-                else coalesce(min(case when h.tokens + internal.limit_slack(h.rate) >= 1 then 0.25 / h.rate
+                else coalesce(min(case when h.tokens + internal.limit_slack(h.rate) >= 1
+                                            then case when h.token_age < 0.25 / h.rate then 0.001 else 0.25 / h.rate end
                                        else (1 - internal.limit_slack(h.rate) - h.tokens) / h.rate end)
                                   filter (where h.rate is not null), 0) end
     from held h
