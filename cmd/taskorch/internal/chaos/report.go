@@ -112,6 +112,7 @@ func (r *Report) Print(w io.Writer) {
 	line("  Go tasks (noop, sleep)", humanize.Thousands(int64(res.Expected.GoTasks)))
 	line("  db_function tasks (effects)", humanize.Thousands(int64(res.Expected.DBFunctionTasks)))
 	line("  email processes (outbox)", humanize.Thousands(int64(res.Expected.EmailProcesses)))
+	line("  workflows (diamonds, chains)", humanize.Thousands(int64(res.Expected.Workflows)))
 	line("tasks (all of queues.task)", humanize.Thousands(res.Tasks))
 	line("completed", humanize.Thousands(res.ByStatus["completed"]))
 	line("failed or dead, each explained", humanize.Thousands(res.ByStatus["failed"]+res.ByStatus["dead"]))
