@@ -2537,7 +2537,9 @@ begin
         if cardinality(_done) > 0 then
             -- Tasks that name parents wait for those that have not ended; the tasks their
             -- cascade cancelled wait again (docs/workflows.md, "Retrying a node").
-            perform internal.rewait_after_retry(_done, _actor);
+            -- (a pending task, made due now, is not one: its parents were counted).
+            perform internal.rewait_after_retry(
+                array(select d.id from unnest(_done, _from) as d(id, st) where d.st <> 'pending'), _actor);
             perform pg_notify('taskorch_task', '');
         end if;
     elsif _action = 'cancel' then

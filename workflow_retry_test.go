@@ -130,6 +130,10 @@ func TestWorkflowRetryRunPolicy(t *testing.T) {
 	require.Equal(t, "pending", statusOf(t, pool, run))
 	require.Equal(t, "waiting", statusOf(t, pool, cancel))
 	require.Equal(t, "waiting", statusOf(t, pool, afterRun))
+	// Made due now by hand while pending, the run child still does not wait for the retried parent.
+	require.Equal(t, "done", scalar[string](t, pool, `select outcome from queues.retry_tasks(array[$1]::bigint[])`, run))
+	require.Equal(t, "pending", scalar[string](t, pool, `select queues.retry_task($1)::text`, run))
+	require.Equal(t, "pending", statusOf(t, pool, run))
 	completeUnder(t, pool, []int64{run, p}, []int64{claimOne(t, pool, "wf.run", run), claimOne(t, pool, "wf.p", p)})
 	require.Equal(t, "pending", statusOf(t, pool, cancel))
 	require.Equal(t, "pending", statusOf(t, pool, afterRun))
