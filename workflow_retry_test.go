@@ -192,3 +192,15 @@ func TestWorkflowRetryConcurrentWithCompletion(t *testing.T) {
 	require.Zero(t, scalar[int](t, pool, `select count(*) from (select l.task_id from queues.task_lease l join queues.task t using (task_id)
 		where t.task_type in ('wf.c', 'wf.g') group by l.task_id having count(*) > 1) twice`))
 }
+
+// The functions that make retried tasks wait again are the retry functions' own: neither an
+// application role nor the worker's may call them.
+func TestWorkflowRetryFunctionsNotGranted(t *testing.T) {
+	t.Parallel()
+	_, pool := newClient(t)
+	for _, fn := range []string{"internal.rewait_after_retry(bigint[], text)", "internal.rewait_task(bigint, bigint, text)"} {
+		require.False(t, scalar[bool](t, pool, `select has_function_privilege('public', $1, 'execute')`, fn), fn)
+		require.False(t, scalar[bool](t, pool, `select has_function_privilege('worker_service_user', $1, 'execute')`, fn), fn)
+		require.True(t, scalar[bool](t, pool, `select p.prosecdef from pg_proc p where p.oid = $1::regprocedure`, fn), fn)
+	}
+}
