@@ -27,20 +27,25 @@ func TestWorkflowRetryFailedParent(t *testing.T) {
 		require.Equal(t, "cancelled", statusOf(t, pool, id))
 	}
 
+	late := enqueueAfter(t, pool, "wf.late", "cancel", a)
+	require.Equal(t, "cancelled", statusOf(t, pool, late))
+
 	require.Equal(t, "pending", scalar[string](t, pool, `select queues.retry_task($1)::text`, a))
 	for _, id := range []int64{b, c, d} {
 		require.Equal(t, "waiting", statusOf(t, pool, id), "task %d", id)
 	}
 	require.Equal(t, "cancelled", statusOf(t, pool, byHand))
+	require.Equal(t, "waiting", statusOf(t, pool, late), "a child enqueued after the parent had failed waits again too")
 	require.Equal(t, fmt.Sprintf("waits again: parent task %d was retried by hand", a),
 		scalar[string](t, pool, `select detail from queues.task_event where task_id = $1 and event = 'retried'`, b))
 	require.Equal(t, fmt.Sprintf("waits again: parent task %d was retried by hand", b),
 		scalar[string](t, pool, `select detail from queues.task_event where task_id = $1 and event = 'retried'`, d))
-	require.Equal(t, []int64{a, a, b, c}, scalar[[]int64](t, pool, `select array_agg(parent_id order by parent_id, child_id) from queues.task_edge`))
+	require.Equal(t, []int64{a, a, a, b, c}, scalar[[]int64](t, pool, `select array_agg(parent_id order by parent_id, child_id) from queues.task_edge`))
 
 	// Nothing but the retried parent can be claimed; then each runs once, in order.
-	require.Zero(t, scalar[int](t, pool, `select count(*) from queues.claim_tasks('w', 10, interval '1 minute', array['wf.b','wf.c','wf.d','wf.x'])`))
+	require.Zero(t, scalar[int](t, pool, `select count(*) from queues.claim_tasks('w', 10, interval '1 minute', array['wf.b','wf.c','wf.d','wf.x','wf.late'])`))
 	completeUnder(t, pool, []int64{a}, []int64{claimOne(t, pool, "wf.a", a)})
+	require.Equal(t, "pending", statusOf(t, pool, late))
 	require.Equal(t, "pending", statusOf(t, pool, b))
 	require.Equal(t, "pending", statusOf(t, pool, c))
 	require.Equal(t, "waiting", statusOf(t, pool, d))
