@@ -20,6 +20,11 @@ where idempotency_key like 'chaos-w%'
 group by 1
 having count(*) <> case when split_part(idempotency_key, '.', 1) like 'chaos-wd%' then 4 else 3 end;
 
+-- check: workflow_nodes_rerun info
+-- Workflow nodes claimed more than once: a fault (a kill, a pause, a restart) ended an attempt of theirs, and they still ran once.
+select t.task_id from queues.task t where t.idempotency_key like 'chaos-w%'
+  and (select count(*) from queues.task_lease l where l.task_id = t.task_id) > 1;
+
 -- check: workflow_child_before_parent duplicate
 -- A workflow node whose effect was recorded before one of its parents' (chaos.effect's identity order): a child ran before its parents completed.
 select c.task_id

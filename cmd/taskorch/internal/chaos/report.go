@@ -128,6 +128,7 @@ func (r *Report) Print(w io.Writer) {
 	line("tasks recovered from workers silent past the timeout", humanize.Thousands(res.count("reaped_recoveries")))
 	line("tasks recovered from workers whose session was gone", humanize.Thousands(res.count("session_recoveries")))
 	line("tasks recovered by a worker taking over its id", humanize.Thousands(res.count("restart_recoveries")))
+	line("workflow nodes claimed again after a fault", humanize.Thousands(res.count("workflow_nodes_rerun")))
 	line("provider called twice (allowed)", humanize.Thousands(res.count("provider_called_twice")))
 	line("claims by Redis-transport workers", humanize.Thousands(res.count("claims_redis_transport")))
 	line("claims by workers in network namespaces", humanize.Thousands(res.count("claims_netns")))
