@@ -4295,9 +4295,10 @@ begin
     while cardinality(_level) > 0 loop
         _next := '{}';
         for _r in
-            select c.task_id, c.because
-            from (select t.task_id,
-                         substring(le.detail from '^parent task ([0-9]+) ended [a-z]+$')::bigint as because
+            select c.task_id, c.via
+            from (select t.task_id, t.after_ids,
+                         substring(le.detail from '^parent task ([0-9]+) ended [a-z]+$')::bigint as because,
+                         (select min(p) from unnest(t.after_ids) p where p = any (_level)) as via
                   from queues.task t
                   cross join lateral (select e.event, e.actor, e.detail
                                       from queues.task_event e
@@ -4310,10 +4311,10 @@ begin
                     and le.event = 'cancelled' and le.actor is null
                   order by t.task_id
                   for no key update of t) c
-            where c.because = any (_level)
+            where c.because = any (c.after_ids)
             order by c.task_id
         loop
-            _st := internal.rewait_task(_r.task_id, _r.because, _actor);
+            _st := internal.rewait_task(_r.task_id, _r.via, _actor);
             continue when _st = 'cancelled';
             _restored := _restored + 1;
             _released := _released or _st = 'pending';

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 )
 
@@ -207,5 +208,72 @@ func TestWorkflowRetryFunctionsNotGranted(t *testing.T) {
 		require.False(t, scalar[bool](t, pool, `select has_function_privilege('public', $1, 'execute')`, fn), fn)
 		require.False(t, scalar[bool](t, pool, `select has_function_privilege('worker_service_user', $1, 'execute')`, fn), fn)
 		require.True(t, scalar[bool](t, pool, `select p.prosecdef from pg_proc p where p.oid = $1::regprocedure`, fn), fn)
+	}
+}
+
+// A join cancelled by two parents that failed on their own waits again only once both are
+// retried: the first retry leaves it cancelled (its other parent is still failed), the second,
+// though the join's cancellation named the first, restores it; it runs once after both complete.
+func TestWorkflowRetryJoinOfTwoFailedParents(t *testing.T) {
+	t.Parallel()
+	_, pool := newClient(t)
+	b := scalar[int64](t, pool, `select queues.enqueue('wf.b', '{}')`)
+	c := scalar[int64](t, pool, `select queues.enqueue('wf.c', '{}')`)
+	d := enqueueAfter(t, pool, "wf.d", "cancel", b, c)
+	require.Equal(t, "failed", scalar[string](t, pool, `select queues.fail_task($1, 'broken', $2, false)::text`, b, claimOne(t, pool, "wf.b", b)))
+	require.Equal(t, "failed", scalar[string](t, pool, `select queues.fail_task($1, 'broken', $2, false)::text`, c, claimOne(t, pool, "wf.c", c)))
+	require.Equal(t, fmt.Sprintf("parent task %d ended failed", b), cancelReason(t, pool, d))
+
+	require.Equal(t, "pending", scalar[string](t, pool, `select queues.retry_task($1)::text`, b))
+	require.Equal(t, "cancelled", statusOf(t, pool, d), "its other parent is still failed")
+	require.Equal(t, "done", scalar[string](t, pool, `select outcome from queues.retry_tasks(array[$1]::bigint[])`, c))
+	require.Equal(t, "waiting", statusOf(t, pool, d))
+	require.Equal(t, fmt.Sprintf("waits again: parent task %d was retried by hand", c),
+		scalar[string](t, pool, `select detail from queues.task_event where task_id = $1 and event = 'retried'`, d))
+	completeUnder(t, pool, []int64{b}, []int64{claimOne(t, pool, "wf.b", b)})
+	require.Equal(t, "waiting", statusOf(t, pool, d))
+	completeUnder(t, pool, []int64{c}, []int64{claimOne(t, pool, "wf.c", c)})
+	require.Equal(t, map[int64]string{d: "completed"}, completeUnder(t, pool, []int64{d}, []int64{claimOne(t, pool, "wf.d", d)}))
+}
+
+// Two parents of one cancelled join retried by hand in two sessions at once: each retry either
+// commits or is refused whole with a deadlock error (40P01) and, run again, commits; in the end
+// the join waits for both and runs once.
+func TestWorkflowRetryTwoParentsAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, pool := newClient(t)
+	for range 8 {
+		b := scalar[int64](t, pool, `select queues.enqueue('wf.b', '{}')`)
+		c := scalar[int64](t, pool, `select queues.enqueue('wf.c', '{}')`)
+		d := enqueueAfter(t, pool, "wf.d", "cancel", b, c)
+		require.Equal(t, "failed", scalar[string](t, pool, `select queues.fail_task($1, 'broken', $2, false)::text`, b, claimOne(t, pool, "wf.b", b)))
+		require.Equal(t, "failed", scalar[string](t, pool, `select queues.fail_task($1, 'broken', $2, false)::text`, c, claimOne(t, pool, "wf.c", c)))
+
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i, id := range []int64{b, c} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				_, errs[i] = pool.Exec(ctx, `select queues.retry_task($1)`, id)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		for i, id := range []int64{b, c} {
+			if errs[i] != nil {
+				var pgErr *pgconn.PgError
+				require.ErrorAs(t, errs[i], &pgErr)
+				require.Equal(t, "40P01", pgErr.Code, "only a deadlock may refuse a retry")
+				require.Equal(t, "failed", statusOf(t, pool, id), "the refused retry wrote nothing")
+				mustExec(t, pool, `select queues.retry_task($1)`, id)
+			}
+		}
+		require.Equal(t, "waiting", statusOf(t, pool, d))
+		completeUnder(t, pool, []int64{b, c}, []int64{claimOne(t, pool, "wf.b", b), claimOne(t, pool, "wf.c", c)})
+		require.Equal(t, map[int64]string{d: "completed"}, completeUnder(t, pool, []int64{d}, []int64{claimOne(t, pool, "wf.d", d)}))
 	}
 }

@@ -1,11 +1,13 @@
 -- Called by the retries by hand (queues.retry_task, retry_tasks, retry_tasks_matching, the
 -- by-id actions) with the tasks _ids they just brought back from failed, dead or cancelled (their
 -- rows locked): a task that names parents waits for those that have not ended
--- (internal.rewait_task); then the tasks that the retried ones' cascade cancelled (status
--- 'cancelled', policy 'cancel', whose latest event is the cancellation naming that parent) wait
--- again, transitively, in id order per level of the graph, unless another of their parents ended
--- failed, dead or cancelled (docs/workflows.md, "Retrying a node"). A task cancelled by an
--- operator, or retried or deleted since, is left alone. Returns how many descendants it restored.
+-- (internal.rewait_task); then the tasks that the cascade cancelled and that name a retried task
+-- as a parent (status 'cancelled', policy 'cancel', whose latest event is the cascade's
+-- cancellation, naming one of their parents) wait again, transitively, in id order per level of
+-- the graph, unless one of their parents is still failed, dead or cancelled (docs/workflows.md,
+-- "Retrying a node"): a join cancelled by two failed parents waits again once both are retried.
+-- A task cancelled by an operator, or retried or deleted since, is left alone. Returns how many
+-- descendants it restored.
 create or replace function internal.rewait_after_retry(_ids bigint[], _actor text)
 returns integer
 language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
@@ -28,9 +30,10 @@ begin
     while cardinality(_level) > 0 loop
         _next := '{}';
         for _r in
-            select c.task_id, c.because
-            from (select t.task_id,
-                         substring(le.detail from '^parent task ([0-9]+) ended [a-z]+$')::bigint as because
+            select c.task_id, c.via
+            from (select t.task_id, t.after_ids,
+                         substring(le.detail from '^parent task ([0-9]+) ended [a-z]+$')::bigint as because,
+                         (select min(p) from unnest(t.after_ids) p where p = any (_level)) as via
                   from queues.task t
                   cross join lateral (select e.event, e.actor, e.detail
                                       from queues.task_event e
@@ -43,10 +46,10 @@ begin
                     and le.event = 'cancelled' and le.actor is null
                   order by t.task_id
                   for no key update of t) c
-            where c.because = any (_level)
+            where c.because = any (c.after_ids)
             order by c.task_id
         loop
-            _st := internal.rewait_task(_r.task_id, _r.because, _actor);
+            _st := internal.rewait_task(_r.task_id, _r.via, _actor);
             continue when _st = 'cancelled';
             _restored := _restored + 1;
             _released := _released or _st = 'pending';

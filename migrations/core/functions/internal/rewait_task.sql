@@ -4,9 +4,9 @@
 -- parent's completion waits for this transaction; one that ended first is read as ended). Those
 -- that have not ended (waiting, pending, running) get an edge each and fresh stripe counters, as
 -- at enqueue, and the task is 'waiting'; if none is left it is 'pending', due at once or at its
--- scheduled time. _because is the retried ancestor whose cascade cancelled it (NULL for a task
--- retried by hand itself): then, under 'cancel', a parent that ended failed, dead or cancelled
--- keeps it cancelled (as it would cancel a task enqueued now) and nothing is written; a task
+-- scheduled time. _because is the retried (or restored) parent that brings it back from the
+-- cascade's cancellation (NULL for a task retried by hand itself): then, under 'cancel', a
+-- parent that ended failed, dead or cancelled keeps it cancelled (as it would cancel a task enqueued now) and nothing is written; a task
 -- retried by hand itself counts such a parent as ended (the retry is the operator's decision to
 -- run it). A parent deleted since (only ended tasks are deleted) counts as ended. Writes an event
 -- when the status changes. Returns the task's status.
