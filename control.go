@@ -21,7 +21,9 @@ func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, id int64) (*Task, erro
 }
 
 // Retry puts a dead, failed or cancelled task back to pending, due now, with its attempts reset
-// (its history is kept); a pending task is made due now. A running or completed task gives
+// (its history is kept); a pending task is made due now. A task that names parents waits
+// (StatusWaiting) for those that have not ended, and the tasks that its failure cancelled wait
+// again (docs/workflows.md, "Retrying a node"). A running, waiting or completed task gives
 // ErrWrongState; an unknown id gives ErrNotFound.
 func (c *Client) Retry(ctx context.Context, id int64) (*Task, error) {
 	return c.control(ctx, c.pool, "retry", id)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -74,8 +75,8 @@ type EnqueueOpts struct {
 	// with status waiting, is never claimed while it waits, and becomes pending in the
 	// transaction that ends its last parent. Parents may be enqueued in the same transaction
 	// (EnqueueTx) or exist already; one that already ended counts at once. A parent that does
-	// not exist is an ErrInvalidInput error and nothing is enqueued. Not with DebounceKey, and
-	// not in EnqueueMany yet.
+	// not exist is an ErrInvalidInput error and nothing is enqueued. Not with DebounceKey. In
+	// EnqueueMany, every task of the call names the same parents.
 	After []int64
 	// OnParentFailure says what a parent in After that ends failed, dead or cancelled does to
 	// this task: ParentFailureCancel (the default, "") cancels it and, in turn, the tasks that
@@ -332,10 +333,32 @@ from queues.enqueue_many_with_result($1::text[], $2::jsonb[], $3::timestamptz[],
 const insertTasksSQL = `select task_id, duplicate
 from queues.insert_tasks($1::text[], $2::jsonb[], $3::timestamptz[], $4::integer[], $5::text[], $6::integer[])`
 
+// enqueueManyAfterSQL and insertTasksAfterSQL are enqueueManySQL and insertTasksSQL for tasks
+// with parents (EnqueueOpts.After), the same for every task of the call.
+const (
+	enqueueManyAfterSQL = `select task_id, duplicate
+from queues.enqueue_many_with_result($1::text[], $2::jsonb[], $3::timestamptz[], $4::integer[], $5::text[], $6::integer[], $7::bigint[], $8)`
+	insertTasksAfterSQL = `select task_id, duplicate
+from queues.insert_tasks($1::text[], $2::jsonb[], $3::timestamptz[], $4::integer[], $5::text[], $6::integer[], $7::bigint[], $8)`
+)
+
+// parentSet is After as the database keeps it: sorted, without duplicates; nil for none.
+func parentSet(after []int64) []int64 {
+	if len(after) == 0 {
+		return nil
+	}
+	set := slices.Clone(after)
+	slices.Sort(set)
+	return slices.Compact(set)
+}
+
 // EnqueueMany adds many tasks in one statement (a set-based insert; one NOTIFY for all) and
 // returns one result per task, in the order given: the new task's id, or, where an idempotency
 // key matched an existing task (or a task earlier in the batch), that task's id with Duplicate
-// set. Either every task is enqueued or none is.
+// set. Either every task is enqueued or none is. Tasks with parents (EnqueueOpts.After) share
+// them: every task of the call must name the same parents (in any order, duplicates ignored)
+// and the same OnParentFailure, or none; a fan-out after the same parents
+// (docs/workflows.md). A task that was a duplicate keeps its own parents.
 func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) ([]*EnqueueResult, error) {
 	return c.enqueueMany(ctx, c.pool, params)
 }
@@ -361,6 +384,8 @@ func (c *Client) enqueueMany(ctx context.Context, db DBTX, params []EnqueueParam
 	var maxAttempts []*int32
 	validType := ""
 	sql := insertTasksSQL
+	var after []int64
+	var onFailure string
 	for i, p := range params {
 		row, err := c.prepare(p.Args, p.Opts, validType)
 		if err != nil {
@@ -369,8 +394,14 @@ func (c *Client) enqueueMany(ctx context.Context, db DBTX, params []EnqueueParam
 		if row.debounceKey != "" {
 			return nil, fmt.Errorf("task %d of %d: %w", i+1, n, inputErrorf("EnqueueMany does not debounce: enqueue debounced tasks with Enqueue"))
 		}
-		if row.after != nil {
-			return nil, fmt.Errorf("task %d of %d: %w", i+1, n, inputErrorf("EnqueueMany does not take After yet: enqueue tasks with parents with Enqueue or EnqueueTx"))
+		// One After and OnParentFailure for the call: queues.enqueue_many takes one list.
+		set := parentSet(row.after)
+		if i == 0 {
+			after, onFailure = set, row.onFailure
+		} else if !slices.Equal(set, after) || row.onFailure != onFailure {
+			return nil, fmt.Errorf("task %d of %d: %w", i+1, n, inputErrorf(
+				"EnqueueMany's tasks share one After and OnParentFailure (task 1: %v %s; this one: %v %s): enqueue tasks with other parents in another call",
+				after, onFailure, set, row.onFailure))
 		}
 		validType = row.taskType
 		if namesFunctions(row.taskType) {
@@ -404,9 +435,20 @@ func (c *Client) enqueueMany(ctx context.Context, db DBTX, params []EnqueueParam
 			maxAttempts[i] = row.maxAttempts
 		}
 	}
-	rows, err := db.Query(ctx, sql, types, payloads, scheduled, priorities, keys, maxAttempts)
+	var rows pgx.Rows
+	var err error
+	if after != nil {
+		if sql == enqueueManySQL {
+			sql = enqueueManyAfterSQL
+		} else {
+			sql = insertTasksAfterSQL
+		}
+		rows, err = db.Query(ctx, sql, types, payloads, scheduled, priorities, keys, maxAttempts, after, onFailure)
+	} else {
+		rows, err = db.Query(ctx, sql, types, payloads, scheduled, priorities, keys, maxAttempts)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("enqueue %d tasks: %w", n, mapError(err))
+		return nil, fmt.Errorf("enqueue %d tasks: %w", n, withoutLabel(mapError(err), "enqueue_many: "))
 	}
 	// One allocation for the results; the slice holds pointers into it.
 	results := make([]EnqueueResult, 0, n)

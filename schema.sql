@@ -2535,6 +2535,11 @@ begin
         )
         select array_agg(u.task_id order by u.task_id), array_agg(u.status order by u.task_id) into _done, _from from upd u;
         if cardinality(_done) > 0 then
+            -- Tasks that name parents wait for those that have not ended; the tasks their
+            -- cascade cancelled wait again (docs/workflows.md, "Retrying a node").
+            -- (a pending task, made due now, is not one: its parents were counted).
+            perform internal.rewait_after_retry(
+                array(select d.id from unnest(_done, _from) as d(id, st) where d.st <> 'pending'), _actor);
             perform pg_notify('taskorch_task', '');
         end if;
     elsif _action = 'cancel' then
@@ -4272,6 +4277,135 @@ begin
         perform pg_notify('taskorch_task', '');
     end if;
     return _released;
+end $$;
+
+
+--
+-- Name: rewait_after_retry(bigint[], text); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.rewait_after_retry(_ids bigint[], _actor text) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _id bigint;
+    _level bigint[];
+    _next bigint[];
+    _r record;
+    _st queues.task_status;
+    _restored integer := 0;
+    _released boolean := false;
+begin
+    _level := coalesce(array(select t.task_id from queues.task t
+                             where t.task_id = any (_ids) and t.after_ids is not null and t.status = 'pending'
+                             order by t.task_id), '{}');
+    foreach _id in array _level loop
+        perform internal.rewait_task(_id, null, _actor);
+    end loop;
+    _level := coalesce(array(select distinct i from unnest(_ids) i where i is not null order by i), '{}');
+    while cardinality(_level) > 0 loop
+        _next := '{}';
+        for _r in
+            select c.task_id, c.via
+            from (select t.task_id, t.after_ids,
+                         substring(le.detail from '^parent task ([0-9]+) ended [a-z]+$')::bigint as because,
+                         (select min(p) from unnest(t.after_ids) p where p = any (_level)) as via
+                  from queues.task t
+                  cross join lateral (select e.event, e.actor, e.detail
+                                      from queues.task_event e
+                                      where e.task_id = t.task_id
+                                      order by e.occurred_at desc, e.task_event_id desc
+                                      limit 1) le
+                  where t.after_ids && _level
+                    and t.status = 'cancelled' and t.on_parent_failure = 'cancel'
+                    -- The latest event is the cascade's own cancellation (no actor: not an operator's).
+                    and le.event = 'cancelled' and le.actor is null
+                  order by t.task_id
+                  for no key update of t) c
+            where c.because = any (c.after_ids)
+            order by c.task_id
+        loop
+            _st := internal.rewait_task(_r.task_id, _r.via, _actor);
+            continue when _st = 'cancelled';
+            _restored := _restored + 1;
+            _released := _released or _st = 'pending';
+            _next := _next || _r.task_id;
+        end loop;
+        _level := _next;
+    end loop;
+    if _released then
+        perform pg_notify('taskorch_task', '');
+    end if;
+    return _restored;
+end $_$;
+
+
+--
+-- Name: rewait_task(bigint, bigint, text); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.rewait_task(_task_id bigint, _because bigint, _actor text) RETURNS queues.task_status
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _t queues.task;
+    _ids bigint[];
+    _statuses queues.task_status[];
+    _open bigint[];
+    _k integer;
+    _stripes integer;
+    _to queues.task_status;
+begin
+    select * into _t from queues.task t where t.task_id = _task_id;
+    if not found or _t.after_ids is null then
+        return _t.status;
+    end if;
+    select coalesce(array_agg(p.task_id order by p.task_id), '{}'), coalesce(array_agg(p.status order by p.task_id), '{}')
+    into _ids, _statuses
+    from (select t.task_id, t.status from queues.task t
+          where t.task_id = any (_t.after_ids)
+          order by t.task_id
+          for share) p;
+    if _because is not null and _t.on_parent_failure = 'cancel'
+       and '{failed,dead,cancelled}'::queues.task_status[] && _statuses then
+        return _t.status;
+    end if;
+    select coalesce(array_agg(f.id order by f.id), '{}') into _open
+    from unnest(_ids, _statuses) as f(id, status)
+    where f.status in ('waiting', 'pending', 'running');
+    _k := cardinality(_open);
+    -- Counters and edges left from before (a cancelled task keeps them) are rebuilt.
+    delete from queues.task_wait_stripe w where w.child_id = _task_id;
+    delete from queues.task_edge e where e.child_id = _task_id;
+    if _k = 0 then
+        _to := 'pending';
+        update queues.task t
+        set status = 'pending', waiting_stripes = null,
+            run_at = case when _t.status = 'pending' then t.run_at else greatest(t.scheduled_at, clock_timestamp()) end
+        where t.task_id = _task_id;
+    else
+        _to := 'waiting';
+        _stripes := case when _k <= 16 then 1 else ceil(sqrt(_k))::integer end;
+        update queues.task t set status = 'waiting', waiting_stripes = _stripes where t.task_id = _task_id;
+        insert into queues.task_wait_stripe (child_id, stripe, pending)
+        select _task_id, (o.n - 1) * _stripes / _k, count(*)
+        from unnest(_open) with ordinality as o(id, n)
+        group by 2;
+        insert into queues.task_edge (parent_id, child_id, stripe)
+        select o.id, _task_id, (o.n - 1) * _stripes / _k
+        from unnest(_open) with ordinality as o(id, n);
+    end if;
+    if _to <> _t.status then
+        insert into queues.task_event (task_id, event, from_status, to_status, worker_id, attempt, detail, actor)
+        values (_task_id, case when _because is null then 'waiting' else 'retried' end, _t.status, _to, session_user, _t.attempt,
+                case when _because is null
+                     then format('waits for %s parent(s) that have not ended', _k)
+                     else format('waits again: parent task %s was retried by hand', _because) end,
+                _actor);
+    end if;
+    return _to;
 end $$;
 
 
@@ -7678,6 +7812,10 @@ begin
         raise exception 'task % is running; cancel it or wait for it to finish before retrying', _task_id
             using errcode = 'object_not_in_prerequisite_state';
     end if;
+    if _t.status = 'waiting' then
+        raise exception 'task % is waiting for its parents; it runs when they have ended', _task_id
+            using errcode = 'object_not_in_prerequisite_state';
+    end if;
     if _t.status = 'completed' then
         raise exception 'task % is already completed; enqueue a new task to run it again', _task_id
             using errcode = 'object_not_in_prerequisite_state';
@@ -7692,8 +7830,11 @@ begin
     insert into queues.task_event (task_id, event, from_status, to_status, lease_id, worker_id, attempt, detail)
     values (_task_id, 'retried', _t.status, 'pending', null, session_user, _t.attempt,
             format('retried by hand after %s attempt(s)', _t.attempt));
+    if _t.status in ('failed', 'dead', 'cancelled') then
+        perform internal.rewait_after_retry(array[_task_id], null);
+    end if;
     perform pg_notify('taskorch_task', '');
-    return 'pending';
+    return (select t.status from queues.task t where t.task_id = _task_id);
 end $$;
 
 
@@ -11115,6 +11256,13 @@ CREATE INDEX signal_wait_task_idx ON queues.signal_wait USING btree (task_id);
 
 
 --
+-- Name: task_after_ids_idx; Type: INDEX; Schema: queues; Owner: -
+--
+
+CREATE INDEX task_after_ids_idx ON queues.task USING gin (after_ids) WHERE (after_ids IS NOT NULL);
+
+
+--
 -- Name: task_claim_idx; Type: INDEX; Schema: queues; Owner: -
 --
 
@@ -12946,6 +13094,20 @@ REVOKE ALL ON FUNCTION internal.resolve_ended_parents() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION internal.resolve_parents(_ids bigint[], _outcomes queues.task_status[]) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION rewait_after_retry(_ids bigint[], _actor text); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.rewait_after_retry(_ids bigint[], _actor text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION rewait_task(_task_id bigint, _because bigint, _actor text); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.rewait_task(_task_id bigint, _because bigint, _actor text) FROM PUBLIC;
 
 
 --

@@ -73,10 +73,13 @@ type Expected struct {
 	GoTasks, DBFunctionTasks int
 	// EmailProcesses is the number of email processes started (chaos.email_request).
 	EmailProcesses int
+	// Workflows is the number of workflows (diamonds and chains of tasks that wait for one
+	// another; their first node's idempotency key is chaos-w*.a).
+	Workflows int
 }
 
 // Total is the number of workload items.
-func (e Expected) Total() int { return e.GoTasks + e.DBFunctionTasks + e.EmailProcesses }
+func (e Expected) Total() int { return e.GoTasks + e.DBFunctionTasks + e.EmailProcesses + e.Workflows }
 
 // CheckResult is the outcome of one check.
 type CheckResult struct {
@@ -117,7 +120,8 @@ func (r *Result) count(name string) int64 {
 func (r *Result) missingWorkload() int64 {
 	return int64(max(0, r.Expected.GoTasks-r.Found.GoTasks) +
 		max(0, r.Expected.DBFunctionTasks-r.Found.DBFunctionTasks) +
-		max(0, r.Expected.EmailProcesses-r.Found.EmailProcesses))
+		max(0, r.Expected.EmailProcesses-r.Found.EmailProcesses) +
+		max(0, r.Expected.Workflows-r.Found.Workflows))
 }
 
 func (r *Result) sum(kind string) int64 {
@@ -181,9 +185,10 @@ func Check(ctx context.Context, db Querier, exp Expected) (*Result, error) {
 		       count(*) filter (where idempotency_key like 'chaos-d%'),
 		       (select count(*) from chaos.email_request),
 		       (select count(*) from comms.send_email_task_succeeded s join chaos.email_request r using (send_email_task_id)),
-		       (select count(*) from comms.send_email_task_failed f join chaos.email_request r using (send_email_task_id))
+		       (select count(*) from comms.send_email_task_failed f join chaos.email_request r using (send_email_task_id)),
+		       count(*) filter (where idempotency_key like 'chaos-w%.a')
 		from queues.task where idempotency_key like 'chaos-%'`).Scan(
-		&r.Found.GoTasks, &r.Found.DBFunctionTasks, &r.Found.EmailProcesses, &r.EmailsSent, &r.EmailsGaveUp); err != nil {
+		&r.Found.GoTasks, &r.Found.DBFunctionTasks, &r.Found.EmailProcesses, &r.EmailsSent, &r.EmailsGaveUp, &r.Found.Workflows); err != nil {
 		return nil, fmt.Errorf("count the workload: %w", err)
 	}
 	for _, c := range checks {

@@ -67,6 +67,7 @@ func drainedWorkload(t *testing.T) (*pgxpool.Pool, Expected) {
 	require.Positive(t, exp.GoTasks)
 	require.Positive(t, exp.DBFunctionTasks)
 	require.Positive(t, exp.EmailProcesses)
+	require.Positive(t, exp.Workflows)
 	require.Eventually(t, func() bool {
 		var open int
 		require.NoError(t, pool.QueryRow(ctx, `select count(*) from queues.task where status in ('pending', 'running')`).Scan(&open))
@@ -76,19 +77,22 @@ func drainedWorkload(t *testing.T) (*pgxpool.Pool, Expected) {
 }
 
 // variedWorkload returns a workload of n items with every variant: sleeping Go tasks,
-// db_function tasks with children, and emails to fail-once and always-failing recipients.
+// db_function tasks with children, emails to fail-once and always-failing recipients, and
+// workflows of both shapes.
 func variedWorkload(t *testing.T, n int) []item {
 	t.Helper()
 	for seed := uint64(1); seed < 1000; seed++ {
 		items := makeWorkload(n, rand.New(rand.NewPCG(seed, 1)))
-		var sleep, child, once, always bool
+		var sleep, child, once, always, diamond, chain bool
 		for _, it := range items {
 			sleep = sleep || it.typ == "taskorch.sleep"
 			child = child || strings.Contains(string(it.payload), `"child":true`)
 			once = once || strings.HasPrefix(it.to, "once-")
 			always = always || it.expect == "gave_up"
+			diamond = diamond || it.typ == "diamond"
+			chain = chain || it.typ == "chain"
 		}
-		if sleep && child && once && always {
+		if sleep && child && once && always && diamond && chain {
 			return items
 		}
 	}
@@ -129,6 +133,14 @@ func TestCheck(t *testing.T) {
 	exec(`delete from comms.send_email_task_succeeded
 	      where send_email_task_id = (select min(send_email_task_id) from comms.send_email_task_succeeded)`)
 
+	// A chain's first node whose effect is recorded again, after its child's (deleted first,
+	// so that it is not also an effect twice); a workflow node left waiting and its workflow
+	// short of a node.
+	exec(`delete from chaos.effect where key = (select min(payload ->> 'key') from queues.task where idempotency_key like 'chaos-wc%.a')`)
+	exec(`insert into chaos.effect (key) select min(payload ->> 'key') from queues.task where idempotency_key like 'chaos-wc%.a'`)
+	exec(`select queues.enqueue('db_function', '{"db_function": "chaos.apply_effect", "key": "wd999999.a"}', _idempotency_key => 'chaos-wd999999.a',
+	      _after => array[(select queues.enqueue('taskorch.noop', '{}'))])`)
+
 	missing := exp
 	missing.GoTasks++ // the producer says it committed one more than there is
 	res, err = Check(ctx, pool, missing)
@@ -136,12 +148,14 @@ func TestCheck(t *testing.T) {
 	require.False(t, res.OK())
 	for name, want := range map[string]int64{
 		"completed_twice": 1, "completed_under_stale_lease": 1, "effect_twice": 1,
-		"not_terminal": 1, "unexplained_failure": 1, "email_not_terminal": 1,
+		"not_terminal": 3, "unexplained_failure": 1, "email_not_terminal": 1,
+		"workflow_node_not_completed": 1, "workflow_incomplete": 1, "workflow_child_before_parent": 1,
 	} {
 		require.Equal(t, want, res.count(name), name)
 	}
-	require.Equal(t, int64(1+1+1), res.Lost(), "pending task, email process, missing workload item")
-	require.Equal(t, int64(3), res.Duplicates(), "two completions, one of them stale; one effect twice")
+	require.Equal(t, int64(3+1+1+1+1), res.Lost(),
+		"pending tasks and a waiting one, email process, missing workload item, workflow node not completed, workflow incomplete")
+	require.Equal(t, int64(4), res.Duplicates(), "two completions, one of them stale; one effect twice; a child before its parent")
 	require.Equal(t, int64(1), res.Unexplained())
 
 	rep := &Report{Tasks: 120, Result: res, Faults: map[string]int{FaultKill: 1}, Required: []string{FaultKill, FaultPause},

@@ -5,8 +5,35 @@
 -- counts them and shows a few.
 
 -- check: not_terminal lost
--- Tasks still pending or running after the drain: every task must end completed, failed, dead or cancelled.
-select task_id from queues.task where status in ('pending', 'running');
+-- Tasks still waiting, pending or running after the drain: every task must end completed, failed, dead or cancelled (a waiting one was never released).
+select task_id from queues.task where status in ('waiting', 'pending', 'running');
+
+-- check: workflow_node_not_completed lost
+-- A workflow node (chaos-w*) that did not complete: every node of every diamond and chain must run, none be cancelled.
+select task_id from queues.task where idempotency_key like 'chaos-w%' and status <> 'completed';
+
+-- check: workflow_incomplete lost
+-- A workflow without all its nodes (a diamond, chaos-wd*, has 4; a chain, chaos-wc*, 3).
+select split_part(idempotency_key, '.', 1)
+from queues.task
+where idempotency_key like 'chaos-w%'
+group by 1
+having count(*) <> case when split_part(idempotency_key, '.', 1) like 'chaos-wd%' then 4 else 3 end;
+
+-- check: workflow_nodes_rerun info
+-- Workflow nodes claimed more than once: a fault (a kill, a pause, a restart) ended an attempt of theirs, and they still ran once.
+select t.task_id from queues.task t where t.idempotency_key like 'chaos-w%'
+  and (select count(*) from queues.task_lease l where l.task_id = t.task_id) > 1;
+
+-- check: workflow_child_before_parent duplicate
+-- A workflow node whose effect was recorded before one of its parents' (chaos.effect's identity order): a child ran before its parents completed.
+select c.task_id
+from queues.task c
+cross join lateral unnest(c.after_ids) as p(id)
+join queues.task pt on pt.task_id = p.id
+join chaos.effect ce on ce.key = c.payload ->> 'key'
+join chaos.effect pe on pe.key = pt.payload ->> 'key'
+where c.idempotency_key like 'chaos-w%' and ce.effect_id < pe.effect_id;
 
 -- check: completed_twice duplicate
 -- Tasks completed more than once (chaos.completion, the fixture's trigger): completed under two leases.

@@ -69,6 +69,41 @@ begin
     return jsonb_build_object('status', 'succeeded');
 end $$;
 
+-- One node of a chaos workflow: a chaos.apply_effect task with the idempotency key chaos-<key>,
+-- waiting for _after (docs/workflows.md); three in ten sleep 50-500 ms, so that faults find
+-- them running. Enqueued again (a retried producer batch), it returns the existing task.
+create function chaos.enqueue_node(_key text, _after bigint[]) returns bigint
+language sql volatile set search_path = pg_catalog, pg_temp as $$
+    select queues.enqueue('db_function',
+        jsonb_build_object('db_function', 'chaos.apply_effect', 'key', _key,
+                           'sleep_ms', case when abs(hashtext(_key)) % 10 < 3 then 50 + abs(hashtext(_key)) % 451 else 0 end),
+        _idempotency_key => 'chaos-' || _key, _after => _after)
+$$;
+
+-- Enqueues one workflow per key: a diamond (a; b and c after a; d after b and c) or a chain
+-- (a; b after a; c after b), nodes <key>.a, <key>.b, ... A retried batch finds every node by its
+-- idempotency key and adds nothing. Returns how many workflows it was given.
+create function chaos.enqueue_workflows(_keys text[], _shapes text[]) returns integer
+language plpgsql volatile set search_path = pg_catalog, pg_temp as $$
+declare
+    _r record;
+    _a bigint;
+    _b bigint;
+    _c bigint;
+begin
+    for _r in select * from unnest(_keys, _shapes) as u(key, shape) loop
+        _a := chaos.enqueue_node(_r.key || '.a', null);
+        _b := chaos.enqueue_node(_r.key || '.b', array[_a]);
+        if _r.shape = 'diamond' then
+            _c := chaos.enqueue_node(_r.key || '.c', array[_a]);
+            perform chaos.enqueue_node(_r.key || '.d', array[_b, _c]);
+        else
+            perform chaos.enqueue_node(_r.key || '.c', array[_b]);
+        end if;
+    end loop;
+    return coalesce(cardinality(_keys), 0);
+end $$;
+
 -- Starts one email process per key not seen before; returns how many it started.
 create function chaos.send_emails(_keys text[], _tos text[], _expects text[]) returns integer
 language plpgsql volatile set search_path = pg_catalog, pg_temp as $$

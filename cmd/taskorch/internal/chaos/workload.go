@@ -18,23 +18,25 @@ const (
 	itemGo         = iota // a Go task: taskorch.noop, or taskorch.sleep
 	itemDBFunction        // chaos.apply_effect: an effect row, maybe a child task
 	itemEmail             // an email process (comms.send_email) delivered by the outbox
+	itemWorkflow          // chaos.enqueue_workflows: a diamond or a chain of chaos.apply_effect tasks
 )
 
 // item is one unit of workload.
 type item struct {
 	kind    int
 	key     string // unique: g123, d124, e125
-	typ     string // task type (Go and db_function items)
+	typ     string // task type (Go and db_function items); diamond or chain (workflow items)
 	payload []byte // task payload (Go and db_function items)
 	to      string // recipient (email items)
 	expect  string // email items: "sent" or "gave_up"
 }
 
 // makeWorkload returns n items: 70% Go tasks (15% of them sleeping 100-1000 ms, so faults
-// find them running), 20% db_function tasks (a fifth sleeping 50-500 ms in the database, 2%
-// sleeping 4-8 s there, past the workers' lease; 30% enqueueing a child), 10% email processes
-// (a tenth to a recipient whose first delivery fails, 3% to one that always fails, so the
-// process gives up).
+// find them running), 16% db_function tasks (a fifth sleeping 50-500 ms in the database, 2%
+// sleeping 4-8 s there, past the workers' lease; 30% enqueueing a child), 4% workflows of
+// db_function tasks that wait for one another (docs/workflows.md; half diamonds a → b, c → d,
+// half chains a → b → c; chaos.enqueue_workflows), 10% email processes (a tenth to a recipient
+// whose first delivery fails, 3% to one that always fails, so the process gives up).
 func makeWorkload(n int, rng *rand.Rand) []item {
 	items := make([]item, n)
 	for i := range items {
@@ -49,7 +51,7 @@ func makeWorkload(n int, rng *rand.Rand) []item {
 				it.typ = "taskorch.noop"
 				it.payload, _ = json.Marshal(map[string]any{"key": it.key})
 			}
-		case r < 0.90:
+		case r < 0.86:
 			it.kind, it.key, it.typ = itemDBFunction, fmt.Sprintf("d%d", i), "db_function"
 			p := map[string]any{"db_function": "chaos.apply_effect", "key": it.key}
 			switch r := rng.Float64(); {
@@ -65,6 +67,11 @@ func makeWorkload(n int, rng *rand.Rand) []item {
 				p["child"] = true
 			}
 			it.payload, _ = json.Marshal(p)
+		case r < 0.90:
+			it.kind, it.key, it.typ = itemWorkflow, fmt.Sprintf("wd%d", i), "diamond"
+			if rng.Float64() < 0.5 {
+				it.key, it.typ = fmt.Sprintf("wc%d", i), "chain"
+			}
 		default:
 			it.kind, it.key, it.expect = itemEmail, fmt.Sprintf("e%d", i), "sent"
 			switch r := rng.Float64(); {
@@ -135,13 +142,16 @@ func (p *producer) committed() (Expected, int) {
 
 // send commits one batch, retrying (the same batch: idempotent) until it commits.
 func (p *producer) send(ctx context.Context, batch []item) error {
-	var types, payloads, keys, ekeys, tos, expects []string
+	var types, payloads, keys, ekeys, tos, expects, wkeys, shapes []string
 	var exp Expected
 	for _, it := range batch {
 		switch it.kind {
 		case itemEmail:
 			ekeys, tos, expects = append(ekeys, it.key), append(tos, it.to), append(expects, it.expect)
 			exp.EmailProcesses++
+		case itemWorkflow:
+			wkeys, shapes = append(wkeys, it.key), append(shapes, it.typ)
+			exp.Workflows++
 		default:
 			types, payloads, keys = append(types, it.typ), append(payloads, string(it.payload)), append(keys, "chaos-"+it.key)
 			if it.kind == itemGo {
@@ -160,6 +170,11 @@ func (p *producer) send(ctx context.Context, batch []item) error {
 					return err
 				}
 			}
+			if len(wkeys) > 0 {
+				if _, err := tx.Exec(ctx, `select chaos.enqueue_workflows($1, $2)`, wkeys, shapes); err != nil {
+					return err
+				}
+			}
 			if len(ekeys) > 0 {
 				if _, err := tx.Exec(ctx, `select chaos.send_emails($1, $2, $3)`, ekeys, tos, expects); err != nil {
 					return err
@@ -173,6 +188,7 @@ func (p *producer) send(ctx context.Context, batch []item) error {
 			p.done.GoTasks += exp.GoTasks
 			p.done.DBFunctionTasks += exp.DBFunctionTasks
 			p.done.EmailProcesses += exp.EmailProcesses
+			p.done.Workflows += exp.Workflows
 			p.mu.Unlock()
 			return nil
 		}

@@ -3,7 +3,8 @@
 -- expect a costly statement, and JIT compiled it for a second per batch of 500 that runs in 10 ms);
 -- returns the tasks acted on, with the status each
 -- had. Retry: pending, due now, attempts reset (a pending task keeps its attempts and is made
--- due now), its limit bucket set again, as queues.retry_task does; a dead task whose debounce
+-- due now), its limit bucket set again, as queues.retry_task does (a task that names parents
+-- waits for those that have not ended, and the tasks its cascade cancelled wait again); a dead task whose debounce
 -- key a pending task holds stays (the pending one is the debounced task). Cancel: cancelled,
 -- its worker told at commit (taskorch_cancel), as queues.cancel_task does. Delete: the row and
 -- its error rows. Each gets an event with the actor.
@@ -61,6 +62,11 @@ begin
         )
         select array_agg(u.task_id order by u.task_id), array_agg(u.status order by u.task_id) into _done, _from from upd u;
         if cardinality(_done) > 0 then
+            -- Tasks that name parents wait for those that have not ended; the tasks their
+            -- cascade cancelled wait again (docs/workflows.md, "Retrying a node").
+            -- (a pending task, made due now, is not one: its parents were counted).
+            perform internal.rewait_after_retry(
+                array(select d.id from unnest(_done, _from) as d(id, st) where d.st <> 'pending'), _actor);
             perform pg_notify('taskorch_task', '');
         end if;
     elsif _action = 'cancel' then
