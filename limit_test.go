@@ -217,25 +217,26 @@ func TestLimitWaitFreshToken(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c, pool := newClient(t)
-	require.NoError(t, c.SetLimit(ctx, &taskorch.LimitParams{TaskType: "lim.f", RatePerSecond: 10, Burst: 1}))
+	// One token every 10 s: a quarter of the interval (2.5 s) is far longer than a starved
+	// machine takes between the statements below.
+	require.NoError(t, c.SetLimit(ctx, &taskorch.LimitParams{TaskType: "lim.f", RatePerSecond: 0.1, Burst: 1}))
 	mustExec(t, pool, `select queues.enqueue('lim.f', '{}') from generate_series(1, 5)`)
 	require.Len(t, claim(t, pool, "w1", 10, "5 minutes"), 1, "the burst")
-	// On the bucket's clock: empty at refilled_at, so the token came 0.1 s after it (the slack
-	// lets it be taken 0.002 s sooner).
+	// On the bucket's clock: empty at refilled_at, so the token came about 10 s after it.
 	for _, tc := range []struct {
 		ago  string
 		want float64
 	}{
-		{"0.11 seconds", 0.001}, // the token came about 10 ms ago: claim again at once
-		{"0.5 seconds", 0.025},  // it has been there 0.4 s: a quarter of the interval
+		{"10 seconds", 0.001}, // the token came just now: claim again at once
+		{"15 seconds", 2.5},   // it has been there 5 s: a quarter of the interval
 	} {
 		mustExec(t, pool, `update queues.limit_bucket set tokens = 0, refilled_at = clock_timestamp() - $1::interval`, tc.ago)
-		require.InDelta(t, tc.want, scalar[float64](t, pool, `select queues.limit_wait()`), 1e-9, "token came %s after an empty bucket", tc.ago)
+		require.InDelta(t, tc.want, scalar[float64](t, pool, `select queues.limit_wait()`), 1e-9, "empty bucket refilled %s ago", tc.ago)
 	}
 	mustExec(t, pool, `update queues.limit_bucket set tokens = 0, refilled_at = clock_timestamp()`)
 	wait := scalar[float64](t, pool, `select queues.limit_wait()`)
-	require.Greater(t, wait, 0.05, "no token yet: the time until it")
-	require.LessOrEqual(t, wait, 0.1)
+	require.Greater(t, wait, 5.0, "no token yet: the time until it")
+	require.LessOrEqual(t, wait, 10.0)
 }
 
 // Tasks enqueued before a limit is set, and a dead task retried by hand after, count under it;
