@@ -4,11 +4,13 @@
 -- and whose parent did not complete is cancelled, with an event naming the parent, and its own
 -- children in turn (a loop, not recursion: a 1,000-deep chain costs no stack); otherwise the
 -- parent's stripe counter is decremented, and the decrement that empties the child's last stripe
--- releases it ('pending', due at once or at its scheduled time). Locks the parents' edges, then
--- per child in id order its stripes in order, then its row; it never locks a child's edge or
--- stripe after that child's row (a cancelled child keeps its other edges and counters until they
--- are counted or the child is deleted), so sessions ending parents of the same children at once
--- lock in one order. Returns how many children it released.
+-- releases it ('pending', due at once or at its scheduled time). Set-based: a few statements per
+-- generation of parents, whatever the number of children. Locks the parents' edges, then per
+-- child in id order its stripes in order, then its row (only when it is cancelled or one of its
+-- stripes empties), in one ordered statement before any counter or row changes; it never locks a
+-- child's edge or stripe after that child's row (a cancelled child keeps its other edges and
+-- counters until they are counted or the child is deleted), so sessions ending parents of the
+-- same children at once lock in one order. Returns how many children it released.
 create or replace function internal.resolve_parents(_ids bigint[], _outcomes queues.task_status[])
 returns integer
 language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
@@ -17,16 +19,18 @@ declare
     _s integer[];
     _p bigint[];
     _o queues.task_status[];
-    _next_ids bigint[];
-    _next_out queues.task_status[];
-    _left integer;
-    _r record;
-    _stripe integer;
+    -- The children to change, in id order: kind 'cancel' or 'count'.
+    _kc bigint[];
+    _kind text[];
+    _kfp bigint[];
+    _kfo queues.task_status[];
+    _kemptied integer[];
+    _counted bigint[];
+    -- The stripes to decrement: (child, stripe, by).
+    _sc bigint[];
+    _ss integer[];
+    _sn integer[];
     _n integer;
-    _emptied integer;
-    _status queues.task_status;
-    _policy text;
-    _attempt integer;
     _released integer := 0;
     _outer text := coalesce(current_setting('taskorch.resolving_parents', true), '');
 begin
@@ -39,67 +43,107 @@ begin
             where e.parent_id = x.id
             returning e.child_id, e.stripe, e.parent_id, x.outcome
         )
-        select array_agg(d.child_id order by d.child_id, d.stripe, d.parent_id),
-               array_agg(d.stripe order by d.child_id, d.stripe, d.parent_id),
-               array_agg(d.parent_id order by d.child_id, d.stripe, d.parent_id),
-               array_agg(d.outcome order by d.child_id, d.stripe, d.parent_id)
+        select array_agg(d.child_id), array_agg(d.stripe), array_agg(d.parent_id), array_agg(d.outcome)
         into _c, _s, _p, _o
         from d;
-        _next_ids := '{}';
-        _next_out := '{}';
-        -- Per child, in id order: its stripes in order, then its row (so that two sessions
-        -- counting parents of the same children lock in one order).
-        for _r in
+        exit when _c is null;
+        -- Per child, in id order: its stripes in order, then its row, locked by one statement
+        -- whose nested loop follows the children's order (so that two sessions counting parents
+        -- of the same children lock in one order). A child that was not waiting when read is
+        -- skipped, as is a stripe or row that has gone.
+        with g as (
             select e.child_id,
                    (array_agg(e.parent_id order by e.parent_id) filter (where e.outcome <> 'completed'))[1] as failed_parent,
-                   (array_agg(e.outcome order by e.parent_id) filter (where e.outcome <> 'completed'))[1] as failed_outcome,
-                   array_agg(e.stripe order by e.stripe) as stripes
-            from unnest(_c, _s, _p, _o) as e(child_id, stripe, parent_id, outcome)
+                   (array_agg(e.outcome order by e.parent_id) filter (where e.outcome <> 'completed'))[1] as failed_outcome
+            from unnest(_c, _p, _o) as e(child_id, parent_id, outcome)
             group by e.child_id
-            order by e.child_id
-        loop
-            select t.status, t.on_parent_failure into _status, _policy
-            from queues.task t where t.task_id = _r.child_id;
-            continue when _status is distinct from 'waiting';
-            if _r.failed_parent is not null and _policy = 'cancel' then
+        ), gs as (
+            select e.child_id, array_agg(e.stripe order by e.stripe) as stripes, array_agg(e.n order by e.stripe) as ns
+            from (select x.child_id, x.stripe, count(*)::integer as n
+                  from unnest(_c, _s) as x(child_id, stripe) group by x.child_id, x.stripe) e
+            group by e.child_id
+        ), k as (
+            select g.child_id, g.failed_parent, g.failed_outcome, gs.stripes, gs.ns,
+                   case when g.failed_parent is not null and t.on_parent_failure = 'cancel' then 'cancel' else 'count' end as kind
+            from g
+            join gs on gs.child_id = g.child_id
+            join queues.task t on t.task_id = g.child_id
+            where t.status = 'waiting'
+            order by g.child_id
+            offset 0
+        ), l as (
+            select k.child_id, k.kind, k.failed_parent, k.failed_outcome, k.stripes, k.ns,
+                   coalesce(ws.emptied, 0) as emptied, r.task_id as row_locked
+            from k
+            left join lateral (
+                select count(*) filter (where z.pending = k.ns[array_position(k.stripes, z.stripe)])::integer as emptied
+                from (select w.stripe, w.pending
+                      from queues.task_wait_stripe w
+                      where k.kind = 'count' and w.child_id = k.child_id and w.stripe = any (k.stripes)
+                      order by w.stripe
+                      for update) z
+            ) ws on true
+            left join lateral (
+                select t.task_id
+                from queues.task t
+                where t.task_id = k.child_id and (k.kind = 'cancel' or ws.emptied > 0)
+                for update
+            ) r on true
+        )
+        select array_agg(l.child_id order by l.child_id) filter (where l.row_locked is not null),
+               array_agg(l.kind order by l.child_id) filter (where l.row_locked is not null),
+               array_agg(l.failed_parent order by l.child_id) filter (where l.row_locked is not null),
+               array_agg(l.failed_outcome order by l.child_id) filter (where l.row_locked is not null),
+               array_agg(l.emptied order by l.child_id) filter (where l.row_locked is not null),
+               array_agg(l.child_id) filter (where l.kind = 'count')
+        into _kc, _kind, _kfp, _kfo, _kemptied, _counted
+        from l;
+
+        -- The counted children's stripes (all locked above).
+        select array_agg(x.child_id), array_agg(x.stripe), array_agg(x.n)
+        into _sc, _ss, _sn
+        from (select e.child_id, e.stripe, count(*)::integer as n
+              from unnest(_c, _s) as e(child_id, stripe)
+              where e.child_id = any (_counted)
+              group by e.child_id, e.stripe) x;
+        if _sc is not null then
+            update queues.task_wait_stripe w set pending = w.pending - x.n
+            from unnest(_sc, _ss, _sn) as x(child_id, stripe, n)
+            where w.child_id = x.child_id and w.stripe = x.stripe;
+        end if;
+
+        _ids := '{}';
+        _outcomes := '{}';
+        if _kc is not null then
+            with u as (
                 update queues.task t
-                set status = 'cancelled', cancelled_at = clock_timestamp()
-                where t.task_id = _r.child_id and t.status = 'waiting'
-                returning t.attempt into _attempt;
-                continue when not found;
+                set status = case when x.kind = 'cancel' then 'cancelled'
+                                  when t.waiting_stripes = x.emptied then 'pending'
+                                  else t.status end,
+                    cancelled_at = case when x.kind = 'cancel' then clock_timestamp() else t.cancelled_at end,
+                    waiting_stripes = case when x.kind = 'cancel' then t.waiting_stripes else t.waiting_stripes - x.emptied end,
+                    run_at = case when x.kind = 'count' and t.waiting_stripes = x.emptied
+                                  then greatest(t.scheduled_at, clock_timestamp()) else t.run_at end
+                from unnest(_kc, _kind, _kfp, _kfo, _kemptied) as x(child_id, kind, failed_parent, failed_outcome, emptied)
+                where t.task_id = x.child_id and t.status = 'waiting'
+                returning t.task_id, t.status, t.attempt, x.failed_parent, x.failed_outcome
+            ), ev as (
                 insert into queues.task_event (task_id, event, from_status, to_status, worker_id, attempt, detail)
-                values (_r.child_id, 'cancelled', 'waiting', 'cancelled', session_user, _attempt,
-                        format('parent task %s ended %s', _r.failed_parent, _r.failed_outcome));
-                _next_ids := _next_ids || _r.child_id;
-                _next_out := _next_out || 'cancelled'::queues.task_status;
-                continue;
-            end if;
-            _emptied := 0;
-            for _stripe, _n in
-                select x.stripe, count(*)::integer from unnest(_r.stripes) as x(stripe) group by x.stripe order by x.stripe
-            loop
-                update queues.task_wait_stripe w set pending = w.pending - _n
-                where w.child_id = _r.child_id and w.stripe = _stripe
-                returning w.pending into _left;
-                if _left = 0 then
-                    _emptied := _emptied + 1;
-                end if;
-            end loop;
-            continue when _emptied = 0;
-            _status := null;
-            update queues.task t
-            set waiting_stripes = t.waiting_stripes - _emptied,
-                status = case when t.waiting_stripes = _emptied then 'pending' else t.status end,
-                run_at = case when t.waiting_stripes = _emptied then greatest(t.scheduled_at, clock_timestamp()) else t.run_at end
-            where t.task_id = _r.child_id and t.status = 'waiting'
-            returning t.status into _status;
-            if _status = 'pending' then
-                _released := _released + 1;
-                delete from queues.task_wait_stripe w where w.child_id = _r.child_id;
-            end if;
-        end loop;
-        _ids := _next_ids;
-        _outcomes := _next_out;
+                select u.task_id, 'cancelled', 'waiting', 'cancelled', session_user, u.attempt,
+                       format('parent task %s ended %s', u.failed_parent, u.failed_outcome)
+                from u where u.status = 'cancelled'
+                order by u.task_id
+            ), rel as (
+                delete from queues.task_wait_stripe w
+                using u where u.status = 'pending' and w.child_id = u.task_id
+            )
+            select coalesce(array_agg(u.task_id order by u.task_id) filter (where u.status = 'cancelled'), '{}'),
+                   count(*) filter (where u.status = 'pending')::integer
+            into _ids, _n
+            from u;
+            _released := _released + _n;
+            _outcomes := array_fill('cancelled'::queues.task_status, array[cardinality(_ids)]);
+        end if;
     end loop;
     perform set_config('taskorch.resolving_parents', _outer, true);
     if _released > 0 then
