@@ -5164,6 +5164,50 @@ COMMENT ON FUNCTION queues.cancel_tasks_matching(_statuses queues.task_status[],
 
 
 --
+-- Name: cancel_workflow(bigint, text, text); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.cancel_workflow(_workflow_id bigint, _actor text DEFAULT NULL::text, _reason text DEFAULT NULL::text) RETURNS TABLE(matched integer, done integer, skipped integer)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _statuses queues.task_status[] := internal.task_action_statuses('cancel');
+    _ids bigint[];
+    _n integer;
+begin
+    if _workflow_id is null or _workflow_id <= 0 then
+        raise exception 'cancel_workflow: _workflow_id must be a workflow''s id (its first task''s), got %',
+            coalesce(_workflow_id::text, 'NULL') using errcode = 'invalid_parameter_value';
+    end if;
+    _actor := internal.operator_actor('cancel_workflow', _actor);
+    -- A workflow's id is its first task's; that task's own workflow_id stays NULL, and a task
+    -- with neither parents nor children is in no workflow.
+    if not exists (select from queues.task t where t.workflow_id = _workflow_id) then
+        raise exception 'cancel_workflow: workflow % does not exist', _workflow_id using errcode = 'no_data_found';
+    end if;
+    _ids := array(select t.task_id from queues.task t
+                  where (t.workflow_id = _workflow_id or t.task_id = _workflow_id) and t.status = any (_statuses)
+                  order by t.task_id);
+    if cardinality(_ids) = 0 then
+        return query select 0, 0, 0;
+        return;
+    end if;
+    select count(*) into _n
+    from internal.apply_task_action('cancel', _ids, _statuses, _actor,
+                                    coalesce(nullif(_reason, ''), format('workflow %s cancelled', _workflow_id)));
+    return query select cardinality(_ids), _n, cardinality(_ids) - _n;
+end $$;
+
+
+--
+-- Name: FUNCTION cancel_workflow(_workflow_id bigint, _actor text, _reason text); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.cancel_workflow(_workflow_id bigint, _actor text, _reason text) IS 'Cancels every waiting, pending, running, failed or dead task of workflow _workflow_id (a running task''s worker is told at commit), recording _actor and _reason (default: "workflow N cancelled") in each cancelled event; returns matched, done and skipped (row locked by another transaction: call again). P0002 for an id that is no workflow''s. Skips, never waits for, a task whose row is locked.';
+
+
+--
 -- Name: claim_limited_tasks(text, integer, interval, text[]); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -13332,6 +13376,13 @@ REVOKE ALL ON FUNCTION queues.cancel_tasks(_task_ids bigint[], _actor text, _rea
 --
 
 REVOKE ALL ON FUNCTION queues.cancel_tasks_matching(_statuses queues.task_status[], _task_types text[], _idempotency_key text, _enqueued_since timestamp with time zone, _enqueued_until timestamp with time zone, _finished_since timestamp with time zone, _finished_until timestamp with time zone, _after_task_id bigint, _batch integer, _actor text, _reason text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION cancel_workflow(_workflow_id bigint, _actor text, _reason text); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.cancel_workflow(_workflow_id bigint, _actor text, _reason text) FROM PUBLIC;
 
 
 --

@@ -3,9 +3,13 @@ package taskorch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/taskorch/taskorch/internal/admin"
 )
 
 // ParentResult is one parent of a task (EnqueueOpts.After) with its outcome: its status and its
@@ -150,6 +154,39 @@ func (c *Client) workflow(ctx context.Context, db DBTX, id int64) (*Workflow, er
 		return nil, inputErrorf("workflow %d has more than %d tasks; read it with SQL (queues.task.workflow_id)", id, maxWorkflowNodes)
 	}
 	return w, nil
+}
+
+// WorkflowCancel is what CancelWorkflow did.
+type WorkflowCancel struct {
+	// Cancelled counts the tasks the call cancelled; tasks that had ended already stay as they are.
+	Cancelled int64 `json:"cancelled"`
+	// Skipped counts the tasks still not ended whose row another transaction held each time
+	// (a completion or a lease renewal in flight): call CancelWorkflow again.
+	Skipped int64 `json:"skipped"`
+}
+
+// CancelWorkflow cancels every task of workflow id that has not ended: waiting, pending, running
+// (its worker is told at commit and the handler's outcome is refused), failed and dead tasks;
+// completed and cancelled ones stay as they are. reason (empty: "workflow N cancelled") is
+// recorded in each task's cancelled event with the database role as the actor. A task whose
+// row another transaction holds is never waited for: it is tried again a few times over about
+// two seconds, then counted in Skipped. An id that is no workflow's gives ErrNotFound. The
+// Client's role needs execute on queues.cancel_workflow, an operator's function
+// (docs/security.md, "An operator's role"; docs/workflows.md, "Cancelling a workflow").
+func (c *Client) CancelWorkflow(ctx context.Context, id int64, reason string) (*WorkflowCancel, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
+	res, err := admin.CancelWorkflow(ctx, c.pool, id, "", reason)
+	switch {
+	case errors.Is(err, admin.ErrWorkflowNotFound):
+		return nil, fmt.Errorf("cancel workflow %d: %w", id, ErrNotFound)
+	case errors.Is(err, admin.ErrInvalidInput):
+		return nil, inputErrorf("cancel workflow %d: %s", id, strings.TrimPrefix(err.Error(), admin.ErrInvalidInput.Error()+": "))
+	case err != nil:
+		return nil, fmt.Errorf("cancel workflow %d: %w", id, mapError(err))
+	}
+	return &WorkflowCancel{Cancelled: res.Cancelled, Skipped: res.Skipped}, nil
 }
 
 // WorkflowSummary is a workflow and how many of its tasks are in each status.

@@ -269,9 +269,10 @@ func isInputError(err error) bool {
 	return errors.Is(err, taskorch.ErrInvalidInput) || errors.Is(err, admin.ErrInvalidReason) || errors.Is(err, admin.ErrInvalidInput)
 }
 
-// isNotFound: no such task, schedule, worker, process or process instance (exit code 3).
+// isNotFound: no such task, schedule, worker, workflow, process or process instance (exit code 3).
 func isNotFound(err error) bool {
 	return errors.Is(err, taskorch.ErrNotFound) || errors.Is(err, admin.ErrScheduleNotFound) || errors.Is(err, admin.ErrWorkerNotFound) ||
+		errors.Is(err, admin.ErrWorkflowNotFound) ||
 		errors.Is(err, admin.ErrProcessNotFound) || errors.Is(err, admin.ErrInstanceNotFound)
 }
 func isWrongState(err error) bool {

@@ -324,7 +324,7 @@ func plural(n int64, one, many string) string {
 // mapAdminError drops the sentinel's words from admin's refusals; root.go's exitCode still
 // finds the sentinel (bad input 2, no such schedule or worker 3).
 func mapAdminError(err error) error {
-	for _, sentinel := range []error{admin.ErrInvalidInput, admin.ErrScheduleNotFound, admin.ErrWorkerNotFound} {
+	for _, sentinel := range []error{admin.ErrInvalidInput, admin.ErrScheduleNotFound, admin.ErrWorkerNotFound, admin.ErrWorkflowNotFound} {
 		if errors.Is(err, sentinel) {
 			return &plainError{msg: strings.TrimPrefix(err.Error(), sentinel.Error()+": "), err: err}
 		}

@@ -10,10 +10,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/internal/admin"
 )
 
 func newWorkflowsCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "workflows", Short: "List and show workflows: tasks enqueued after one another"}
+	cmd := &cobra.Command{Use: "workflows", Short: "List, show and cancel workflows: tasks enqueued after one another"}
 
 	var limit int
 	list := &cobra.Command{
@@ -76,7 +77,51 @@ task; an id that is no workflow's exits with code 3.`,
 	}
 	addJSONFlag(show, g)
 
-	cmd.AddCommand(list, show)
+	var actor, reason string
+	cancel := &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel every task of a workflow that has not ended",
+		Long: `Cancel every task of workflow ID that has not ended: waiting, pending, running (its worker is
+told at commit and its outcome refused), failed and dead tasks; completed and cancelled tasks stay
+as they are. Each task cancelled gets an event naming --actor (TASKORCH_ACTOR, else the OS user)
+and --reason (default "workflow ID cancelled"). A task whose row another transaction holds (a
+completion in flight) is tried again for about two seconds; if some still are, the command says
+how many and exits with code 1: run it again. An id that is no workflow's exits with code 3.
+Needs execute on queues.cancel_workflow (docs/security.md, "An operator's role").`,
+		Example: `  taskorch workflows cancel 41 --reason "order withdrawn"`,
+		Args:    exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			c, closeFn, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			res, err := admin.CancelWorkflow(cmd.Context(), c.Pool(), id, resolveActor(actor), reason)
+			if err != nil {
+				return mapAdminError(err)
+			}
+			if g.jsonOut {
+				if err := writeJSON(cmd.OutOrStdout(), res); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "workflow %d: %d task(s) cancelled\n", id, res.Cancelled)
+			}
+			if res.Skipped > 0 {
+				return fmt.Errorf("workflow %d: %d task(s) not ended were busy (another transaction held them): run the command again", id, res.Skipped)
+			}
+			return nil
+		},
+	}
+	cancel.Flags().StringVar(&reason, "reason", "", "why, recorded in each task's cancelled event")
+	addActorFlag(cancel, &actor)
+	addJSONFlag(cancel, g)
+
+	cmd.AddCommand(list, show, cancel)
 	return cmd
 }
 
