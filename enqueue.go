@@ -355,10 +355,11 @@ func parentSet(after []int64) []int64 {
 // EnqueueMany adds many tasks in one statement (a set-based insert; one NOTIFY for all) and
 // returns one result per task, in the order given: the new task's id, or, where an idempotency
 // key matched an existing task (or a task earlier in the batch), that task's id with Duplicate
-// set. Either every task is enqueued or none is. Tasks with parents (EnqueueOpts.After) share
-// them: every task of the call must name the same parents (in any order, duplicates ignored)
-// and the same OnParentFailure, or none; a fan-out after the same parents
-// (docs/workflows.md). A task that was a duplicate keeps its own parents.
+// set. Either every task is enqueued or none is. Tasks may name parents (EnqueueOpts.After):
+// the tasks that name the same parents (in any order, duplicates ignored) under the same
+// OnParentFailure go in one statement, one statement per such group, in the order each group
+// first appears, all in one transaction (a savepoint in EnqueueManyTx's). A task that was a
+// duplicate keeps its own parents (docs/workflows.md).
 func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) ([]*EnqueueResult, error) {
 	return c.enqueueMany(ctx, c.pool, params)
 }
@@ -366,6 +367,25 @@ func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) ([]*En
 // EnqueueManyTx is EnqueueMany in the caller's transaction.
 func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, params []EnqueueParams) ([]*EnqueueResult, error) {
 	return c.enqueueMany(ctx, tx, params)
+}
+
+// manyBatch is EnqueueMany's tasks as columns, and the groups of tasks that share parents.
+type manyBatch struct {
+	types, payloads []string
+	scheduled       []*time.Time
+	priorities      []int32
+	keys            []*string
+	maxAttempts     []*int32
+	namesFunctions  []bool
+	groups          []parentGroup
+}
+
+// parentGroup is the tasks of a batch (their indexes, in order) that name the same parents under
+// the same policy; one statement enqueues them.
+type parentGroup struct {
+	after     []int64
+	onFailure string
+	idx       []int
 }
 
 func (c *Client) enqueueMany(ctx context.Context, db DBTX, params []EnqueueParams) ([]*EnqueueResult, error) {
@@ -376,16 +396,8 @@ func (c *Client) enqueueMany(ctx context.Context, db DBTX, params []EnqueueParam
 		return nil, nil
 	}
 	n := len(params)
-	types := make([]string, n)
-	payloads := make([]string, n)
-	var scheduled []*time.Time
-	var priorities []int32
-	var keys []*string
-	var maxAttempts []*int32
+	b := manyBatch{types: make([]string, n), payloads: make([]string, n), namesFunctions: make([]bool, n)}
 	validType := ""
-	sql := insertTasksSQL
-	var after []int64
-	var onFailure string
 	for i, p := range params {
 		row, err := c.prepare(p.Args, p.Opts, validType)
 		if err != nil {
@@ -394,78 +406,141 @@ func (c *Client) enqueueMany(ctx context.Context, db DBTX, params []EnqueueParam
 		if row.debounceKey != "" {
 			return nil, fmt.Errorf("task %d of %d: %w", i+1, n, inputErrorf("EnqueueMany does not debounce: enqueue debounced tasks with Enqueue"))
 		}
-		// One After and OnParentFailure for the call: queues.enqueue_many takes one list.
-		set := parentSet(row.after)
-		if i == 0 {
-			after, onFailure = set, row.onFailure
-		} else if !slices.Equal(set, after) || row.onFailure != onFailure {
-			return nil, fmt.Errorf("task %d of %d: %w", i+1, n, inputErrorf(
-				"EnqueueMany's tasks share one After and OnParentFailure (task 1: %v %s; this one: %v %s): enqueue tasks with other parents in another call",
-				after, onFailure, set, row.onFailure))
-		}
+		b.addToGroup(i, parentSet(row.after), row.onFailure)
 		validType = row.taskType
-		if namesFunctions(row.taskType) {
-			sql = enqueueManySQL
-		}
+		b.namesFunctions[i] = namesFunctions(row.taskType)
 		row.payload = c.withTraceContext(ctx, row.payload)
-		types[i], payloads[i] = row.taskType, row.payload
+		b.types[i], b.payloads[i] = row.taskType, row.payload
 		// Optional columns are sent only when some task sets them.
-		if row.scheduledAt != nil && scheduled == nil {
-			scheduled = make([]*time.Time, n)
+		if row.scheduledAt != nil && b.scheduled == nil {
+			b.scheduled = make([]*time.Time, n)
 		}
-		if scheduled != nil {
-			scheduled[i] = row.scheduledAt
+		if b.scheduled != nil {
+			b.scheduled[i] = row.scheduledAt
 		}
-		if row.priority != 0 && priorities == nil {
-			priorities = make([]int32, n)
+		if row.priority != 0 && b.priorities == nil {
+			b.priorities = make([]int32, n)
 		}
-		if priorities != nil {
-			priorities[i] = row.priority
+		if b.priorities != nil {
+			b.priorities[i] = row.priority
 		}
-		if row.key != nil && keys == nil {
-			keys = make([]*string, n)
+		if row.key != nil && b.keys == nil {
+			b.keys = make([]*string, n)
 		}
-		if keys != nil {
-			keys[i] = row.key
+		if b.keys != nil {
+			b.keys[i] = row.key
 		}
-		if row.maxAttempts != nil && maxAttempts == nil {
-			maxAttempts = make([]*int32, n)
+		if row.maxAttempts != nil && b.maxAttempts == nil {
+			b.maxAttempts = make([]*int32, n)
 		}
-		if maxAttempts != nil {
-			maxAttempts[i] = row.maxAttempts
+		if b.maxAttempts != nil {
+			b.maxAttempts[i] = row.maxAttempts
 		}
+	}
+	// One allocation for the results; the slice holds pointers into it.
+	results := make([]EnqueueResult, n)
+	if len(b.groups) == 1 {
+		if err := b.insertGroup(ctx, db, b.groups[0], results); err != nil {
+			return nil, err
+		}
+	} else {
+		// Several statements: one transaction (a savepoint in the caller's), so that either
+		// every task is enqueued or none is.
+		beginner, ok := db.(interface {
+			Begin(context.Context) (pgx.Tx, error)
+		})
+		if !ok {
+			return nil, fmt.Errorf("enqueue %d tasks: tasks with different parents need a pool or a pgx.Tx to enqueue them in one transaction", n)
+		}
+		tx, err := beginner.Begin(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("enqueue %d tasks: %w", n, mapError(err))
+		}
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+		for _, g := range b.groups {
+			if err := b.insertGroup(ctx, tx, g, results); err != nil {
+				return nil, err
+			}
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return nil, fmt.Errorf("enqueue %d tasks: %w", n, mapError(err))
+		}
+	}
+	out := make([]*EnqueueResult, n)
+	for i := range results {
+		out[i] = &results[i]
+	}
+	return out, nil
+}
+
+// addToGroup puts task i in the group of its parents and policy, a new one when it is the
+// first to name them.
+func (b *manyBatch) addToGroup(i int, after []int64, onFailure string) {
+	for k := range b.groups {
+		if slices.Equal(b.groups[k].after, after) && b.groups[k].onFailure == onFailure {
+			b.groups[k].idx = append(b.groups[k].idx, i)
+			return
+		}
+	}
+	b.groups = append(b.groups, parentGroup{after: after, onFailure: onFailure, idx: []int{i}})
+}
+
+// insertGroup enqueues group g's tasks in one statement and writes their results at their
+// indexes in results.
+func (b *manyBatch) insertGroup(ctx context.Context, db DBTX, g parentGroup, results []EnqueueResult) error {
+	n := len(b.types)
+	whole := len(g.idx) == n
+	types, payloads := pick(b.types, g.idx, whole), pick(b.payloads, g.idx, whole)
+	scheduled, priorities, keys, maxAttempts := pick(b.scheduled, g.idx, whole), pick(b.priorities, g.idx, whole),
+		pick(b.keys, g.idx, whole), pick(b.maxAttempts, g.idx, whole)
+	functions := false
+	for _, i := range g.idx {
+		functions = functions || b.namesFunctions[i]
 	}
 	var rows pgx.Rows
 	var err error
-	if after != nil {
-		if sql == enqueueManySQL {
-			sql = enqueueManyAfterSQL
-		} else {
-			sql = insertTasksAfterSQL
-		}
-		rows, err = db.Query(ctx, sql, types, payloads, scheduled, priorities, keys, maxAttempts, after, onFailure)
-	} else {
-		rows, err = db.Query(ctx, sql, types, payloads, scheduled, priorities, keys, maxAttempts)
+	switch {
+	case g.after != nil && functions:
+		rows, err = db.Query(ctx, enqueueManyAfterSQL, types, payloads, scheduled, priorities, keys, maxAttempts, g.after, g.onFailure)
+	case g.after != nil:
+		rows, err = db.Query(ctx, insertTasksAfterSQL, types, payloads, scheduled, priorities, keys, maxAttempts, g.after, g.onFailure)
+	case functions:
+		rows, err = db.Query(ctx, enqueueManySQL, types, payloads, scheduled, priorities, keys, maxAttempts)
+	default:
+		rows, err = db.Query(ctx, insertTasksSQL, types, payloads, scheduled, priorities, keys, maxAttempts)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("enqueue %d tasks: %w", n, withoutLabel(mapError(err), "enqueue_many: "))
+		return fmt.Errorf("enqueue %d tasks: %w", n, withoutLabel(mapError(err), "enqueue_many: "))
 	}
-	// One allocation for the results; the slice holds pointers into it.
-	results := make([]EnqueueResult, 0, n)
-	out := make([]*EnqueueResult, 0, n)
+	k := 0
 	var r EnqueueResult
 	_, err = pgx.ForEachRow(rows, []any{&r.TaskID, &r.Duplicate}, func() error {
-		results = append(results, r)
-		out = append(out, &results[len(results)-1])
+		if k < len(g.idx) {
+			results[g.idx[k]] = r
+		}
+		k++
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("enqueue %d tasks: %w", n, mapError(err))
+		return fmt.Errorf("enqueue %d tasks: %w", n, mapError(err))
 	}
-	if len(out) != n {
-		return nil, fmt.Errorf("enqueue %d tasks: the database returned %d results", n, len(out))
+	if k != len(g.idx) {
+		return fmt.Errorf("enqueue %d tasks: the database returned %d results for %d tasks", n, k, len(g.idx))
 	}
-	return out, nil
+	return nil
+}
+
+// pick returns the elements of col at idx (col itself when whole; nil when col is nil: the
+// column is not sent).
+func pick[T any](col []T, idx []int, whole bool) []T {
+	if col == nil || whole {
+		return col
+	}
+	out := make([]T, len(idx))
+	for k, i := range idx {
+		out[k] = col[i]
+	}
+	return out
 }
 
 // withoutLabel drops the label the SQL function put before its message ("enqueue: payload

@@ -49,9 +49,9 @@ func TestWorkflowEnqueueManyAfter(t *testing.T) {
 	}
 }
 
-// EnqueueMany refuses, with ErrInvalidInput and nothing written: tasks that name other parents,
-// or the same parents under another policy, or some with parents and some without; a parent
-// that does not exist (the database's refusal); OnParentFailure without After.
+// EnqueueMany refuses, with ErrInvalidInput and nothing written: a parent that does not exist
+// (the database's refusal), also when another group of the call was enqueued before it;
+// OnParentFailure without After, or a policy that is not one.
 func TestWorkflowEnqueueManyAfterBadInput(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -63,21 +63,14 @@ func TestWorkflowEnqueueManyAfterBadInput(t *testing.T) {
 		params []taskorch.EnqueueParams
 		msg    string
 	}{
-		"other parents": {[]taskorch.EnqueueParams{
-			{Args: raw("wf.c", `{}`), Opts: &taskorch.EnqueueOpts{After: []int64{p}}},
-			{Args: raw("wf.c", `{}`), Opts: &taskorch.EnqueueOpts{After: []int64{p, q}}},
-		}, "EnqueueMany's tasks share one After and OnParentFailure"},
-		"other policy": {[]taskorch.EnqueueParams{
-			{Args: raw("wf.c", `{}`), Opts: &taskorch.EnqueueOpts{After: []int64{p}}},
-			{Args: raw("wf.c", `{}`), Opts: &taskorch.EnqueueOpts{After: []int64{p}, OnParentFailure: taskorch.ParentFailureRun}},
-		}, "EnqueueMany's tasks share one After and OnParentFailure"},
-		"some without": {[]taskorch.EnqueueParams{
-			{Args: raw("wf.c", `{}`)},
-			{Args: raw("wf.c", `{}`), Opts: &taskorch.EnqueueOpts{After: []int64{p}}},
-		}, "EnqueueMany's tasks share one After"},
 		"missing parent": {[]taskorch.EnqueueParams{
 			{Args: raw("wf.c", `{}`), Opts: &taskorch.EnqueueOpts{After: []int64{p, 987654321}}},
 			{Args: raw("wf.c", `{}`), Opts: &taskorch.EnqueueOpts{After: []int64{987654321, p}}},
+		}, "987654321"},
+		"missing parent in a later group": {[]taskorch.EnqueueParams{
+			{Args: raw("wf.c", `{}`), Opts: &taskorch.EnqueueOpts{After: []int64{p}}},
+			{Args: raw("wf.c", `{}`)},
+			{Args: raw("wf.c", `{}`), Opts: &taskorch.EnqueueOpts{After: []int64{q, 987654321}}},
 		}, "987654321"},
 		"policy without parents": {[]taskorch.EnqueueParams{
 			{Args: raw("wf.c", `{}`), Opts: &taskorch.EnqueueOpts{OnParentFailure: taskorch.ParentFailureRun}},

@@ -48,7 +48,7 @@ func TestWorkflowBadInput(t *testing.T) {
 	require.ErrorIs(t, err, taskorch.ErrInvalidInput)
 	_, err = c.Enqueue(ctx, raw("wf.c", `{}`), &taskorch.EnqueueOpts{After: []int64{p}, DebounceKey: "k", Debounce: 1})
 	require.ErrorIs(t, err, taskorch.ErrInvalidInput)
-	_, err = c.EnqueueMany(ctx, []taskorch.EnqueueParams{{Args: raw("wf.c", `{}`), Opts: &taskorch.EnqueueOpts{After: []int64{p}}}, {Args: raw("wf.c", `{}`)}})
+	_, err = c.EnqueueMany(ctx, []taskorch.EnqueueParams{{Args: raw("wf.c", `{}`), Opts: &taskorch.EnqueueOpts{After: []int64{p}}}, {Args: raw("wf.c", `{}`), Opts: &taskorch.EnqueueOpts{After: []int64{p, 987654321}}}})
 	require.ErrorIs(t, err, taskorch.ErrInvalidInput)
 	require.Equal(t, before, scalar[int](t, pool, `select count(*) from queues.task`))
 
