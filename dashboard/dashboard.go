@@ -85,6 +85,8 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /running", h.view(h.runningPage))
 	m.HandleFunc("GET /schedules", h.view(h.schedulesPage))
 	m.HandleFunc("GET /outbox", h.view(h.outboxPage))
+	m.HandleFunc("GET /workflows", h.view(h.workflowsPage))
+	m.HandleFunc("GET /workflows/{id}", h.view(h.workflowPage))
 
 	m.HandleFunc("POST /tasks/{id}/retry", h.action(h.retryTask))
 	m.HandleFunc("POST /tasks/{id}/cancel", h.action(h.cancelTask))

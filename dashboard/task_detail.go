@@ -19,6 +19,7 @@ type taskDetail struct {
 	History   *taskorch.History
 	Timeline  leaseTimeline
 	Processes []processLink
+	Workflow  int64 // the workflow it belongs to (its own id when it is one's first task), 0 for none
 	HeldBy    string // why a pending task of a limited type waits (limits.go)
 	Return    string
 	CanRetry  bool
@@ -70,7 +71,10 @@ func (h *Handler) taskPage(w http.ResponseWriter, r *http.Request) {
 		if d.Processes, err = h.processLinks(ctx, tx, d.Task.Payload); err != nil {
 			return err
 		}
-		d.HeldBy, err = h.heldBy(ctx, tx, d.Task)
+		if d.HeldBy, err = h.heldBy(ctx, tx, d.Task); err != nil {
+			return err
+		}
+		d.Workflow, err = workflowOfTask(ctx, tx, d.Task)
 		return err
 	})
 	if err != nil {
@@ -78,6 +82,20 @@ func (h *Handler) taskPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.render(w, r, http.StatusOK, "task", "Task "+strconv.FormatInt(id, 10), "tasks", d)
+}
+
+// workflowOfTask is the workflow a task belongs to: its workflow_id, or its own id when it has
+// none but some task took it (it is a workflow's first task); 0 for a task in no workflow.
+func workflowOfTask(ctx context.Context, tx pgx.Tx, t *taskorch.Task) (int64, error) {
+	if t.WorkflowID != nil {
+		return *t.WorkflowID, nil
+	}
+	var first bool
+	err := tx.QueryRow(ctx, `select exists (select from queues.task where workflow_id = $1)`, t.ID).Scan(&first)
+	if err != nil || !first {
+		return 0, err
+	}
+	return t.ID, nil
 }
 
 // processLinks finds the process instances a payload names: a key <name>_task_id is the
