@@ -19,7 +19,7 @@ type taskDetail struct {
 	History   *taskorch.History
 	Timeline  leaseTimeline
 	Processes []processLink
-	Workflow  int64 // the workflow it belongs to (its own id when it is one's first task), 0 for none
+	Workflow  int64  // the workflow it belongs to (its own id when it is one's first task), 0 for none
 	HeldBy    string // why a pending task of a limited type waits (limits.go)
 	Return    string
 	CanRetry  bool
