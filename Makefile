@@ -136,7 +136,7 @@ demo-smoke: ## What CI runs: make demo in the background, dashboard up, processe
 	scripts/demo-smoke.sh
 
 .PHONY: screenshots
-screenshots: deps ## Retake docs/images/dashboard.png: the overview while the demo runs (headless chromium)
+screenshots: deps ## Retake docs/images/dashboard.png and workflow-graph.png: the overview and a workflow while the demo runs (headless chromium)
 	scripts/demo-screenshot.sh
 
 .PHONY: demo-nonroot

@@ -26,7 +26,7 @@ type graphNode struct {
 	Href     string
 	Status   taskorch.Status
 	Class    string // the status badge's classes (st st-<status>)
-	Type     string // cut to fit the box
+	Label    string // its type, or a db_function task's function, cut to fit the box
 	Sub      string // "#id · status"
 	Tooltip  string
 	External bool // of another workflow
@@ -48,7 +48,7 @@ const (
 	graphColGap = 64
 	graphRowGap = 14
 	graphMargin = 12
-	graphTypeN  = 26 // runes of the type shown in a box (the whole type is in its tooltip)
+	graphTypeN  = 26 // runes of a label shown in a box (the whole of it is in its tooltip)
 )
 
 // layoutWorkflow places nodes (in id order: parents before children) in layers by depth and,
@@ -117,7 +117,11 @@ func layoutWorkflow(prefix string, nodes []wfNode) workflowGraph {
 		// Each layer is centred on the tallest.
 		offset := (rows - len(byLayer[depth[i]])) * (graphNodeH + graphRowGap) / 2
 		y := graphMargin + offset + int(row[i])*(graphNodeH+graphRowGap)
-		tip := n.Type + " · task " + strconv.FormatInt(n.ID, 10) + " · " + string(n.Status)
+		label, kind := n.Type, n.Type
+		if n.Function != nil && *n.Function != "" {
+			label, kind = *n.Function, n.Type+" "+*n.Function
+		}
+		tip := kind + " · task " + strconv.FormatInt(n.ID, 10) + " · " + string(n.Status)
 		if n.Attempt > 0 {
 			tip += " · attempt " + strconv.Itoa(n.Attempt)
 		}
@@ -133,7 +137,7 @@ func layoutWorkflow(prefix string, nodes []wfNode) workflowGraph {
 		}
 		g.Nodes[i] = graphNode{
 			ID: n.ID, Href: prefix + "/tasks/" + strconv.FormatInt(n.ID, 10), Status: n.Status,
-			Class: statusClass(n.Status), Type: truncate(graphTypeN, n.Type), Sub: sub, Tooltip: tip,
+			Class: statusClass(n.Status), Label: truncate(graphTypeN, label), Sub: sub, Tooltip: tip,
 			External: n.External, X: x, Y: y, Layer: depth[i],
 		}
 	}

@@ -67,6 +67,7 @@ func TestWorkflowGraphPage(t *testing.T) {
 	}
 	require.Contains(t, body, `<text class="wf-type" x=`)
 	require.Contains(t, body, ">wf.receipt</text>")
+	require.Contains(t, body, ">demo.ship_order_supervisor</text>", "a db_function task is labelled with its function")
 	require.Contains(t, body, ">#"+itoa(w.ship)+" · cancelled</text>")
 	require.NotContains(t, body, "<script>alert", "a task's error is text, not markup")
 	require.NotContains(t, body, "<img src=x")

@@ -34,7 +34,7 @@ func (w seededWorkflow) statuses() map[int64]string {
 //
 //	root (wf.charge, completed) → reserve (wf.reserve, dead: its error tries to inject script)
 //	                            → receipt (wf.receipt, running)
-//	                            → audit (wf.audit, pending)
+//	                            → audit (db_function demo.ship_order_supervisor, pending)
 //	reserve, receipt → ship (wf.ship, cancelled by the cascade of reserve's death)
 //	receipt → archive (wf.archive, waiting)
 func seedWorkflow(t *testing.T, pool *pgxpool.Pool) seededWorkflow {
@@ -58,7 +58,8 @@ func seedWorkflow(t *testing.T, pool *pgxpool.Pool) seededWorkflow {
 	w.root = q(`select queues.enqueue('wf.charge', '{"order": "ORD-1"}'::jsonb)`)
 	w.reserve = after("wf.reserve", 1, w.root)
 	w.receipt = after("wf.receipt", 5, w.root)
-	w.audit = after("wf.audit", 5, w.root)
+	w.audit = q(`select queues.enqueue('db_function', '{"db_function": "demo.ship_order_supervisor"}'::jsonb, now(), 0, null, 5, $1::bigint[])`,
+		[]int64{w.root})
 	w.ship = after("wf.ship", 5, w.reserve, w.receipt)
 	w.archive = after("wf.archive", 5, w.receipt)
 	q(`select 1 from queues.complete_task($1, $2)`, w.root, claim(w.root))

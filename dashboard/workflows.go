@@ -146,15 +146,18 @@ type wfNode struct {
 	Workflow   *int64 // its workflow_id: NULL on a root
 	LastError  *string
 	EnqueuedAt time.Time
-	External   bool // a parent from another workflow, drawn for its edge
+	Function   *string // a db_function task's function (payload ->> 'db_function'), else nil
+	External   bool    // a parent from another workflow, drawn for its edge
 }
 
 // workflowNodesSQL reads a workflow's root and its first $2 other tasks by id.
-const workflowNodesSQL = `select task_id, task_type, status::text, attempt, after_ids, workflow_id, last_error, enqueued_at
+const workflowNodesSQL = `select task_id, task_type, status::text, attempt, after_ids, workflow_id, last_error, enqueued_at,
+       case when task_type = 'db_function' then left(payload ->> 'db_function', 130) end
 from queues.task
 where task_id = $1 and workflow_id is null
 union all
-(select task_id, task_type, status::text, attempt, after_ids, workflow_id, last_error, enqueued_at
+(select task_id, task_type, status::text, attempt, after_ids, workflow_id, last_error, enqueued_at,
+       case when task_type = 'db_function' then left(payload ->> 'db_function', 130) end
  from queues.task
  where workflow_id = $1
  order by task_id
@@ -162,7 +165,8 @@ union all
 order by task_id`
 
 // externalParentsSQL reads the parents of drawn tasks that are not of the workflow.
-const externalParentsSQL = `select task_id, task_type, status::text, attempt, after_ids, workflow_id, last_error, enqueued_at
+const externalParentsSQL = `select task_id, task_type, status::text, attempt, after_ids, workflow_id, last_error, enqueued_at,
+       case when task_type = 'db_function' then left(payload ->> 'db_function', 130) end
 from queues.task
 where task_id = any($1)
 order by task_id`
@@ -283,7 +287,7 @@ func readWorkflowNodes(ctx context.Context, tx pgx.Tx, sql string, args ...any) 
 	var out []wfNode
 	var n wfNode
 	var status string
-	_, err = pgx.ForEachRow(rows, []any{&n.ID, &n.Type, &status, &n.Attempt, &n.Parents, &n.Workflow, &n.LastError, &n.EnqueuedAt}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&n.ID, &n.Type, &status, &n.Attempt, &n.Parents, &n.Workflow, &n.LastError, &n.EnqueuedAt, &n.Function}, func() error {
 		n.Status = taskorch.Status(status)
 		out = append(out, n)
 		n = wfNode{}

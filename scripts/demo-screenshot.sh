@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Makes the README's picture of the dashboard (docs/images/dashboard.png) from the demo: runs
 # `taskorch dev --fresh` in a throwaway data dir, waits until the demo's processes have reached
-# their terminal facts, takes the overview with headless Chromium (dashboard/browser/screenshot), and
-# stops the demo with Ctrl-C (SIGINT). `make screenshots` runs it; docs/dashboard.md says more.
+# their terminal facts, takes the overview with headless Chromium (dashboard/browser/screenshot),
+# then places an order of docs/workflows.md's worked example whose stock reservation fails for
+# good, waits until the demo's worker has run it, takes its workflow's graph
+# (docs/images/workflow-graph.png), and stops the demo with Ctrl-C (SIGINT). `make screenshots`
+# runs it; docs/dashboard.md says more.
 #
-#   scripts/demo-screenshot.sh [OUT.png]    (default docs/images/dashboard.png)
+#   scripts/demo-screenshot.sh [OUT.png [WORKFLOW_OUT.png]]
+#       (default docs/images/dashboard.png docs/images/workflow-graph.png)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 out=${1:-docs/images/dashboard.png}
+wfout=${2:-docs/images/workflow-graph.png}
 limit=${DEMO_SCREENSHOT_LIMIT:-180}   # seconds from start to a settled demo
 work=$(mktemp -d)
 chmod 755 "$work"                      # as root, PostgreSQL runs as the postgres user
@@ -72,10 +77,66 @@ for try in 1 2 3 4 5; do
   waitfor "settled demo" demo_settled
 done
 
+# A workflow: docs/workflows.md's order (charge, then reserve and receipt, then ship), run by the
+# demo's worker as db_function tasks (a function per step, each calling the example's
+# shop.order_step), whose reservation fails for good (one attempt): charge and receipt complete,
+# reserve is dead, ship is cancelled by the cascade.
+wf=$(psql "$db" -XAtq -v ON_ERROR_STOP=1 <<'SQL'
+create schema shop;
+create table shop.order_log (
+    n bigint generated always as identity primary key,
+    order_id bigint not null,
+    step text not null,
+    unique (order_id, step)
+);
+create function shop.order_step(_payload jsonb) returns jsonb
+language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
+begin
+    if _payload->>'step' = 'reserve' and (_payload->>'out_of_stock')::boolean then
+        raise exception 'warehouse: item % is out of stock', _payload->>'item';
+    end if;
+    insert into shop.order_log (order_id, step) values ((_payload->>'order')::bigint, _payload->>'step');
+    return '{"status": "succeeded"}'::jsonb;
+end $$;
+revoke all on function shop.order_step(jsonb) from public;
+-- One function per step, so that the graph's nodes say which step they are.
+do $$
+declare _step text;
+begin
+    foreach _step in array array['charge', 'reserve', 'receipt', 'ship'] loop
+        execute format('create function shop.%I(_payload jsonb) returns jsonb language sql security definer
+            set search_path = pg_catalog, pg_temp as $f$ select shop.order_step(_payload || %L) $f$',
+            _step, jsonb_build_object('step', _step));
+        execute format('revoke all on function shop.%I(jsonb) from public', _step);
+        execute format('grant execute on function shop.%I(jsonb) to worker_service_user', _step);
+    end loop;
+end $$;
+grant usage on schema shop to worker_service_user;
+with charge as (
+    select queues.enqueue('db_function', '{"db_function": "shop.charge", "order": 7}') as id),
+reserve as (
+    select queues.enqueue('db_function', '{"db_function": "shop.reserve", "order": 7, "item": "SKU-42", "out_of_stock": true}',
+        _max_attempts => 1, _after => array[charge.id]) as id from charge),
+receipt as (
+    select queues.enqueue('db_function', '{"db_function": "shop.receipt", "order": 7}',
+        _after => array[charge.id]) as id from charge)
+select queues.enqueue('db_function', '{"db_function": "shop.ship", "order": 7}',
+        _after => array[reserve.id, receipt.id]), charge.id
+from charge, reserve, receipt;
+SQL
+)
+ship=${wf%%|*}
+root=${wf##*|}
+[ -n "$root" ] && [ -n "$ship" ] || fail "could not place the workflow's order: $wf"
+wf_settled() { [ "$(psql "$db" -XAtc "select status = 'cancelled' from queues.task where task_id = $ship")" = t ] &&
+  [ "$(psql "$db" -XAtc "select count(*) = 0 from queues.task where workflow_id = $root and status not in ('completed', 'dead', 'cancelled')")" = t ]; }
+waitfor "settled workflow $root" wf_settled
+"$work/screenshot" -url "$url" -token "$token" -path "/workflows/$root" -wait '#wf-graph' -width 1100 -height 600 -out "$wfout"
+
 kill -INT -- "-$leader"
 for _ in $(seq 1 60); do
   kill -0 "$leader" 2>/dev/null || break
   sleep 0.5
 done
 kill -0 "$leader" 2>/dev/null && fail "still running 30s after Ctrl-C"
-echo "demo-screenshot: wrote $out ($(elapsed)s in all)"
+echo "demo-screenshot: wrote $out and $wfout ($(elapsed)s in all)"
