@@ -13,7 +13,7 @@ import (
 )
 
 var (
-	graphNode = regexp.MustCompile(`<a href="/tasks/(\d+)" class="wf-node st st-([a-z]+)" data-task-id="(\d+)" data-status="([a-z]+)" data-layer="(\d+)">`)
+	graphNode = regexp.MustCompile(`<a href="/tasks/(\d+)" class="wf-node st st-([a-z]+)(?: wf-external)?" data-task-id="(\d+)" data-status="([a-z]+)" data-layer="(\d+)">`)
 	graphEdge = regexp.MustCompile(`<path class="wf-edge wf-edge-[a-z]+" d="[^"]+" data-from="(\d+)" data-to="(\d+)"`)
 )
 
@@ -123,4 +123,73 @@ func TestWorkflowPageBadIDs(t *testing.T) {
 		code, _, _ := get(t, c, srv.URL+p)
 		require.Equal(t, http.StatusUnauthorized, code, p)
 	}
+}
+
+// A workflow of more than 1,000 tasks draws its first 1,000 by id and says so.
+func TestWorkflowGraphCapped(t *testing.T) {
+	t.Parallel()
+	srv, pool, _ := newDashboard(t, dashboard.Config{})
+	var root int64
+	require.NoError(t, pool.QueryRow(t.Context(), `select queues.enqueue('fan.root', '{}')`).Scan(&root))
+	_, err := pool.Exec(t.Context(), `select queues.enqueue_many(array_fill('fan.leaf'::text, array[1100]),
+		array(select jsonb_build_object('i', i) from generate_series(1, 1100) i), _after => array[$1::bigint])`, root)
+	require.NoError(t, err)
+	code, body, _ := get(t, browserlessClient(t), srv.URL+"/workflows/"+itoa(root), bearer()...)
+	require.Equal(t, http.StatusOK, code)
+	nodes, layers, edges := graphOf(t, body)
+	require.Equal(t, 1000, len(nodes))
+	require.Equal(t, 999, len(edges))
+	require.Equal(t, "pending", nodes[root])
+	for id, s := range nodes {
+		if id != root {
+			require.Equal(t, "waiting", s)
+			require.Equal(t, 1, layers[id])
+		}
+	}
+	require.Contains(t, body, `id="graph-capped"`)
+	require.Contains(t, body, "This workflow has 1,101 tasks: the graph draws the first 1,000 by id")
+}
+
+// A task enqueued after tasks of two workflows joins the older one: its page draws the other
+// workflow's parent too, marked, with its edge; a parent deleted since is named under the graph.
+func TestWorkflowGraphOtherWorkflowParent(t *testing.T) {
+	t.Parallel()
+	srv, pool, _ := newDashboard(t, dashboard.Config{})
+	ctx := t.Context()
+	q := func(sql string, args ...any) int64 {
+		t.Helper()
+		var id int64
+		require.NoError(t, pool.QueryRow(ctx, sql, args...).Scan(&id), sql)
+		return id
+	}
+	a1 := q(`select queues.enqueue('a.first', '{}')`)
+	a2 := q(`select queues.enqueue('a.second', '{}', _after => array[$1::bigint])`, a1)
+	b1 := q(`select queues.enqueue('b.first', '{}')`)
+	b2 := q(`select queues.enqueue('b.second', '{}', _after => array[$1::bigint])`, b1)
+	join := q(`select queues.enqueue('a.join', '{}', _after => array[$1::bigint, $2::bigint])`, a2, b2)
+	require.Equal(t, a1, q(`select workflow_id from queues.task where task_id = $1`, join), "the older workflow")
+
+	c := browserlessClient(t)
+	code, body, _ := get(t, c, srv.URL+"/workflows/"+itoa(a1), bearer()...)
+	require.Equal(t, http.StatusOK, code)
+	nodes, layers, edges := graphOf(t, body)
+	require.Equal(t, map[int64]string{a1: "pending", a2: "waiting", b2: "waiting", join: "waiting"}, nodes)
+	require.ElementsMatch(t, [][2]int64{{a1, a2}, {a2, join}, {b2, join}}, edges)
+	require.Equal(t, 2, layers[join])
+	require.Contains(t, body, `class="wf-node st st-waiting wf-external" data-task-id="`+itoa(b2)+`"`)
+	require.Contains(t, body, ">#"+itoa(b2)+" · other workflow</text>")
+	require.Contains(t, body, "b.second · task "+itoa(b2)+" · waiting · of workflow "+itoa(b1))
+	require.Contains(t, body, "<p class=\"muted\">3 tasks", "the other workflow's task is not counted")
+
+	// b2 is cancelled and deleted: the join names a parent that is gone.
+	_, err := pool.Exec(ctx, `select queues.cancel_task($1, 'test')`, b2)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `delete from queues.task where task_id = $1`, b2)
+	require.NoError(t, err)
+	code, body, _ = get(t, c, srv.URL+"/workflows/"+itoa(a1), bearer()...)
+	require.Equal(t, http.StatusOK, code)
+	nodes, _, edges = graphOf(t, body)
+	require.NotContains(t, nodes, b2)
+	require.ElementsMatch(t, [][2]int64{{a1, a2}, {a2, join}}, edges)
+	require.Contains(t, body, "Parents no longer in the database (pruned by retention): task "+itoa(b2)+".")
 }

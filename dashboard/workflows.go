@@ -201,7 +201,7 @@ func (h *Handler) workflowPage(w http.ResponseWriter, r *http.Request) {
 	var nodes []wfNode
 	err = h.readTx(r.Context(), func(ctx context.Context, tx pgx.Tx) error {
 		var err error
-		if nodes, err = readWorkflowNodes(ctx, tx, workflowNodesSQL, id, maxGraphNodes); err != nil {
+		if nodes, err = readWorkflowNodes(ctx, tx, workflowNodesSQL, id, maxGraphNodes-1); err != nil {
 			return err
 		}
 		if len(nodes) <= 1 { // no task took its id: no workflow (as Client.Workflow says)
