@@ -184,7 +184,7 @@ type workflowData struct {
 	Missing   []int64 // parents named by drawn tasks that no longer exist (retention)
 	Return    string
 	Statuses  []taskorch.Status
-	Started   time.Time
+	Started   time.Time // the first enqueue of a task drawn
 }
 
 // workflowPage draws one workflow: its graph (nodes in layers by depth, coloured by status,
@@ -211,7 +211,9 @@ func (h *Handler) workflowPage(w http.ResponseWriter, r *http.Request) {
 			id, graphCountCap+1).Scan(&d.Tasks); err != nil {
 			return err
 		}
-		d.Tasks++ // the root
+		if nodes[0].ID == id { // the root, unless retention pruned it
+			d.Tasks++
+		}
 		if d.Tasks > graphCountCap {
 			d.Tasks, d.TasksMore = graphCountCap, true
 		}
@@ -265,7 +267,7 @@ func (h *Handler) workflowPage(w http.ResponseWriter, r *http.Request) {
 		case taskorch.StatusWaiting, taskorch.StatusPending, taskorch.StatusRunning:
 			d.Active++
 		}
-		if n.ID == id {
+		if d.Started.IsZero() || n.EnqueuedAt.Before(d.Started) {
 			d.Started = n.EnqueuedAt
 		}
 	}
