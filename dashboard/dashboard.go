@@ -38,7 +38,7 @@ type Handler struct {
 // pool's role needs SELECT on the queues tables it shows and EXECUTE on the operator's
 // functions for the actions (queues.retry_tasks, cancel_tasks, delete_tasks and their _matching
 // forms, count_tasks_matching, pause_queue, resume_queue, pause_schedule, resume_schedule,
-// run_schedule_now, backfill_schedule), and on queues.dashboard_session_revoked and
+// run_schedule_now, backfill_schedule, cancel_workflow), and on queues.dashboard_session_revoked and
 // queues.revoke_dashboard_session for sign-in sessions (docs/dashboard.md, "Sessions"); the
 // owner of the schema has all of these (docs/security.md, "An operator's role").
 func New(pool *pgxpool.Pool, cfg Config) (*Handler, error) {
@@ -104,6 +104,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST /queues/{type}/pause", h.action(h.pauseQueue))
 	m.HandleFunc("POST /queues/{type}/resume", h.action(h.resumeQueue))
 	m.HandleFunc("POST /processes/{process}/{id}/retry", h.action(h.retryProcess))
+	m.HandleFunc("POST /workflows/{id}/cancel", h.action(h.cancelWorkflow))
 
 	m.HandleFunc("GET /login", h.loginPage)
 	m.HandleFunc("POST /login", h.login)

@@ -179,12 +179,14 @@ type workflowData struct {
 	Capped    bool // not all of them
 	Graph     workflowGraph
 	Retryable []wfNode // failed and dead nodes, which an operator may retry
-	Active    int64    // drawn nodes not ended (waiting, pending, running)
-	Counts    []statusCount
-	Missing   []int64 // parents named by drawn tasks that no longer exist (retention)
-	Return    string
-	Statuses  []taskorch.Status
-	Started   time.Time // the first enqueue of a task drawn
+	// Cancellable counts the drawn nodes Cancel workflow cancels (waiting, pending, running,
+	// failed, dead); the form shows when there is one.
+	Cancellable int64
+	Counts      []statusCount
+	Missing     []int64 // parents named by drawn tasks that no longer exist (retention)
+	Return      string
+	Statuses    []taskorch.Status
+	Started     time.Time // the first enqueue of a task drawn
 }
 
 // workflowPage draws one workflow: its graph (nodes in layers by depth, coloured by status,
@@ -264,8 +266,9 @@ func (h *Handler) workflowPage(w http.ResponseWriter, r *http.Request) {
 		switch n.Status {
 		case taskorch.StatusFailed, taskorch.StatusDead:
 			d.Retryable = append(d.Retryable, n)
+			d.Cancellable++
 		case taskorch.StatusWaiting, taskorch.StatusPending, taskorch.StatusRunning:
-			d.Active++
+			d.Cancellable++
 		}
 		if d.Started.IsZero() || n.EnqueuedAt.Before(d.Started) {
 			d.Started = n.EnqueuedAt
