@@ -43,7 +43,7 @@ type graphEdge struct {
 }
 
 const (
-	graphNodeW  = 200
+	graphNodeW  = 216
 	graphNodeH  = 40
 	graphColGap = 64
 	graphRowGap = 14

@@ -56,6 +56,7 @@ type drawnGraph struct {
 // TestBrowserWorkflowGraph opens a seeded workflow's page in Chromium: the SVG draws every node
 // in its status's colour (the legend's, one colour per status), every edge from its parent's
 // box to its child's, a node opens its task, and the error made to inject script stays text.
+// Then Cancel workflow, confirmed, cancels every node not ended: the page shows them cancelled.
 func TestBrowserWorkflowGraph(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.NewDB(t)
@@ -113,4 +114,28 @@ func TestBrowserWorkflowGraph(t *testing.T) {
 	})()`), chromedp.WaitVisible(chromedp.CSS(`body:not([data-stale]) #task-workflow`)))
 	require.Contains(t, b.text(`h1`), "Task "+itoa(w.ship))
 	require.Contains(t, b.text(`#task-workflow`), "workflow "+itoa(w.root))
+
+	// Cancel workflow, with a reason, after its confirmation.
+	b.do(chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS(`#cancel-workflow`)))
+	b.do(chromedp.SendKeys(chromedp.CSS(`#cancel-reason`), "order withdrawn"), click(`#cancel-workflow`),
+		chromedp.WaitVisible(chromedp.CSS(`body:not([data-stale]) #flash`)))
+	require.Contains(t, b.text(`#flash`), "Cancelled workflow "+itoa(w.root)+": 4 tasks.")
+	require.Equal(t, 1, b.dialogCount(), "the cancel asked for confirmation")
+	g = eval[drawnGraph](b, readGraphJS)
+	require.Len(t, g.Nodes, len(w.statuses()))
+	for _, n := range g.Nodes {
+		want := "cancelled"
+		if n.ID == w.root {
+			want = "completed"
+		}
+		require.Equal(t, want, n.Status, "node %d", n.ID)
+		require.Equal(t, colour[want], n.Fill, "node %d in the colour of %s", n.ID, want)
+	}
+	require.Zero(t, eval[int](b, `document.querySelectorAll('#cancel-workflow').length`), "nothing left to cancel")
+	var actor, reason string
+	require.NoError(t, pool.QueryRow(t.Context(), `select actor, detail from queues.task_event where task_id = $1 and event = 'cancelled'`,
+		w.audit).Scan(&actor, &reason))
+	require.Equal(t, "dashboard:token", actor, "recorded as the signed-in token's")
+	require.Equal(t, "order withdrawn", reason)
+	b.screenshot("workflow_graph_cancelled")
 }
