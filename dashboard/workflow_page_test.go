@@ -193,3 +193,26 @@ func TestWorkflowGraphOtherWorkflowParent(t *testing.T) {
 	require.ElementsMatch(t, [][2]int64{{a1, a2}, {a2, join}}, edges)
 	require.Contains(t, body, "Parents no longer in the database (pruned by retention): task "+itoa(b2)+".")
 }
+
+// A workflow whose first task was deleted (retention) is still found by its id: its other tasks
+// are drawn, the first one is named as gone, and the list says its first task was pruned.
+func TestWorkflowRootPruned(t *testing.T) {
+	t.Parallel()
+	srv, pool, _ := newDashboard(t, dashboard.Config{})
+	w := seedWorkflow(t, pool)
+	_, err := pool.Exec(t.Context(), `delete from queues.task where task_id = $1`, w.root)
+	require.NoError(t, err)
+	c := browserlessClient(t)
+	code, body, _ := get(t, c, srv.URL+"/workflows/"+itoa(w.root), bearer()...)
+	require.Equal(t, http.StatusOK, code, body)
+	nodes, layers, edges := graphOf(t, body)
+	want := w.statuses()
+	delete(want, w.root)
+	require.Equal(t, want, nodes)
+	require.ElementsMatch(t, [][2]int64{{w.reserve, w.ship}, {w.receipt, w.ship}, {w.receipt, w.archive}}, edges)
+	require.Equal(t, 0, layers[w.reserve], "a task whose parents are gone is drawn first")
+	require.Contains(t, body, "Parents no longer in the database (pruned by retention): task "+itoa(w.root)+".")
+	require.Contains(t, body, `<p class="muted">5 tasks`)
+	_, body, _ = get(t, c, srv.URL+"/workflows", bearer()...)
+	require.Regexp(t, `<tr data-workflow-id="`+itoa(w.root)+`">\s*<td class="num"><a href="/workflows/`+itoa(w.root)+`">`+itoa(w.root)+`</a></td>\s*<td><span class="muted">pruned</span></td>\s*<td class="num">5</td>`, body)
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
@@ -206,7 +205,7 @@ func (h *Handler) workflowPage(w http.ResponseWriter, r *http.Request) {
 		if nodes, err = readWorkflowNodes(ctx, tx, workflowNodesSQL, id, maxGraphNodes-1); err != nil {
 			return err
 		}
-		if len(nodes) <= 1 { // no task took its id: no workflow (as Client.Workflow says)
+		if len(nodes) == 0 || len(nodes) == 1 && nodes[0].ID == id { // no task took its id: no workflow (as Client.Workflow says)
 			return notFoundf("no workflow %d (a workflow's id is its first task's; a task without parents or children is in none, and retention may have pruned it)", id)
 		}
 		if err := tx.QueryRow(ctx, `select count(*) from (select from queues.task where workflow_id = $1 limit $2) t`,
@@ -226,9 +225,11 @@ func (h *Handler) workflowPage(w http.ResponseWriter, r *http.Request) {
 			in[n.ID] = true
 		}
 		var outside []int64
+		listed := map[int64]bool{}
 		for _, n := range nodes {
 			for _, p := range n.Parents {
-				if !in[p] && !slices.Contains(outside, p) {
+				if !in[p] && !listed[p] {
+					listed[p] = true
 					outside = append(outside, p)
 				}
 			}
