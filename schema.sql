@@ -6948,6 +6948,31 @@ end $_$;
 
 
 --
+-- Name: queue_depth(text[]); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.queue_depth(_task_types text[] DEFAULT NULL::text[]) RETURNS bigint
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select (select count(*) from queues.task t
+            where t.status = 'running'
+              and (_task_types is null or t.task_type = any (_task_types)))
+         + (select count(*) from queues.task t
+            where t.status = 'pending' and t.run_at <= now()
+              and (_task_types is null or t.task_type = any (_task_types))
+              and not exists (select from queues.queue_pause qp where qp.task_type = t.task_type))
+$$;
+
+
+--
+-- Name: FUNCTION queue_depth(_task_types text[]); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.queue_depth(_task_types text[]) IS 'Tasks of _task_types (all when NULL) that workers could run now: running, plus due pending of types not paused; for an autoscaler (docs/deployment.md, "Autoscaling").';
+
+
+--
 -- Name: queue_stats(); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -13777,6 +13802,14 @@ GRANT ALL ON FUNCTION queues.prune_finished(_older_than interval, _limit integer
 --
 
 REVOKE ALL ON FUNCTION queues.put_schedule(_name text, _cron text, _task_type text, _payload jsonb, _priority integer, _max_attempts integer, _enabled boolean, _next_run_at timestamp with time zone) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION queue_depth(_task_types text[]); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.queue_depth(_task_types text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION queues.queue_depth(_task_types text[]) TO worker_service_user;
 
 
 --
