@@ -83,9 +83,9 @@ func TestAutoscalingQueryAsDocumented(t *testing.T) {
 	}
 	exec(`select queues.claim_tasks('w-autoscale', 2, '5 minutes', array['email'])`)
 	exec(`select queues.enqueue('email', '{}', _scheduled_at => now() + interval '1 hour')`) // later
-	parent := enqueue(t, pool, "report.build", `{}`, 0)                                // another type
-	exec(`select queues.enqueue('email', '{}', _after => array[$1::bigint])`, parent)  // waiting
-	exec(`select queues.enqueue('sms', '{}')`)                                         // due, then claimed
+	parent := enqueue(t, pool, "report.build", `{}`, 0)                                      // another type
+	exec(`select queues.enqueue('email', '{}', _after => array[$1::bigint])`, parent)        // waiting
+	exec(`select queues.enqueue('sms', '{}')`)                                               // due, then claimed
 	exec(`select queues.claim_tasks('w-autoscale', 1, '5 minutes', array['sms'])`)
 	for range 4 {
 		exec(`select queues.enqueue('sms', '{}')`) // due, until the queue is paused
