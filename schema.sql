@@ -7307,6 +7307,59 @@ COMMENT ON FUNCTION queues.record_outbox_messages(_task_ids bigint[], _channels 
 
 
 --
+-- Name: record_workflow_step(bigint, bigint, integer, text, text, jsonb, interval, timestamp with time zone); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.record_workflow_step(_task_id bigint, _lease_id bigint, _seq integer, _kind text, _name text, _result jsonb, _sleep interval DEFAULT NULL::interval, _started_at timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(recorded boolean, wake_at timestamp with time zone)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _wake timestamptz;
+    _n integer;
+begin
+    if _seq is null or _seq not between 1 and 100000 then
+        raise exception 'record_workflow_step: _seq must be between 1 and 100000, got %', coalesce(_seq::text, 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if _kind is null or _kind not in ('step', 'step_tx', 'sleep', 'version') then
+        raise exception 'record_workflow_step: _kind must be step, step_tx, sleep or version, got %', coalesce(_kind, 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if _name is null or _name = '' or length(_name) > 200 then
+        raise exception 'record_workflow_step: _name must be 1 to 200 characters'
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if (_kind = 'sleep') <> (_sleep is not null) or _sleep < interval '0' then
+        raise exception 'record_workflow_step: a sleep, and only a sleep, takes a _sleep of zero or more, got %', coalesce(_sleep::text, 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if _sleep is not null then
+        _wake := clock_timestamp() + _sleep;
+        if not internal.time_in_range(_wake) then
+            raise exception 'record_workflow_step: the sleep of % ends past the year 9999', _sleep
+                using errcode = 'invalid_parameter_value';
+        end if;
+    end if;
+    insert into queues.workflow_step (task_id, seq, kind, name, result, wake_at, lease_id, attempt, started_at)
+    select t.task_id, _seq, _kind, _name, _result, _wake, _lease_id, t.attempt, _started_at
+    from queues.task t
+    where t.task_id = _task_id and t.lease_id = _lease_id and t.lease_expires_at is not null -- i.e. running
+    for key share of t
+    on conflict on constraint workflow_step_pkey do nothing;
+    get diagnostics _n = row_count;
+    return query select _n = 1, _wake;
+end $$;
+
+
+--
+-- Name: FUNCTION record_workflow_step(_task_id bigint, _lease_id bigint, _seq integer, _kind text, _name text, _result jsonb, _sleep interval, _started_at timestamp with time zone); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.record_workflow_step(_task_id bigint, _lease_id bigint, _seq integer, _kind text, _name text, _result jsonb, _sleep interval, _started_at timestamp with time zone) IS 'Records a durable Go workflow''s checkpoint under the task''s current lease; false (nothing written) under a stale lease or when the position holds one already.';
+
+
+--
 -- Name: redispatch_stale(interval, integer, text[]); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -8414,6 +8467,28 @@ end $$;
 --
 
 COMMENT ON FUNCTION queues.worker_waiting() IS 'Called by a worker about to wait for NOTIFY taskorch_task, before its last claim: the next enqueue notifies. False when an enqueue that began before the call is still in flight (its task may commit after the claim without a notification: poll). docs/worker.md, "The loop".';
+
+
+--
+-- Name: workflow_steps(bigint); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.workflow_steps(_task_id bigint) RETURNS TABLE(seq integer, kind text, name text, result jsonb, wake_at timestamp with time zone)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select s.seq, s.kind, s.name, s.result, s.wake_at
+    from queues.workflow_step s
+    where s.task_id = _task_id
+    order by s.seq
+$$;
+
+
+--
+-- Name: FUNCTION workflow_steps(_task_id bigint); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.workflow_steps(_task_id bigint) IS 'A durable Go workflow''s checkpoints in call order: position, kind, name, result and a sleep''s wake time.';
 
 
 --
@@ -10568,6 +10643,34 @@ CREATE SEQUENCE queues.worker_session_key_seq
 
 
 --
+-- Name: workflow_step; Type: TABLE; Schema: queues; Owner: -
+--
+
+CREATE TABLE queues.workflow_step (
+    task_id bigint NOT NULL,
+    seq integer NOT NULL,
+    kind text NOT NULL,
+    name text NOT NULL,
+    result jsonb,
+    wake_at timestamp with time zone,
+    lease_id bigint NOT NULL,
+    attempt integer NOT NULL,
+    started_at timestamp with time zone,
+    completed_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT workflow_step_kind_check CHECK ((kind = ANY (ARRAY['step'::text, 'step_tx'::text, 'sleep'::text, 'version'::text]))),
+    CONSTRAINT workflow_step_name_check CHECK (((name <> ''::text) AND (length(name) <= 200))),
+    CONSTRAINT workflow_step_seq_check CHECK (((seq >= 1) AND (seq <= 100000)))
+);
+
+
+--
+-- Name: TABLE workflow_step; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON TABLE queues.workflow_step IS 'A durable Go workflow''s checkpoints (docs/workflows.md, "Durable workflows in Go"): one row per durable call completed, at its position seq in the run; kind and name are what the code called (a re-run that calls something else there fails as nondeterministic), result is the call''s JSON result, wake_at a sleep''s end; lease_id and attempt are the claim that wrote it. Append-only; deleted with its task.';
+
+
+--
 -- Name: task_event_default; Type: TABLE ATTACH; Schema: queues; Owner: -
 --
 
@@ -11262,6 +11365,14 @@ ALTER TABLE ONLY queues.worker_quiet
 
 
 --
+-- Name: workflow_step workflow_step_pkey; Type: CONSTRAINT; Schema: queues; Owner: -
+--
+
+ALTER TABLE ONLY queues.workflow_step
+    ADD CONSTRAINT workflow_step_pkey PRIMARY KEY (task_id, seq);
+
+
+--
 -- Name: account_anonymization_attempt_task_idx; Type: INDEX; Schema: accounts; Owner: -
 --
 
@@ -11934,6 +12045,13 @@ CREATE TRIGGER worker_event_append_only BEFORE UPDATE ON queues.worker_event FOR
 
 
 --
+-- Name: workflow_step workflow_step_append_only; Type: TRIGGER; Schema: queues; Owner: -
+--
+
+CREATE TRIGGER workflow_step_append_only BEFORE UPDATE ON queues.workflow_step FOR EACH STATEMENT EXECUTE FUNCTION internal.refuse_update();
+
+
+--
 -- Name: account_anonymization_attempt_failed account_anonymization_attemp_account_anonymization_attemp_fkey1; Type: FK CONSTRAINT; Schema: accounts; Owner: -
 --
 
@@ -12299,6 +12417,14 @@ ALTER TABLE ONLY queues.signal_wait
 
 ALTER TABLE ONLY queues.worker_quiet
     ADD CONSTRAINT worker_quiet_worker_id_fkey FOREIGN KEY (worker_id) REFERENCES queues.worker(worker_id) ON DELETE CASCADE;
+
+
+--
+-- Name: workflow_step workflow_step_task_id_fkey; Type: FK CONSTRAINT; Schema: queues; Owner: -
+--
+
+ALTER TABLE ONLY queues.workflow_step
+    ADD CONSTRAINT workflow_step_task_id_fkey FOREIGN KEY (task_id) REFERENCES queues.task(task_id) ON DELETE CASCADE;
 
 
 --
@@ -13868,6 +13994,14 @@ GRANT ALL ON FUNCTION queues.record_outbox_messages(_task_ids bigint[], _channel
 
 
 --
+-- Name: FUNCTION record_workflow_step(_task_id bigint, _lease_id bigint, _seq integer, _kind text, _name text, _result jsonb, _sleep interval, _started_at timestamp with time zone); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.record_workflow_step(_task_id bigint, _lease_id bigint, _seq integer, _kind text, _name text, _result jsonb, _sleep interval, _started_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION queues.record_workflow_step(_task_id bigint, _lease_id bigint, _seq integer, _kind text, _name text, _result jsonb, _sleep interval, _started_at timestamp with time zone) TO worker_service_user;
+
+
+--
 -- Name: FUNCTION redispatch_stale(_older_than interval, _limit integer, _task_types text[]); Type: ACL; Schema: queues; Owner: -
 --
 
@@ -14123,6 +14257,14 @@ REVOKE ALL ON FUNCTION queues.watch_task(_task_id bigint) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION queues.worker_waiting() FROM PUBLIC;
 GRANT ALL ON FUNCTION queues.worker_waiting() TO worker_service_user;
+
+
+--
+-- Name: FUNCTION workflow_steps(_task_id bigint); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.workflow_steps(_task_id bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION queues.workflow_steps(_task_id bigint) TO worker_service_user;
 
 
 --

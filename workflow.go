@@ -89,10 +89,10 @@ type WorkflowNode struct {
 	Parents []int64 `json:"parents,omitempty"` // the tasks it waits for (Task.ParentIDs)
 }
 
-// Workflow is a graph of tasks enqueued after one another (docs/workflows.md, "Workflows"):
+// WorkflowGraph is a graph of tasks enqueued after one another (docs/workflows.md, "Workflows"):
 // its first task, whose id is the workflow's, and every task that took that id from its
 // parents.
-type Workflow struct {
+type WorkflowGraph struct {
 	ID int64 `json:"workflow_id"`
 	// Nodes are its tasks in id order (parents before children); each lists its parents, which
 	// are the graph's edges. A parent from another workflow (a task enqueued after tasks of two
@@ -118,16 +118,16 @@ order by task_id`
 // ErrNotFound when no task belongs to a workflow with that id (an unknown id, a task with
 // neither parents nor children, a task that is not a workflow's first). At most 100,000 nodes
 // are read; a larger workflow gives ErrInvalidInput.
-func (c *Client) Workflow(ctx context.Context, id int64) (*Workflow, error) {
+func (c *Client) Workflow(ctx context.Context, id int64) (*WorkflowGraph, error) {
 	return c.workflow(ctx, c.pool, id)
 }
 
 // WorkflowTx is Workflow in the caller's transaction.
-func (c *Client) WorkflowTx(ctx context.Context, tx pgx.Tx, id int64) (*Workflow, error) {
+func (c *Client) WorkflowTx(ctx context.Context, tx pgx.Tx, id int64) (*WorkflowGraph, error) {
 	return c.workflow(ctx, tx, id)
 }
 
-func (c *Client) workflow(ctx context.Context, db DBTX, id int64) (*Workflow, error) {
+func (c *Client) workflow(ctx context.Context, db DBTX, id int64) (*WorkflowGraph, error) {
 	if err := c.checkOpen(); err != nil {
 		return nil, err
 	}
@@ -135,7 +135,7 @@ func (c *Client) workflow(ctx context.Context, db DBTX, id int64) (*Workflow, er
 	if err != nil {
 		return nil, fmt.Errorf("workflow %d: %w", id, mapError(err))
 	}
-	w := &Workflow{ID: id, Nodes: []WorkflowNode{}}
+	w := &WorkflowGraph{ID: id, Nodes: []WorkflowNode{}}
 	var n WorkflowNode
 	var status string
 	_, err = pgx.ForEachRow(rows, []any{&n.ID, &n.Type, &status, &n.Attempt, &n.Parents}, func() error {

@@ -149,7 +149,7 @@ func printWorkflowList(w io.Writer, ws []taskorch.WorkflowSummary) error {
 	return tw.Flush()
 }
 
-func printWorkflow(w io.Writer, wf *taskorch.Workflow) error {
+func printWorkflow(w io.Writer, wf *taskorch.WorkflowGraph) error {
 	counts := map[taskorch.Status]int{}
 	for _, n := range wf.Nodes {
 		counts[n.Status]++

@@ -528,3 +528,11 @@ func (w *Worker) giveBack(ctx context.Context) {
 		w.log.Info("gave running tasks back to pending", "released", len(released), "tasks", released)
 	}
 }
+
+// LockLease locks task id under lease in tx (queues.lock_lease, FOR KEY SHARE): false when the
+// lease is not the task's current one. A durable workflow's transactional step takes it first
+// (docs/workflows.md, "Durable workflows in Go").
+func LockLease(ctx context.Context, tx Querier, id, lease int64) (held bool, err error) {
+	err = tx.QueryRow(ctx, `select queues.lock_lease($1, $2)`, id, lease).Scan(&held)
+	return held, err
+}

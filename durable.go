@@ -1,0 +1,374 @@
+package taskorch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/taskorch/taskorch/internal/worker"
+)
+
+// A durable workflow is a Go handler whose progress is checkpointed in PostgreSQL, under the
+// task's lease, one row per durable call it completes (queues.workflow_step). When it runs again
+// (after a crash, a failed attempt or a sleep), it runs from the top, and every durable call that
+// completed before returns its recorded result at once instead of running. docs/workflows.md,
+// "Durable workflows in Go", has the rules; they are short:
+//
+//   - Make the durable calls (Step, StepTx, Sleep, Version) from the workflow's goroutine, in an
+//     order that depends only on the args and on what earlier durable calls returned.
+//   - Give each call site its own name. A run that reaches a different call at a position than the
+//     one recorded there fails for good with ErrNondeterministic, naming both.
+//   - Step results go through JSON, on the first run as on a replay, so both see the same value.
+
+// ErrNondeterministic is matched (errors.Is) by the failure of a workflow whose code reached a
+// different durable call at a position than the one recorded there: its code changed under it,
+// or depends on something other than its args and earlier calls' results. The task fails without
+// retry; retrying it by hand after a fix replays it from the start. Version lets code change under
+// workflows in flight.
+var ErrNondeterministic = errors.New("workflow code changed under a running workflow")
+
+// ErrSuspended is returned by a durable call made after Sleep suspended the run: the run is over,
+// and the workflow's function should return. Whatever it returns then, the task runs again when
+// the sleep ends.
+var ErrSuspended = errors.New("the workflow's run is suspended")
+
+// DefaultVersion is what Version returns where a workflow passed before the Version call was in
+// its code.
+const DefaultVersion = 0
+
+// A durable call whose checkpoint the database refuses because the task's lease is no longer
+// this run's (it expired and another worker took the task, or the task was cancelled) returns an
+// error matching ErrLeaseLost: nothing of the call was recorded, and the run's outcome will be
+// refused too.
+
+// Workflow is a durable workflow's run, given to the function AddWorkflow registers. Its methods
+// and the functions that take it (Step, StepTx) are the durable calls; a Workflow is valid only
+// during the call of that function.
+type Workflow struct {
+	ctx   context.Context
+	task  *Task
+	lease int64
+	db    *pgxpool.Pool
+
+	mu       sync.Mutex
+	seq      int                  // the last position used
+	recorded map[int]recordedCall // the checkpoints of earlier runs, by position
+	skew     time.Duration        // the database's clock minus this machine's, when loaded
+	suspend  *time.Duration       // set by Sleep: the run ends, and the task is due again after it
+	failure  error                // set on nondeterminism: the task fails without retry
+}
+
+// recordedCall is a checkpoint of queues.workflow_step.
+type recordedCall struct {
+	kind, name string
+	result     json.RawMessage
+	wakeAt     *time.Time
+}
+
+// The kinds of durable calls (queues.workflow_step.kind).
+const (
+	callStep    = "step"
+	callStepTx  = "step_tx"
+	callSleep   = "sleep"
+	callVersion = "version"
+)
+
+// maxWorkflowCalls bounds the durable calls of one workflow (queues.workflow_step.seq).
+const maxWorkflowCalls = 100_000
+
+// Task returns the workflow's task (its id, args as JSON, attempt, ...).
+func (wf *Workflow) Task() *Task { return wf.task }
+
+// AddWorkflow registers a durable workflow: the task type is T's TaskType(), the payload is
+// decoded into a T (a payload that does not decode fails the task for good), and fn runs it. fn
+// makes its durable calls through wf (Step, StepTx, Sleep, Version); what it returns is the
+// task's outcome, as for any handler: nil completes it (SetResult sets its result), an error
+// fails the attempt, and the next attempt replays the calls that completed. opts is at most one
+// *HandlerOpts (see Handle); its Timeout bounds one run, not the whole workflow. See
+// docs/workflows.md, "Durable workflows in Go".
+func AddWorkflow[T TaskArgs](hs *Handlers, fn func(ctx context.Context, wf *Workflow, args T) error, opts ...*HandlerOpts) {
+	if fn == nil {
+		panic("taskorch: nil workflow function")
+	}
+	var zero T
+	hs.Handle(zero.TaskType(), workflowHandler[T]{fn: fn}, opts...)
+}
+
+type workflowHandler[T TaskArgs] struct {
+	fn func(ctx context.Context, wf *Workflow, args T) error
+}
+
+func (h workflowHandler[T]) Work(ctx context.Context, t *Task) error {
+	var args T
+	if err := json.Unmarshal(t.Payload, &args); err != nil {
+		return Discard(fmt.Errorf("payload does not decode into %T: %w", args, err))
+	}
+	db := worker.HandlerDBFrom(ctx)
+	if db == nil || t.LeaseID == nil {
+		return Discard(errors.New("a durable workflow runs only in a taskorch worker (its checkpoints are written under the task's lease)"))
+	}
+	wf := &Workflow{ctx: ctx, task: t, lease: *t.LeaseID, db: db}
+	if err := wf.load(ctx); err != nil {
+		return fmt.Errorf("reading the workflow's checkpoints: %w", err)
+	}
+	err := h.fn(ctx, wf, args)
+	wf.mu.Lock()
+	defer wf.mu.Unlock()
+	switch {
+	case wf.failure != nil:
+		return Discard(wf.failure)
+	case wf.suspend != nil:
+		return Snooze(*wf.suspend)
+	}
+	return err
+}
+
+// load reads the checkpoints of earlier runs, and the database's clock.
+func (wf *Workflow) load(ctx context.Context) error {
+	rows, err := wf.db.Query(ctx, `select seq, kind, name, result, wake_at, clock_timestamp() from queues.workflow_steps($1)`, wf.task.ID)
+	if err != nil {
+		return err
+	}
+	wf.recorded = map[int]recordedCall{}
+	var seq int
+	var c recordedCall
+	var now time.Time
+	_, err = pgx.ForEachRow(rows, []any{&seq, &c.kind, &c.name, &c.result, &c.wakeAt, &now}, func() error {
+		wf.recorded[seq] = c
+		wf.skew = time.Until(now)
+		c = recordedCall{}
+		return nil
+	})
+	return err
+}
+
+// next takes the next position for a call of kind named name and returns what was recorded there
+// (nil: nothing, the call runs). A run that was suspended or failed makes no more calls.
+func (wf *Workflow) next(kind, name string) (int, *recordedCall, error) {
+	switch {
+	case wf.failure != nil:
+		return 0, nil, wf.failure
+	case wf.suspend != nil:
+		return 0, nil, ErrSuspended
+	case name == "" || len(name) > 200:
+		return 0, nil, inputErrorf("a durable call's name must be 1 to 200 bytes, got %q", name)
+	case wf.seq >= maxWorkflowCalls:
+		return 0, nil, inputErrorf("a workflow makes at most %d durable calls", maxWorkflowCalls)
+	}
+	wf.seq++
+	rec, ok := wf.recorded[wf.seq]
+	if !ok {
+		return wf.seq, nil, nil
+	}
+	if rec.kind != kind || rec.name != name {
+		wf.failure = fmt.Errorf("%w: call %d was recorded as %s %q, the code now calls %s %q (docs/workflows.md, \"Changing a workflow's code\")",
+			ErrNondeterministic, wf.seq, rec.kind, rec.name, kind, name)
+		return 0, nil, wf.failure
+	}
+	return wf.seq, &rec, nil
+}
+
+// record writes the checkpoint of the call at seq, under the lease, in tx when it is not nil.
+func (wf *Workflow) record(ctx context.Context, q worker.Querier, seq int, kind, name string, result json.RawMessage,
+	sleep *time.Duration, started time.Time) (*time.Time, error) {
+	var sleepArg any
+	if sleep != nil {
+		sleepArg = sleep.String()
+	}
+	var ok bool
+	var wake *time.Time
+	err := q.QueryRow(ctx, `select recorded, wake_at from queues.record_workflow_step($1, $2, $3, $4, $5, $6, $7::interval, $8)`,
+		wf.task.ID, wf.lease, seq, kind, name, result, sleepArg, started).Scan(&ok, &wake)
+	if err != nil {
+		return nil, fmt.Errorf("recording %s %q: %w", kind, name, mapError(err))
+	}
+	if !ok {
+		return nil, fmt.Errorf("%s %q: %w", kind, name, ErrLeaseLost)
+	}
+	return wake, nil
+}
+
+// stepKeyKey is the context key of StepKey.
+type stepKeyKey struct{}
+
+// StepKey returns the idempotency key of the step whose context ctx is: the same every time the
+// step runs (its task and position), for a provider that deduplicates calls by key, so a step
+// that ran but crashed before its checkpoint does not act twice. "" outside a step.
+func StepKey(ctx context.Context) string {
+	k, _ := ctx.Value(stepKeyKey{}).(string)
+	return k
+}
+
+// Step runs fn as the workflow's next durable call, named name, and returns its result: on a
+// later run it returns the recorded result without running fn. A step runs at least once: if the
+// worker dies after fn returned and before its checkpoint committed, fn runs again, with the same
+// StepKey. fn's result is returned as JSON decodes it, on the first run as on a replay. An error
+// from fn is returned as it is and nothing is recorded: return it to fail the attempt, and the
+// next attempt runs the step again.
+func Step[R any](wf *Workflow, name string, fn func(ctx context.Context) (R, error)) (R, error) {
+	var zero R
+	wf.mu.Lock()
+	defer wf.mu.Unlock()
+	seq, rec, err := wf.next(callStep, name)
+	if err != nil {
+		return zero, err
+	}
+	if rec != nil {
+		return decodeStepResult[R](rec.result, name)
+	}
+	started := time.Now()
+	r, err := fn(context.WithValue(wf.ctx, stepKeyKey{}, fmt.Sprintf("taskorch:%d:%d", wf.task.ID, seq)))
+	if err != nil {
+		return zero, err
+	}
+	b, err := encodeStepResult(r, name)
+	if err != nil {
+		return zero, err
+	}
+	if _, err := wf.record(wf.ctx, wf.db, seq, callStep, name, b, nil, started); err != nil {
+		return zero, err
+	}
+	return decodeStepResult[R](b, name)
+}
+
+// StepTx runs fn as the workflow's next durable call, named name, in a transaction of the
+// worker's database that holds the task's lease, and records its checkpoint in that same
+// transaction: the application's writes in tx and the checkpoint commit together, exactly once.
+// A worker whose lease was lost meanwhile (it expired and another worker took the task) has its
+// transaction refused whole: ErrLeaseLost, nothing written. On a later run it returns the
+// recorded result without running fn. An error from fn rolls the transaction back and is
+// returned as it is.
+func StepTx[R any](wf *Workflow, name string, fn func(ctx context.Context, tx pgx.Tx) (R, error)) (R, error) {
+	var zero R
+	wf.mu.Lock()
+	defer wf.mu.Unlock()
+	seq, rec, err := wf.next(callStepTx, name)
+	if err != nil {
+		return zero, err
+	}
+	if rec != nil {
+		return decodeStepResult[R](rec.result, name)
+	}
+	ctx := context.WithValue(wf.ctx, stepKeyKey{}, fmt.Sprintf("taskorch:%d:%d", wf.task.ID, seq))
+	started := time.Now()
+	var b json.RawMessage
+	err = pgx.BeginFunc(ctx, wf.db, func(tx pgx.Tx) error {
+		held, err := worker.LockLease(ctx, tx, wf.task.ID, wf.lease)
+		if err != nil {
+			return err
+		}
+		if !held {
+			return fmt.Errorf("step %q: %w", name, ErrLeaseLost)
+		}
+		r, err := fn(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if b, err = encodeStepResult(r, name); err != nil {
+			return err
+		}
+		_, err = wf.record(ctx, tx, seq, callStepTx, name, b, nil, started)
+		return err
+	})
+	if err != nil {
+		return zero, err
+	}
+	return decodeStepResult[R](b, name)
+}
+
+// Sleep suspends the workflow for d, named name: the first time, it records the wake time
+// (the database's clock plus d) and returns ErrSuspended, which the workflow's function should
+// return; the run ends without holding a slot or spending an attempt, and the task is due again
+// at the wake time. On the runs after it returns nil once the wake time has passed (and
+// ErrSuspended again, for what is left, if the task ran early: retried by hand, say).
+func (wf *Workflow) Sleep(name string, d time.Duration) error {
+	wf.mu.Lock()
+	defer wf.mu.Unlock()
+	if d < 0 {
+		return inputErrorf("sleep %q: the duration must not be negative, got %s", name, d)
+	}
+	seq, rec, err := wf.next(callSleep, name)
+	if err != nil {
+		return err
+	}
+	if rec != nil {
+		if rec.wakeAt == nil {
+			return nil
+		}
+		left := time.Until(*rec.wakeAt) - wf.skew
+		if left <= 0 {
+			return nil
+		}
+		wf.suspend = &left
+		return ErrSuspended
+	}
+	if _, err := wf.record(wf.ctx, wf.db, seq, callSleep, name, nil, &d, time.Now()); err != nil {
+		return err
+	}
+	if d == 0 {
+		return nil
+	}
+	wf.suspend = &d
+	return ErrSuspended
+}
+
+// Version returns the version of the code at this point of the workflow, named name, so that a
+// deploy can change the code of workflows already in flight: a workflow that reaches it for the
+// first time records max and gets max; one that recorded it gets what it recorded; one that had
+// passed this point before the call was in the code (a different call is recorded here) gets
+// DefaultVersion, and the call takes no position, so the rest of its history still lines up.
+//
+//	if v, _ := wf.Version("welcome-pack", 1); v >= 1 {
+//		// the new code
+//	} else {
+//		// the code the workflows in flight were started with
+//	}
+func (wf *Workflow) Version(name string, max int) (int, error) {
+	wf.mu.Lock()
+	defer wf.mu.Unlock()
+	if max < 1 {
+		return 0, inputErrorf("version %q: max must be at least 1, got %d", name, max)
+	}
+	if rec, ok := wf.recorded[wf.seq+1]; ok && (rec.kind != callVersion || rec.name != name) && wf.failure == nil && wf.suspend == nil {
+		return DefaultVersion, nil
+	}
+	seq, rec, err := wf.next(callVersion, name)
+	if err != nil {
+		return 0, err
+	}
+	if rec != nil {
+		return decodeStepResult[int](rec.result, name)
+	}
+	b, _ := json.Marshal(max)
+	if _, err := wf.record(wf.ctx, wf.db, seq, callVersion, name, b, nil, time.Now()); err != nil {
+		return 0, err
+	}
+	return max, nil
+}
+
+// encodeStepResult marshals a step's result.
+func encodeStepResult(r any, name string) (json.RawMessage, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, inputErrorf("step %q: its result does not marshal to JSON: %v", name, err)
+	}
+	return b, nil
+}
+
+// decodeStepResult unmarshals a step's recorded result.
+func decodeStepResult[R any](b json.RawMessage, name string) (R, error) {
+	var r R
+	if len(b) == 0 {
+		return r, nil
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("step %q: its recorded result does not decode into %T: %w", name, r, err)
+	}
+	return r, nil
+}

@@ -1,0 +1,25 @@
+package worker
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// A Go handler's context carries the worker's pool, for what runs under the task's lease in
+// the handler's own statements: a durable workflow's checkpoints and its transactional steps
+// (docs/workflows.md, "Durable workflows in Go").
+
+type handlerDBKey struct{}
+
+// withHandlerDB returns ctx carrying the worker's pool.
+func withHandlerDB(ctx context.Context, pool *pgxpool.Pool) context.Context {
+	return context.WithValue(ctx, handlerDBKey{}, pool)
+}
+
+// HandlerDBFrom returns the pool of the worker running the Go handler whose context ctx is; nil
+// when ctx is not a handler's.
+func HandlerDBFrom(ctx context.Context) *pgxpool.Pool {
+	p, _ := ctx.Value(handlerDBKey{}).(*pgxpool.Pool)
+	return p
+}
