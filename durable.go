@@ -20,7 +20,7 @@ import (
 // completed before returns its recorded result at once instead of running. docs/workflows.md,
 // "Durable workflows in Go", has the rules; they are short:
 //
-//   - Make the durable calls (Step, StepTx, Sleep, Version) from the workflow's goroutine, in an
+//   - Make the durable calls (Step, StepTx, Sleep, AwaitSignal, Version) from the workflow's goroutine, in an
 //     order that depends only on the args and on what earlier durable calls returned.
 //   - Give each call site its own name. A run that reaches a different call at a position than the
 //     one recorded there fails for good with ErrNondeterministic, naming both.
@@ -33,9 +33,10 @@ import (
 // workflows in flight.
 var ErrNondeterministic = errors.New("workflow code changed under a running workflow")
 
-// ErrSuspended is returned by a durable call made after Sleep suspended the run: the run is over,
-// and the workflow's function should return. Whatever it returns then, the task runs again when
-// the sleep ends.
+// ErrSuspended is returned by Sleep and AwaitSignal when they end the run, and by every durable
+// call made after that: the run is over, and the workflow's function should return. Whatever it
+// returns then, the task runs again when the sleep ends (or the signal comes, or its wait times
+// out).
 var ErrSuspended = errors.New("the workflow's run is suspended")
 
 // DefaultVersion is what Version returns where a workflow passed before the Version call was in
@@ -61,6 +62,7 @@ type Workflow struct {
 	recorded map[int]recordedCall // the checkpoints of earlier runs, by position
 	skew     time.Duration        // the database's clock minus this machine's, when loaded
 	suspend  *time.Duration       // set by Sleep: the run ends, and the task is due again after it
+	waiting  bool                 // set by AwaitSignal: the run ended in the database (registered and snoozed)
 	failure  error                // set on nondeterminism: the task fails without retry
 }
 
@@ -77,6 +79,8 @@ const (
 	callStepTx  = "step_tx"
 	callSleep   = "sleep"
 	callVersion = "version"
+	callWait    = "signal_wait"
+	callSignal  = "signal"
 )
 
 // maxWorkflowCalls bounds the durable calls of one workflow (queues.workflow_step.seq).
@@ -123,6 +127,8 @@ func (h workflowHandler[T]) Work(ctx context.Context, t *Task) error {
 	switch {
 	case wf.failure != nil:
 		return Discard(wf.failure)
+	case wf.waiting:
+		return worker.ErrSuspendedInDatabase
 	case wf.suspend != nil:
 		return Snooze(*wf.suspend)
 	}
@@ -154,7 +160,7 @@ func (wf *Workflow) next(kind, name string) (int, *recordedCall, error) {
 	switch {
 	case wf.failure != nil:
 		return 0, nil, wf.failure
-	case wf.suspend != nil:
+	case wf.suspend != nil || wf.waiting:
 		return 0, nil, ErrSuspended
 	case name == "" || len(name) > 200:
 		return 0, nil, inputErrorf("a durable call's name must be 1 to 200 bytes, got %q", name)
@@ -335,7 +341,7 @@ func (wf *Workflow) Version(name string, max int) (int, error) {
 	if max < 1 {
 		return 0, inputErrorf("version %q: max must be at least 1, got %d", name, max)
 	}
-	if rec, ok := wf.recorded[wf.seq+1]; ok && (rec.kind != callVersion || rec.name != name) && wf.failure == nil && wf.suspend == nil {
+	if rec, ok := wf.recorded[wf.seq+1]; ok && (rec.kind != callVersion || rec.name != name) && wf.failure == nil && wf.suspend == nil && !wf.waiting {
 		return DefaultVersion, nil
 	}
 	seq, rec, err := wf.next(callVersion, name)
@@ -350,6 +356,77 @@ func (wf *Workflow) Version(name string, max int) (int, error) {
 		return 0, err
 	}
 	return max, nil
+}
+
+// signalResult is what AwaitSignal records at its second position.
+type signalResult struct {
+	Received bool            `json:"received"`
+	Payload  json.RawMessage `json:"payload,omitempty"`
+}
+
+// AwaitSignal waits for signal (name, key) — what queues.signal or Client.Signal records, first
+// emit wins — for at most timeout from the first time the workflow reaches it, and returns its
+// payload decoded into a P, with received true; received is false when the timeout passed first.
+// While it waits, the run ends: it returns ErrSuspended (return it), the task is pending until
+// the deadline without spending an attempt, and the signal makes it due at once. The wait's
+// registration and the task's suspension are one transaction under the signal's lock, so a
+// signal cannot fall between them; a signal that came before the wait is found at once. What it
+// got is recorded: a signal that arrives after the timeout was recorded changes nothing.
+// docs/workflows.md, "Waiting for a signal".
+func AwaitSignal[P any](wf *Workflow, name, key string, timeout time.Duration) (p P, received bool, err error) {
+	var zero P
+	wf.mu.Lock()
+	defer wf.mu.Unlock()
+	if timeout < 0 {
+		return zero, false, inputErrorf("await signal %q: the timeout must not be negative, got %s", name, timeout)
+	}
+	seq, rec, err := wf.next(callWait, name)
+	if err != nil {
+		return zero, false, err
+	}
+	var deadline time.Time
+	if rec != nil && rec.wakeAt != nil {
+		deadline = *rec.wakeAt
+	} else {
+		keyJSON, _ := json.Marshal(map[string]string{"key": key})
+		wake, err := wf.record(wf.ctx, wf.db, seq, callWait, name, keyJSON, &timeout, time.Now())
+		if err != nil {
+			return zero, false, err
+		}
+		deadline = *wake
+	}
+	seq, rec, err = wf.next(callSignal, name)
+	if err != nil {
+		return zero, false, err
+	}
+	var got signalResult
+	if rec != nil {
+		if err := json.Unmarshal(rec.result, &got); err != nil {
+			return zero, false, fmt.Errorf("await signal %q: its recorded result does not decode: %w", name, err)
+		}
+	} else {
+		var outcome string
+		err := wf.db.QueryRow(wf.ctx, `select outcome, payload from queues.await_workflow_signal($1, $2, $3, $4, $5, $6)`,
+			wf.task.ID, wf.lease, seq, name, key, deadline).Scan(&outcome, &got.Payload)
+		if err != nil {
+			return zero, false, fmt.Errorf("await signal %q: %w", name, mapError(err))
+		}
+		switch outcome {
+		case "received":
+			got.Received = true
+		case "timed_out":
+		case "waiting":
+			wf.waiting = true
+			return zero, false, ErrSuspended
+		default:
+			return zero, false, fmt.Errorf("await signal %q: %w", name, ErrLeaseLost)
+		}
+	}
+	if !got.Received {
+		return zero, false, nil
+	}
+	p, err = decodeStepResult[P](got.Payload, name)
+	return p, err == nil, err
 }
 
 // encodeStepResult marshals a step's result.

@@ -329,9 +329,9 @@ func TestDurableWorkflowBadInput(t *testing.T) {
 		`select * from queues.record_workflow_step($1, $2, 0, 'step', 'a', null)`:                         "_seq must be between 1 and 100000",
 		`select * from queues.record_workflow_step($1, $2, 1, 'banana', 'a', null)`:                       "_kind must be",
 		`select * from queues.record_workflow_step($1, $2, 1, 'step', '', null)`:                          "_name must be 1 to 200",
-		`select * from queues.record_workflow_step($1, $2, 1, 'sleep', 'a', null)`:                        "a sleep, and only a sleep",
-		`select * from queues.record_workflow_step($1, $2, 1, 'step', 'a', null, interval '1 second')`:    "a sleep, and only a sleep",
-		`select * from queues.record_workflow_step($1, $2, 1, 'sleep', 'a', null, interval '-1 second')`:  "a sleep, and only a sleep",
+		`select * from queues.record_workflow_step($1, $2, 1, 'sleep', 'a', null)`:                        "a sleep or a signal wait, and only they",
+		`select * from queues.record_workflow_step($1, $2, 1, 'step', 'a', null, interval '1 second')`:    "a sleep or a signal wait, and only they",
+		`select * from queues.record_workflow_step($1, $2, 1, 'sleep', 'a', null, interval '-1 second')`:  "a sleep or a signal wait, and only they",
 		`select * from queues.record_workflow_step($1, $2, 1, 'sleep', 'a', null, interval '9000 years')`: "past the year 9999",
 	} {
 		requireSQLState(t, probeErr(t, pool, sql, id, lease), "22023", regexp.QuoteMeta(want), sql)

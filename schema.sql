@@ -5034,6 +5034,57 @@ $$;
 
 
 --
+-- Name: await_workflow_signal(bigint, bigint, integer, text, text, timestamp with time zone); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.await_workflow_signal(_task_id bigint, _lease_id bigint, _seq integer, _name text, _key text, _deadline timestamp with time zone) RETURNS TABLE(outcome text, payload jsonb)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _payload jsonb;
+    _recorded boolean;
+begin
+    perform internal.check_signal_key('await_workflow_signal', _name, _key);
+    perform internal.check_finite('await_workflow_signal', '_deadline', _deadline);
+    perform internal.lock_signal(_name, _key);
+    perform 1 from queues.task t
+    where t.task_id = _task_id and t.lease_id = _lease_id and t.lease_expires_at is not null -- i.e. running
+    for no key update;
+    if not found then
+        return query select 'lease_lost', null::jsonb;
+        return;
+    end if;
+    select s.payload into _payload from queues.signal s where s.name = _name and s.key = _key;
+    if found then
+        select r.recorded into _recorded
+        from queues.record_workflow_step(_task_id, _lease_id, _seq, 'signal', _name,
+                                         jsonb_build_object('received', true, 'payload', _payload)) r;
+        return query select case when _recorded then 'received' else 'lease_lost' end, _payload;
+        return;
+    end if;
+    if clock_timestamp() >= _deadline then
+        select r.recorded into _recorded
+        from queues.record_workflow_step(_task_id, _lease_id, _seq, 'signal', _name, '{"received": false}') r;
+        return query select case when _recorded then 'timed_out' else 'lease_lost' end, null::jsonb;
+        return;
+    end if;
+    insert into queues.signal_wait (name, key, task_id) values (_name, _key, _task_id) on conflict do nothing;
+    if not queues.snooze_task(_task_id, _lease_id, _deadline) then
+        raise exception 'await_workflow_signal: task % lost its lease while locked', _task_id; -- cannot happen: locked above
+    end if;
+    return query select 'waiting', null::jsonb;
+end $$;
+
+
+--
+-- Name: FUNCTION await_workflow_signal(_task_id bigint, _lease_id bigint, _seq integer, _name text, _key text, _deadline timestamp with time zone); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.await_workflow_signal(_task_id bigint, _lease_id bigint, _seq integer, _name text, _key text, _deadline timestamp with time zone) IS 'A durable Go workflow''s wait for a signal under the task''s lease: received (recorded), timed_out (recorded), waiting (registered and snoozed until the deadline, in one transaction) or lease_lost.';
+
+
+--
 -- Name: backfill_schedule(text, timestamp with time zone[], text); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -7322,16 +7373,16 @@ begin
         raise exception 'record_workflow_step: _seq must be between 1 and 100000, got %', coalesce(_seq::text, 'NULL')
             using errcode = 'invalid_parameter_value';
     end if;
-    if _kind is null or _kind not in ('step', 'step_tx', 'sleep', 'version') then
-        raise exception 'record_workflow_step: _kind must be step, step_tx, sleep or version, got %', coalesce(_kind, 'NULL')
+    if _kind is null or _kind not in ('step', 'step_tx', 'sleep', 'version', 'signal_wait', 'signal') then
+        raise exception 'record_workflow_step: _kind must be step, step_tx, sleep, version, signal_wait or signal, got %', coalesce(_kind, 'NULL')
             using errcode = 'invalid_parameter_value';
     end if;
     if _name is null or _name = '' or length(_name) > 200 then
         raise exception 'record_workflow_step: _name must be 1 to 200 characters'
             using errcode = 'invalid_parameter_value';
     end if;
-    if (_kind = 'sleep') <> (_sleep is not null) or _sleep < interval '0' then
-        raise exception 'record_workflow_step: a sleep, and only a sleep, takes a _sleep of zero or more, got %', coalesce(_sleep::text, 'NULL')
+    if (_kind in ('sleep', 'signal_wait')) <> (_sleep is not null) or _sleep < interval '0' then
+        raise exception 'record_workflow_step: a sleep or a signal wait, and only they, take a _sleep of zero or more, got %', coalesce(_sleep::text, 'NULL')
             using errcode = 'invalid_parameter_value';
     end if;
     if _sleep is not null then
@@ -10657,7 +10708,7 @@ CREATE TABLE queues.workflow_step (
     attempt integer NOT NULL,
     started_at timestamp with time zone,
     completed_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
-    CONSTRAINT workflow_step_kind_check CHECK ((kind = ANY (ARRAY['step'::text, 'step_tx'::text, 'sleep'::text, 'version'::text]))),
+    CONSTRAINT workflow_step_kind_check CHECK ((kind = ANY (ARRAY['step'::text, 'step_tx'::text, 'sleep'::text, 'version'::text, 'signal_wait'::text, 'signal'::text]))),
     CONSTRAINT workflow_step_name_check CHECK (((name <> ''::text) AND (length(name) <= 200))),
     CONSTRAINT workflow_step_seq_check CHECK (((seq >= 1) AND (seq <= 100000)))
 );
@@ -13499,6 +13550,14 @@ GRANT ALL ON FUNCTION queues.applied_definitions() TO worker_service_user;
 
 REVOKE ALL ON FUNCTION queues.applied_migrations() FROM PUBLIC;
 GRANT ALL ON FUNCTION queues.applied_migrations() TO worker_service_user;
+
+
+--
+-- Name: FUNCTION await_workflow_signal(_task_id bigint, _lease_id bigint, _seq integer, _name text, _key text, _deadline timestamp with time zone); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.await_workflow_signal(_task_id bigint, _lease_id bigint, _seq integer, _name text, _key text, _deadline timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION queues.await_workflow_signal(_task_id bigint, _lease_id bigint, _seq integer, _name text, _key text, _deadline timestamp with time zone) TO worker_service_user;
 
 
 --

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -23,3 +24,8 @@ func HandlerDBFrom(ctx context.Context) *pgxpool.Pool {
 	p, _ := ctx.Value(handlerDBKey{}).(*pgxpool.Pool)
 	return p
 }
+
+// ErrSuspendedInDatabase is returned by a Go handler whose own lease-fenced statement already put
+// its task back to pending (a durable workflow's wait for a signal registers the wait and snoozes
+// the task in one transaction): the outcome is written, and the worker writes nothing more.
+var ErrSuspendedInDatabase = errors.New("the task was suspended by the handler's own statement")

@@ -2,8 +2,8 @@
 -- (docs/workflows.md, "Durable workflows in Go"): only the worker holding the current lease of a
 -- running task writes it, so a stale worker's checkpoint is refused. Called inside the step's own
 -- transaction for a transactional step (after queues.lock_lease), so the application's writes
--- and the checkpoint commit together. A sleep's wake time is taken from the database's clock:
--- now plus _sleep. Returns recorded (false: the lease is not the task's current one, or the
+-- and the checkpoint commit together. A sleep's wake time (a signal wait's deadline) is taken
+-- from the database's clock: now plus _sleep. Returns recorded (false: the lease is not the task's current one, or the
 -- position holds a checkpoint already; nothing written) and the wake time.
 create or replace function queues.record_workflow_step(
     _task_id bigint, _lease_id bigint, _seq integer, _kind text, _name text, _result jsonb,
@@ -18,16 +18,16 @@ begin
         raise exception 'record_workflow_step: _seq must be between 1 and 100000, got %', coalesce(_seq::text, 'NULL')
             using errcode = 'invalid_parameter_value';
     end if;
-    if _kind is null or _kind not in ('step', 'step_tx', 'sleep', 'version') then
-        raise exception 'record_workflow_step: _kind must be step, step_tx, sleep or version, got %', coalesce(_kind, 'NULL')
+    if _kind is null or _kind not in ('step', 'step_tx', 'sleep', 'version', 'signal_wait', 'signal') then
+        raise exception 'record_workflow_step: _kind must be step, step_tx, sleep, version, signal_wait or signal, got %', coalesce(_kind, 'NULL')
             using errcode = 'invalid_parameter_value';
     end if;
     if _name is null or _name = '' or length(_name) > 200 then
         raise exception 'record_workflow_step: _name must be 1 to 200 characters'
             using errcode = 'invalid_parameter_value';
     end if;
-    if (_kind = 'sleep') <> (_sleep is not null) or _sleep < interval '0' then
-        raise exception 'record_workflow_step: a sleep, and only a sleep, takes a _sleep of zero or more, got %', coalesce(_sleep::text, 'NULL')
+    if (_kind in ('sleep', 'signal_wait')) <> (_sleep is not null) or _sleep < interval '0' then
+        raise exception 'record_workflow_step: a sleep or a signal wait, and only they, take a _sleep of zero or more, got %', coalesce(_sleep::text, 'NULL')
             using errcode = 'invalid_parameter_value';
     end if;
     if _sleep is not null then
