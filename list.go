@@ -2,6 +2,7 @@ package taskorch
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -152,13 +153,29 @@ type ErrorRecord struct {
 	Context    map[string]any `json:"context"`
 }
 
+// WorkflowStep is a durable workflow's checkpoint, a row of queues.workflow_step: a durable call
+// its code completed (docs/workflows.md, "Durable workflows in Go").
+type WorkflowStep struct {
+	Position int             `json:"position"` // its place in the run: 1, 2, 3, ...
+	Kind     string          `json:"kind"`     // step, step_tx, sleep, version, signal_wait, signal
+	Name     string          `json:"name"`
+	Result   json.RawMessage `json:"result,omitempty"`
+	// WakeAt is a sleep's end, or a signal wait's deadline.
+	WakeAt      *time.Time `json:"wake_at,omitempty"`
+	Attempt     int        `json:"attempt"`
+	StartedAt   *time.Time `json:"started_at,omitempty"`
+	CompletedAt time.Time  `json:"completed_at"`
+}
+
 // History is everything recorded about one task, oldest first. Events include the claims and
 // the completion (see Event); Leases and Errors are the task's queues.task_lease and
-// queues.error rows.
+// queues.error rows; Steps, a durable workflow's checkpoints (nil for other tasks, and when the
+// client's role may not select queues.workflow_step).
 type History struct {
-	Leases []Lease       `json:"leases"`
-	Events []Event       `json:"events"`
-	Errors []ErrorRecord `json:"errors"`
+	Leases []Lease        `json:"leases"`
+	Events []Event        `json:"events"`
+	Errors []ErrorRecord  `json:"errors"`
+	Steps  []WorkflowStep `json:"steps,omitempty"`
 }
 
 // History returns a task's leases, events and errors. An unknown id gives ErrNotFound.
@@ -210,6 +227,23 @@ func (c *Client) history(ctx context.Context, db DBTX, id int64) (*History, erro
 	}
 	if err != nil {
 		return nil, fmt.Errorf("history of task %d: errors: %w", id, err)
+	}
+	var mayRead bool
+	if err := db.QueryRow(ctx, `select has_table_privilege('queues.workflow_step', 'select')`).Scan(&mayRead); err != nil {
+		return nil, fmt.Errorf("history of task %d: steps: %w", id, err)
+	}
+	if mayRead {
+		rows, err = db.Query(ctx, `select seq, kind, name, result, wake_at, attempt, started_at, completed_at
+			from queues.workflow_step where task_id = $1 order by seq`, id)
+		if err == nil {
+			h.Steps, err = pgx.CollectRows(rows, pgx.RowToStructByPos[WorkflowStep])
+		}
+		if err != nil {
+			return nil, fmt.Errorf("history of task %d: steps: %w", id, err)
+		}
+		if len(h.Steps) == 0 {
+			h.Steps = nil
+		}
 	}
 	return h, nil
 }

@@ -22,7 +22,7 @@ func maskTask(t *taskorch.Task) {
 	t.LastError = maskText(t.LastError)
 }
 
-// maskHistory masks the secrets of a task's events and errors.
+// maskHistory masks the secrets of a task's events, errors and workflow steps' results.
 func maskHistory(h *taskorch.History) {
 	if h == nil {
 		return
@@ -34,6 +34,9 @@ func maskHistory(h *taskorch.History) {
 		e := &h.Errors[i]
 		e.Message = mask.String(e.Message)
 		e.Context = maskObject(e.Context)
+	}
+	for i := range h.Steps {
+		h.Steps[i].Result = mask.JSON(h.Steps[i].Result) // a step's result is like a task's
 	}
 }
 

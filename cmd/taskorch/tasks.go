@@ -192,6 +192,16 @@ func printTask(w io.Writer, t *taskorch.Task, h *taskorch.History) error {
 			derefI(e.LeaseID), deref(e.WorkerID), deref(e.Actor), short(deref(e.Detail), 60))
 	}
 	_ = tw.Flush()
+	if len(h.Steps) > 0 {
+		fmt.Fprintln(w, "\nworkflow steps:")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  #\tKIND\tNAME\tATTEMPT\tCOMPLETED AT\tWAKE AT\tRESULT")
+		for _, st := range h.Steps {
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%s\t%s\t%s\n", st.Position, st.Kind, st.Name, st.Attempt, ts(&st.CompletedAt),
+				ts(st.WakeAt), short(string(st.Result), 60))
+		}
+		_ = tw.Flush()
+	}
 	fmt.Fprintln(w, "\nerrors:")
 	for _, e := range h.Errors {
 		fmt.Fprintf(w, "  %s  %s\n", ts(&e.OccurredAt), short(e.Message, 200))
