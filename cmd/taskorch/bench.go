@@ -50,7 +50,8 @@ terminal. The method and the figures: docs/benchmarks.md.
   taskorch bench pressure --rate 10000 --phases clean --phase 10m --sample 1m
   taskorch bench app-tx --connections 32 --duration 10s
   taskorch bench rate --rate 20 --burst 1 --workers 3
-  taskorch bench workflow --diamonds 10000`,
+  taskorch bench workflow --diamonds 10000
+  taskorch bench workflows --steps 5`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.BoolVar(&g.jsonOut, "json", false, "print one JSON object instead of a table")
@@ -63,7 +64,7 @@ terminal. The method and the figures: docs/benchmarks.md.
 
 	cmd.AddCommand(newBenchThroughputCmd(g, f), newBenchLatencyCmd(g, f), newBenchBacklogCmd(g, f),
 		newBenchProcessesCmd(g, f), newBenchMemoryCmd(g, f), newBenchSlotsCmd(g, f), newBenchPressureCmd(g, f),
-		newBenchAppTxCmd(g, f), newBenchRateCmd(g, f), newBenchWorkflowCmd(g, f))
+		newBenchAppTxCmd(g, f), newBenchRateCmd(g, f), newBenchWorkflowCmd(g, f), newBenchWorkflowsCmd(g, f))
 	return cmd
 }
 
@@ -88,6 +89,32 @@ the same in-process workers, and prints both rates and their ratio (docs/benchma
 	}
 	addWorkerFlags(cmd, &c.WorkerOptions, 200)
 	cmd.Flags().IntVar(&c.Diamonds, "diamonds", 10_000, "diamonds (4 tasks each) to enqueue and work")
+	return cmd
+}
+
+func newBenchWorkflowsCmd(g *globals, f *benchFlags) *cobra.Command {
+	c := bench.DurableConfig{}
+	cmd := &cobra.Command{
+		Use:   "workflows",
+		Short: "Durable Go workflows of --steps Steps against as many independent tasks as steps, in the same run; workflows/s, steps/s and ratio",
+		Long: `Runs bench throughput with --workflows × --steps no-op tasks, then --workflows durable workflows
+(docs/workflows.md, "Durable workflows in Go") of --steps no-op Steps each, each bulk-enqueued and
+then worked by the same in-process workers, and prints tasks/s, workflows/s, steps/s and the ratio
+of steps/s to tasks/s (docs/benchmarks.md).`,
+		Example: `  taskorch bench workflows --steps 5`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if c.Workflows < 1 || c.Steps < 1 || c.Steps > 1000 {
+				return usageErrorf("--workflows must be at least 1 and --steps between 1 and 1000, got %d and %d", c.Workflows, c.Steps)
+			}
+			return f.run(cmd, g, nil, func(ctx context.Context, e *bench.Env) (bench.Result, error) {
+				return bench.Durable(ctx, e, c)
+			})
+		},
+	}
+	addWorkerFlags(cmd, &c.WorkerOptions, 200)
+	cmd.Flags().IntVar(&c.Workflows, "workflows", 10_000, "durable workflows to enqueue and work")
+	cmd.Flags().IntVar(&c.Steps, "steps", 5, "Steps per workflow")
 	return cmd
 }
 

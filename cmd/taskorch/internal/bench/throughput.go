@@ -210,6 +210,13 @@ func (e *Env) runBulk(ctx context.Context, cfg ThroughputConfig) (ThroughputRun,
 
 // runBulkWith is runBulk with enqueue putting the cfg.Tasks no-op tasks in the queue.
 func (e *Env) runBulkWith(ctx context.Context, cfg ThroughputConfig, enqueue func(context.Context) error) (ThroughputRun, error) {
+	return e.runBulkHandlers(ctx, cfg, enqueue, noopHandlers)
+}
+
+// runBulkHandlers is runBulkWith with the workers' handlers made by handlers, which count each
+// task they finish on the counter.
+func (e *Env) runBulkHandlers(ctx context.Context, cfg ThroughputConfig, enqueue func(context.Context) error,
+	handlers func(*counter) *taskorch.Handlers) (ThroughputRun, error) {
 	run := ThroughputRun{Tasks: int64(cfg.Tasks), Workers: cfg.Workers, Concurrency: cfg.Concurrency,
 		FetchBatch: cfg.FetchBatch, Metrics: cfg.Metrics, Enqueue: cfg.Enqueue, LimitKeys: cfg.LimitKeys}
 	if cfg.LimitKeys > 0 {
@@ -242,7 +249,7 @@ func (e *Env) runBulkWith(ctx context.Context, cfg ThroughputConfig, enqueue fun
 	count := newCounter(run.Tasks)
 	cpu0 := e.cpuNow()
 	start := time.Now()
-	g, err := e.startWorkers(ctx, pool, cfg.WorkerOptions, taskorch.WorkerConfig{Handlers: noopHandlers(count)})
+	g, err := e.startWorkers(ctx, pool, cfg.WorkerOptions, taskorch.WorkerConfig{Handlers: handlers(count)})
 	if err != nil {
 		return run, err
 	}
