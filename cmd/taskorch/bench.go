@@ -63,7 +63,7 @@ terminal. The method and the figures: docs/benchmarks.md.
 
 	cmd.AddCommand(newBenchThroughputCmd(g, f), newBenchLatencyCmd(g, f), newBenchBacklogCmd(g, f),
 		newBenchProcessesCmd(g, f), newBenchMemoryCmd(g, f), newBenchSlotsCmd(g, f), newBenchPressureCmd(g, f),
-		newBenchAppTxCmd(g, f), newBenchRateCmd(g, f), newBenchWorkflowCmd(g, f))
+		newBenchAppTxCmd(g, f), newBenchRateCmd(g, f), newBenchWorkflowCmd(g, f), newBenchPushCmd(g, f))
 	return cmd
 }
 
@@ -88,6 +88,32 @@ the same in-process workers, and prints both rates and their ratio (docs/benchma
 	}
 	addWorkerFlags(cmd, &c.WorkerOptions, 200)
 	cmd.Flags().IntVar(&c.Diamonds, "diamonds", 10_000, "diamonds (4 tasks each) to enqueue and work")
+	return cmd
+}
+
+func newBenchPushCmd(g *globals, f *benchFlags) *cobra.Command {
+	c := bench.PushConfig{}
+	cmd := &cobra.Command{
+		Use:   "push",
+		Short: "No-op tasks pushed to an HTTP endpoint on this machine against a Go handler, in the same run; tasks/s and ratio",
+		Long: `Runs bench throughput with --tasks no-op tasks run by a Go handler, then --tasks more pushed to an
+HTTP endpoint served by this process on 127.0.0.1 (which checks each request's signature and
+answers 204), as taskorch worker --http-target pushes them (docs/worker.md, "Push workers"); each
+bulk-enqueued and then worked by the same in-process workers. Prints both rates and their ratio
+(docs/benchmarks.md).`,
+		Example: `  taskorch bench push --tasks 20000`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if c.Tasks < 1 {
+				return usageErrorf("--tasks must be at least 1, got %d", c.Tasks)
+			}
+			return f.run(cmd, g, nil, func(ctx context.Context, e *bench.Env) (bench.Result, error) {
+				return bench.Push(ctx, e, c)
+			})
+		},
+	}
+	addWorkerFlags(cmd, &c.WorkerOptions, 200)
+	cmd.Flags().IntVar(&c.Tasks, "tasks", 20_000, "no-op tasks per run (the Go handler's, then the pushed)")
 	return cmd
 }
 
