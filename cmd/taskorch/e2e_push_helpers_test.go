@@ -101,6 +101,17 @@ func (e *pushEndpoint) waitEvent(t *testing.T, event string, id int64) {
 	}
 }
 
+// waitCalls waits for the endpoint's line about the n-th request of task id: the lines reach the
+// test through a pipe, which may lag behind the answers the endpoint sent.
+func (e *pushEndpoint) waitCalls(t *testing.T, id int64, n int) {
+	t.Helper()
+	select {
+	case <-e.out.lineWith(`"event":"request"`, fmt.Sprintf(`"task_id":%d,"call":%d,`, id, n)):
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the endpoint printed no line for request %d of task %d within 60 s:\n%s", n, id, e.out.String())
+	}
+}
+
 // requirePython returns the path of python3, or fails the test: the push tests need a real
 // endpoint in another language, and python3 is a documented dependency of the test suite here.
 func requirePython(t *testing.T) string {

@@ -48,7 +48,8 @@ func closedPort(t *testing.T) int {
 // with two secrets (a rotation in progress: the endpoint holds only the second): 2xx with JSON,
 // empty and non-JSON bodies complete; a 429 snoozes without spending an attempt (Retry-After in
 // seconds and as an HTTP date); a 400 fails without retry, its error bounded and holding no secret;
-// a 500, a timeout and a refused connection are retried; a child gets its parent's result. Every
+// a 500, a timeout and a refused connection are retried; a child gets its parent's result; a call
+// longer than the lease completes at its first attempt (the lease is renewed while it runs). Every
 // request carries its lease id as Idempotency-Key and the attempt's deadline.
 func TestE2EPushOutcomes(t *testing.T) {
 	t.Parallel()
@@ -57,11 +58,11 @@ func TestE2EPushOutcomes(t *testing.T) {
 	url := dbtest.NewDBURL(t)
 	pool := openPool(t, url)
 	refused := closedPort(t)
-	const timeout = 8 * time.Second
+	const timeout, lease = 15 * time.Second, 5 * time.Second
 	w := startWorkerProc(t, url,
 		envHTTPTargets+"=push.test="+ep.url("/hook?token=query-s3cr3t")+",push.refused="+fmt.Sprintf("http://127.0.0.1:%d/down", refused),
 		envHTTPSecrets+"="+newSecret+","+oldSecret,
-		"TASKORCH_HTTP_TIMEOUT="+timeout.String())
+		"TASKORCH_HTTP_TIMEOUT="+timeout.String(), "TASKORCH_LEASE_DURATION="+lease.String())
 	select {
 	case <-w.out.lineWith(`"msg":"pushing tasks to an HTTP endpoint"`, `"task_type":"push.test"`):
 	case <-time.After(60 * time.Second):
@@ -80,16 +81,22 @@ func TestE2EPushOutcomes(t *testing.T) {
 		"500-then-ok":  enqueue(t, pool, "push.test", mode("500-then-ok", ""), 0),
 		"slow-then-ok": enqueue(t, pool, "push.test", mode("slow-then-ok", ""), 0),
 		"refused":      enqueue(t, pool, "push.refused", `{}`, 2),
+		"hold":         enqueue(t, pool, "push.test", mode("hold", fmt.Sprintf(`, "seconds": %d`, int(2*lease/time.Second))), 0),
 	}
 	child := q[int64](t, pool, `select queues.enqueue('push.test', '{"mode": "json", "n": 2}', _after => array[$1::bigint])`, ids["json"])
 
-	for _, name := range []string{"json", "empty", "text", "429", "429date", "500-then-ok", "slow-then-ok"} {
+	for _, name := range []string{"json", "empty", "text", "429", "429date", "500-then-ok", "slow-then-ok", "hold"} {
 		waitStatus(t, pool, ids[name], "completed")
 	}
 	waitStatus(t, pool, child, "completed")
 	waitStatus(t, pool, ids["400"], "failed")
 	waitStatus(t, pool, ids["refused"], "dead")
 	attempt := func(id int64) int { return q[int](t, pool, `select attempt from queues.task where task_id = $1`, id) }
+	for name, calls := range map[string]int{"json": 1, "empty": 1, "text": 1, "429": 2, "429date": 2, "400": 1,
+		"500-then-ok": 2, "slow-then-ok": 2, "hold": 1} {
+		ep.waitCalls(t, ids[name], calls)
+	}
+	ep.waitCalls(t, child, 1)
 
 	// 2xx: the body is the result.
 	require.JSONEq(t, `{"echo": {"mode": "json", "n": 1}, "attempt": 1, "parents": null}`, pushResult(t, pool, ids["json"]))
@@ -148,6 +155,12 @@ func TestE2EPushOutcomes(t *testing.T) {
 	require.Contains(t, pushErrors(t, pool, ids["slow-then-ok"]), "timed out after "+timeout.String())
 	ep.waitEvent(t, "aborted", ids["slow-then-ok"]) // the timed-out request was closed
 
+	// A call twice as long as the lease: the lease was renewed, the first attempt completed.
+	require.Equal(t, 1, attempt(ids["hold"]))
+	require.Len(t, ep.events(t, "request", ids["hold"]), 1)
+	require.JSONEq(t, fmt.Sprintf(`{"held": %d}`, int(2*lease/time.Second)), pushResult(t, pool, ids["hold"]))
+	require.Zero(t, q[int](t, pool, `select count(*) from queues.task_event where task_id = $1 and event = 'lease_expired'`, ids["hold"]))
+
 	// A refused connection: retried, dead once its two attempts are spent.
 	require.Equal(t, 2, attempt(ids["refused"]))
 	refusedErrs := pushErrors(t, pool, ids["refused"])
@@ -157,7 +170,7 @@ func TestE2EPushOutcomes(t *testing.T) {
 	// Every request: signed with both secrets (the endpoint verified one), the lease id as the
 	// idempotency key, the deadline in the header and the body, within the timeout of now.
 	reqs := ep.events(t, "request", 0)
-	require.GreaterOrEqual(t, len(reqs), 13)
+	require.GreaterOrEqual(t, len(reqs), 14)
 	for _, r := range reqs {
 		require.Equal(t, 2, r.Signatures, "task %d", r.TaskID)
 		require.Equal(t, strconv.FormatInt(r.LeaseID, 10), r.IdempotencyKey, "task %d", r.TaskID)
@@ -181,6 +194,11 @@ func TestE2EPushOutcomes(t *testing.T) {
 	require.NoError(t, err)
 	_ = resp.Body.Close()
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	select {
+	case <-ep.out.lineWith(`"event":"bad_signature"`):
+	case <-time.After(30 * time.Second):
+		t.Fatal("the endpoint did not log the bad signature")
+	}
 	require.Len(t, ep.events(t, "bad_signature", 0), 1)
 }
 
@@ -264,6 +282,7 @@ func TestE2EPushWorkerKilledMidCall(t *testing.T) {
 
 	startWorkerProc(t, url, append([]string{"TASKORCH_WORKER_ID=steady"}, env...)...)
 	waitStatus(t, pool, id, "completed")
+	ep.waitCalls(t, id, 2)
 	requireCompletedOnce(t, pool, []int64{id})
 	for _, r := range releasesOf(t, pool, "victim", []int64{id}) {
 		require.Equal(t, "recovered:session_lost", r.how)

@@ -103,6 +103,10 @@ class Handler(BaseHTTPRequestHandler):
                 self.hold(tid, 120)
                 return
             return self.answer(200, json.dumps({"calls": n}).encode())
+        if mode == "hold":
+            if self.hold(tid, payload["seconds"]):
+                return
+            return self.answer(200, json.dumps({"held": payload["seconds"]}).encode())
         if mode in ("hang", "hang-first"):
             if mode == "hang" or n == 1:
                 if self.hold(tid, 600):
