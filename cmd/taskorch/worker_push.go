@@ -15,7 +15,7 @@ import (
 // The push workers' variables (docs/configuration.md, "Push workers").
 const (
 	envHTTPTargets = "TASKORCH_HTTP_TARGETS"
-	envHTTPSecrets = "TASKORCH_HTTP_TARGET_SECRETS"
+	envHTTPSecrets = "TASKORCH_HTTP_TARGET_SECRETS" //nolint:gosec // the variable's name, not a credential
 )
 
 // pushSetup is the push workers' configuration, checked before the worker connects.
