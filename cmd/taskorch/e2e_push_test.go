@@ -284,7 +284,9 @@ func TestE2EPushWorkerKilledMidCall(t *testing.T) {
 	waitStatus(t, pool, id, "completed")
 	ep.waitCalls(t, id, 2)
 	requireCompletedOnce(t, pool, []int64{id})
-	for _, r := range releasesOf(t, pool, "victim", []int64{id}) {
+	rel := releasesOf(t, pool, "victim", []int64{id})
+	require.NotEmpty(t, rel)
+	for _, r := range rel {
 		require.Equal(t, "recovered:session_lost", r.how)
 	}
 	reqs := ep.events(t, "request", id)
