@@ -51,7 +51,8 @@ terminal. The method and the figures: docs/benchmarks.md.
   taskorch bench app-tx --connections 32 --duration 10s
   taskorch bench rate --rate 20 --burst 1 --workers 3
   taskorch bench workflow --diamonds 10000
-  taskorch bench workflows --steps 5`,
+  taskorch bench workflows --steps 5
+  taskorch bench push --tasks 20000`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.BoolVar(&g.jsonOut, "json", false, "print one JSON object instead of a table")
@@ -64,7 +65,8 @@ terminal. The method and the figures: docs/benchmarks.md.
 
 	cmd.AddCommand(newBenchThroughputCmd(g, f), newBenchLatencyCmd(g, f), newBenchBacklogCmd(g, f),
 		newBenchProcessesCmd(g, f), newBenchMemoryCmd(g, f), newBenchSlotsCmd(g, f), newBenchPressureCmd(g, f),
-		newBenchAppTxCmd(g, f), newBenchRateCmd(g, f), newBenchWorkflowCmd(g, f), newBenchWorkflowsCmd(g, f))
+		newBenchAppTxCmd(g, f), newBenchRateCmd(g, f), newBenchWorkflowCmd(g, f), newBenchWorkflowsCmd(g, f),
+		newBenchPushCmd(g, f))
 	return cmd
 }
 
@@ -115,6 +117,32 @@ of steps/s to tasks/s (docs/benchmarks.md).`,
 	addWorkerFlags(cmd, &c.WorkerOptions, 200)
 	cmd.Flags().IntVar(&c.Workflows, "workflows", 10_000, "durable workflows to enqueue and work")
 	cmd.Flags().IntVar(&c.Steps, "steps", 5, "Steps per workflow")
+	return cmd
+}
+
+func newBenchPushCmd(g *globals, f *benchFlags) *cobra.Command {
+	c := bench.PushConfig{}
+	cmd := &cobra.Command{
+		Use:   "push",
+		Short: "No-op tasks pushed to an HTTP endpoint on this machine against a Go handler, in the same run; tasks/s and ratio",
+		Long: `Runs bench throughput with --tasks no-op tasks run by a Go handler, then --tasks more pushed to an
+HTTP endpoint served by this process on 127.0.0.1 (which checks each request's signature and
+answers 204), as taskorch worker --http-target pushes them (docs/worker.md, "Push workers"); each
+bulk-enqueued and then worked by the same in-process workers. Prints both rates and their ratio
+(docs/benchmarks.md).`,
+		Example: `  taskorch bench push --tasks 20000`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if c.Tasks < 1 {
+				return usageErrorf("--tasks must be at least 1, got %d", c.Tasks)
+			}
+			return f.run(cmd, g, nil, func(ctx context.Context, e *bench.Env) (bench.Result, error) {
+				return bench.Push(ctx, e, c)
+			})
+		},
+	}
+	addWorkerFlags(cmd, &c.WorkerOptions, 200)
+	cmd.Flags().IntVar(&c.Tasks, "tasks", 20_000, "no-op tasks per run (the Go handler's, then the pushed)")
 	return cmd
 }
 

@@ -46,6 +46,8 @@ func secretEnv() (env, secrets []string) {
 	add("TASKORCH_SQS_ENDPOINT", "http://u:sqs-endpoint-s3cr3t@127.0.0.1:1")
 	add(envDashboardToken, "dashboard-s3cr3t-token")
 	add("AWS_SECRET_ACCESS_KEY", "aws-s3cr3t-key")
+	add(envHTTPTargets, "push.x=https://u:push-s3cr3t@127.0.0.1:1/hook")
+	add(envHTTPSecrets, "whsec_cHVzaC1zaWduaW5nLXMzY3IzdC1rZXk=")
 	for _, name := range providers.SecretEnvNames {
 		add(name, "smtp://u:"+strings.ToLower(name)+"-s3cr3t@127.0.0.1:1")
 	}

@@ -68,6 +68,9 @@ type workerFlags struct {
 	providers *providerFlags // channel providers: worker_providers.go
 
 	transports *transportFlags // redis, sqs: worker_transport.go
+
+	httpTargets []string      // TYPE=URL: push workers (worker_push.go)
+	httpTimeout time.Duration // bound on one push request
 }
 
 func newWorkerCmd(g *globals) *cobra.Command {
@@ -138,7 +141,8 @@ func newWorkerCmd(g *globals) *cobra.Command {
 		Short: "Run a worker: claim tasks and run them until SIGTERM or Ctrl-C",
 		Long: `Runs a worker against DATABASE_URL. It runs db_function tasks through internal.run_function,
 the built-in handlers (taskorch.noop, taskorch.sleep, taskorch.fail), and fails tasks of types it
-has no handler for with a clear error.
+has no handler for with a clear error. With --http-target it delivers the tasks of chosen types to
+HTTP endpoints, in any language, as signed POSTs (docs/worker.md, "Push workers").
 
 The first SIGTERM or Ctrl-C stops claiming and lets running tasks finish for the shutdown grace,
 then gives what is left back to pending; a second one stops at once (still giving tasks back).
@@ -185,6 +189,10 @@ Every flag has an environment variable twin, listed in docs/configuration.md.`,
 	fl.DurationVar(&f.retention, "retention", envDuration("TASKORCH_RETENTION", 7*24*time.Hour), "keep completed/cancelled tasks this long; negative keeps forever (env TASKORCH_RETENTION)")
 	fl.DurationVar(&f.failedRetention, "failed-retention", envDuration("TASKORCH_FAILED_RETENTION", 30*24*time.Hour), "keep failed/dead tasks this long; negative keeps forever (env TASKORCH_FAILED_RETENTION)")
 	fl.DurationVar(&f.historyRetention, "history-retention", envDuration("TASKORCH_HISTORY_RETENTION", 0), "keep the lease and event history this long, dropped a whole UTC day at a time; 0 is the larger of --retention and --failed-retention; negative keeps forever (env TASKORCH_HISTORY_RETENTION)")
+	// No default from the environment: a flag's default is printed by --help, and a URL may hold
+	// a password. pushTargets reads the variable.
+	fl.StringArrayVar(&f.httpTargets, "http-target", nil, "push the tasks of a type to an HTTP endpoint: TYPE=URL, repeatable (docs/worker.md, \"Push workers\"); signed with TASKORCH_HTTP_TARGET_SECRETS (env TASKORCH_HTTP_TARGETS, comma-separated)")
+	fl.DurationVar(&f.httpTimeout, "http-timeout", envDuration("TASKORCH_HTTP_TIMEOUT", 30*time.Second), "bound on one push request (--http-target): the attempt fails and is retried (env TASKORCH_HTTP_TIMEOUT)")
 	f.providers = addProviderFlags(fl)
 	f.transports = addTransportFlags(fl)
 	return cmd
@@ -223,6 +231,10 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 	// A provider that cannot work stops the worker here, before it connects to anything,
 	// rather than failing every task of its channel later.
 	if err := f.providers.check(); err != nil {
+		return err
+	}
+	push, err := f.pushTargets()
+	if err != nil {
 		return err
 	}
 	tr, err := f.transports.build(cmd.Context(), f.transport)
@@ -316,6 +328,9 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 
 	hs := taskorch.NewHandlers()
 	builtinhandlers.Register(hs)
+	if err := registerPush(hs, pool, push, f, log); err != nil {
+		return err
+	}
 	// The worker's metrics, with the Go runtime's and the process's, served on /metrics.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

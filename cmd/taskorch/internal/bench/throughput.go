@@ -37,6 +37,10 @@ type ThroughputConfig struct {
 	Steady   bool
 	Duration time.Duration // defaults to 10s
 	Warmup   time.Duration // defaults to 1s
+
+	// handlers, when set, makes the workers' handlers of the no-op type in place of
+	// noopHandlers; each task handled calls c.add (bench push: push.go).
+	handlers func(c *counter) (*taskorch.Handlers, error)
 }
 
 func (c ThroughputConfig) withDefaults() (ThroughputConfig, error) {
@@ -247,9 +251,15 @@ func (e *Env) runBulkHandlers(ctx context.Context, cfg ThroughputConfig, enqueue
 	}
 	defer pool.Close()
 	count := newCounter(run.Tasks)
+	hs := handlers(count)
+	if cfg.handlers != nil {
+		if hs, err = cfg.handlers(count); err != nil {
+			return run, err
+		}
+	}
 	cpu0 := e.cpuNow()
 	start := time.Now()
-	g, err := e.startWorkers(ctx, pool, cfg.WorkerOptions, taskorch.WorkerConfig{Handlers: handlers(count)})
+	g, err := e.startWorkers(ctx, pool, cfg.WorkerOptions, taskorch.WorkerConfig{Handlers: hs})
 	if err != nil {
 		return run, err
 	}
