@@ -3507,7 +3507,7 @@ CREATE TABLE queues.task (
     on_parent_failure text,
     waiting_stripes integer,
     workflow_id bigint,
-    enqueued_by regrole DEFAULT to_regrole(quote_ident(COALESCE(NULLIF(current_setting('role'::text), 'none'::text), (SESSION_USER)::text))),
+    enqueued_by text DEFAULT COALESCE(NULLIF(current_setting('role'::text), 'none'::text), (SESSION_USER)::text),
     key_scope text DEFAULT ''::text NOT NULL,
     CONSTRAINT task_debounce_key_valid CHECK (((debounce_key IS NULL) OR ((length(debounce_key) >= 1) AND (length(debounce_key) <= 512)))),
     CONSTRAINT task_idempotency_key_valid CHECK (((idempotency_key IS NULL) OR ((length(idempotency_key) >= 1) AND (length(idempotency_key) <= 512)))),
@@ -3617,7 +3617,7 @@ COMMENT ON COLUMN queues.task.workflow_id IS 'The workflow this task belongs to:
 -- Name: COLUMN task.enqueued_by; Type: COMMENT; Schema: queues; Owner: -
 --
 
-COMMENT ON COLUMN queues.task.enqueued_by IS 'The role the enqueuing session acted as (session_user, or the role set by SET ROLE); NULL for the system''s own tasks (schedule and supervisor ticks) and for tasks enqueued before core/0090. queues.get_task_status shows a task to this role and its members (docs/security.md).';
+COMMENT ON COLUMN queues.task.enqueued_by IS 'The name of the role the enqueuing session acted as (session_user, or the role set by SET ROLE); NULL for the system''s own tasks (schedule and supervisor ticks) and for tasks enqueued before core/0090. queues.get_task_status shows a task to this role and its members (docs/security.md).';
 
 
 --
@@ -6121,10 +6121,10 @@ begin
            case t.status when 'completed' then t.completed_at when 'failed' then t.failed_at
                          when 'dead' then t.dead_at when 'cancelled' then t.cancelled_at end
     from queues.task t
-    -- A role dropped since has no row here: its tasks are nobody's.
-    join pg_catalog.pg_roles r on r.oid = t.enqueued_by::oid
+    -- A role dropped since has no row here: its tasks are nobody's (pg_has_role would raise).
+    join pg_catalog.pg_roles r on r.rolname = t.enqueued_by
     where t.task_id = any (_task_ids)
-      and pg_has_role(_me, r.rolname, 'MEMBER')
+      and pg_has_role(_me, r.oid, 'MEMBER')
     order by t.task_id;
 end $$;
 
@@ -6406,7 +6406,7 @@ declare
     _dups boolean[];
     -- The enqueuer, as the column's default has it (core/0090), taken once for the batch rather
     -- than once per row.
-    _by regrole := to_regrole(quote_ident(coalesce(nullif(current_setting('role'), 'none'), session_user::text)));
+    _by text := coalesce(nullif(current_setting('role'), 'none'), session_user::text);
 begin
     if coalesce(cardinality(_payloads), 0) <> _n
         or (_scheduled_ats is not null and cardinality(_scheduled_ats) <> _n)

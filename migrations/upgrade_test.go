@@ -219,7 +219,8 @@ func TestUpgradeFromLastLandedVersion(t *testing.T) {
 		"queues.enqueue_with_result(text, jsonb, timestamptz, integer, text, integer, bigint[], text)", "queues.insert_task(text, jsonb, timestamptz, integer, text, integer, bigint[], text)",
 		"queues.enqueue_many(text[], jsonb[], timestamptz[], integer[], text[], integer[], bigint[], text)",
 		"queues.insert_tasks(text[], jsonb[], timestamptz[], integer[], text[], integer[], bigint[], text)",
-		"queues.permit_task_functions(text[], jsonb[])", "queues.add_schedule(text, text, text, jsonb, integer, integer, boolean, timestamptz)"} {
+		"queues.permit_task_functions(text[], jsonb[])", "queues.add_schedule(text, text, text, jsonb, integer, integer, boolean, timestamptz)",
+		"queues.get_task_status(bigint)", "queues.get_task_statuses(bigint[])"} {
 		require.True(t, scalarOf[bool](t, conn, `select has_function_privilege($1, $2, 'execute')`, role, fn), fn)
 	}
 	execOn(t, conn, `set role `+role)

@@ -11,12 +11,14 @@
 --    task's function (set by the insert trigger internal.check_task_functions), '' otherwise. The
 --    unique indexes of both keys include it, so a key of one function never meets another's.
 
-alter table queues.task add column enqueued_by regrole;
+-- A role's name, not its oid (regrole): a dump restored into another cluster names the role there
+-- as its grants do, and a role dropped since names nobody.
+alter table queues.task add column enqueued_by text;
 -- Added without the default, then given it: existing rows keep NULL and the table is not rewritten.
 alter table queues.task alter column enqueued_by
-    set default to_regrole(quote_ident(coalesce(nullif(current_setting('role'), 'none'), session_user::text)));
+    set default coalesce(nullif(current_setting('role'), 'none'), session_user::text);
 comment on column queues.task.enqueued_by is
-    'The role the enqueuing session acted as (session_user, or the role set by SET ROLE); NULL for the system''s own tasks (schedule and supervisor ticks) and for tasks enqueued before core/0090. queues.get_task_status shows a task to this role and its members (docs/security.md).';
+    'The name of the role the enqueuing session acted as (session_user, or the role set by SET ROLE); NULL for the system''s own tasks (schedule and supervisor ticks) and for tasks enqueued before core/0090. queues.get_task_status shows a task to this role and its members (docs/security.md).';
 
 alter table queues.task add column key_scope text not null default '';
 comment on column queues.task.key_scope is

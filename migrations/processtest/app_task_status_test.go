@@ -138,6 +138,17 @@ func TestAppRoleReadsOnlyItsOwnTaskStatus(t *testing.T) {
 	require.Len(t, got, 2, "the application's tasks but the one from before the upgrade")
 	require.NoError(t, mtx.Rollback(context.Background()))
 
+	// A task of a role dropped since is nobody's, and the batch that names it still answers.
+	gone := app + "_gone"
+	g := pgx.Identifier{gone}.Sanitize()
+	mustExec(t, pool, `create role `+g+` nologin`)
+	mustExec(t, pool, `select queues.grant_enqueue($1::regrole)`, gone)
+	goneTask := asRoleCommit[int64](t, pool, gone, `select queues.enqueue('t.status', '{}')`)
+	mustExec(t, pool, `drop owned by `+g+`; drop role `+g)
+	_, got = statuses(t, tx, `select * from queues.get_task_statuses($1)`, []int64{goneTask, ids[0]})
+	require.Len(t, got, 1)
+	require.Equal(t, ids[0], got[0].TaskID)
+
 	// Bad input: 22023, naming the argument.
 	for _, sql := range []string{
 		`select * from queues.get_task_status(null)`,

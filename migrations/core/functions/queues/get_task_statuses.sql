@@ -25,10 +25,10 @@ begin
            case t.status when 'completed' then t.completed_at when 'failed' then t.failed_at
                          when 'dead' then t.dead_at when 'cancelled' then t.cancelled_at end
     from queues.task t
-    -- A role dropped since has no row here: its tasks are nobody's.
-    join pg_catalog.pg_roles r on r.oid = t.enqueued_by::oid
+    -- A role dropped since has no row here: its tasks are nobody's (pg_has_role would raise).
+    join pg_catalog.pg_roles r on r.rolname = t.enqueued_by
     where t.task_id = any (_task_ids)
-      and pg_has_role(_me, r.rolname, 'MEMBER')
+      and pg_has_role(_me, r.oid, 'MEMBER')
     order by t.task_id;
 end $$;
 revoke all on function queues.get_task_statuses(bigint[]) from public;

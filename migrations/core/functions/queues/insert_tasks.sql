@@ -22,7 +22,7 @@ declare
     _dups boolean[];
     -- The enqueuer, as the column's default has it (core/0090), taken once for the batch rather
     -- than once per row.
-    _by regrole := to_regrole(quote_ident(coalesce(nullif(current_setting('role'), 'none'), session_user::text)));
+    _by text := coalesce(nullif(current_setting('role'), 'none'), session_user::text);
 begin
     if coalesce(cardinality(_payloads), 0) <> _n
         or (_scheduled_ats is not null and cardinality(_scheduled_ats) <> _n)
