@@ -2513,10 +2513,10 @@ begin
             where t.task_id = any (_locked)
               and (t.debounce_key is null or t.status = 'pending' or (
                    not exists (select from queues.task p
-                               where p.task_type = t.task_type and p.debounce_key = t.debounce_key and p.status = 'pending')
+                               where p.task_type = t.task_type and p.key_scope = t.key_scope and p.debounce_key = t.debounce_key and p.status = 'pending')
                    and t.task_id = (select min(q.task_id) from queues.task q
                                     where q.task_id = any (_locked) and q.task_type = t.task_type
-                                      and q.debounce_key = t.debounce_key)))
+                                      and q.key_scope = t.key_scope and q.debounce_key = t.debounce_key)))
         ), upd as (
             update queues.task t
             set status = 'pending', run_at = clock_timestamp(),
@@ -2969,6 +2969,10 @@ declare
     _missing text;
 begin
     _names := internal.task_function_names('enqueue', new.task_type, new.payload);
+    -- A db_function task's keys are its function's (queues.task.key_scope, core/0090).
+    if tg_table_name = 'task' then
+        new.key_scope := case when new.task_type = 'db_function' then _names[1] else '' end;
+    end if;
     if cardinality(_names) = 0 then
         return new;
     end if;
@@ -3047,6 +3051,11 @@ begin
     end if;
     if _idempotency_key is not null and length(_idempotency_key) not between 1 and 512 then
         raise exception '%: idempotency_key must be 1 to 512 characters, got %', _label, length(_idempotency_key)
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if _idempotency_key ^@ 'schedule:' or _idempotency_key ^@ 'tick:' then
+        raise exception '%: idempotency_key % begins with %, a prefix reserved for the system''s own tasks (schedule and supervisor ticks)',
+            _label, quote_literal(left(_idempotency_key, 100)), quote_literal(split_part(_idempotency_key, ':', 1) || ':')
             using errcode = 'invalid_parameter_value';
     end if;
 end $_$;
@@ -3336,6 +3345,112 @@ end $$;
 
 
 --
+-- Name: time_in_range(timestamp with time zone); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.time_in_range(_t timestamp with time zone) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select _t is null or (_t >= '0001-01-01 00:00:00+00' and _t < '10000-01-01 00:00:00+00')
+$$;
+
+
+SET default_tablespace = '';
+
+SET default_table_access_method = heap;
+
+--
+-- Name: schedule; Type: TABLE; Schema: queues; Owner: -
+--
+
+CREATE TABLE queues.schedule (
+    name text NOT NULL,
+    cron text NOT NULL,
+    task_type text NOT NULL,
+    payload jsonb DEFAULT '{}'::jsonb NOT NULL,
+    priority integer DEFAULT 0 NOT NULL,
+    max_attempts integer,
+    enabled boolean DEFAULT true NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    next_run_at timestamp with time zone,
+    last_tick_at timestamp with time zone,
+    last_enqueued_at timestamp with time zone,
+    last_task_id bigint,
+    declared_in_code boolean DEFAULT false NOT NULL,
+    CONSTRAINT schedule_cron_valid CHECK (((length(cron) >= 1) AND (length(cron) <= 256))),
+    CONSTRAINT schedule_max_attempts_positive CHECK (((max_attempts IS NULL) OR (max_attempts > 0))),
+    CONSTRAINT schedule_name_valid CHECK (((name ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]*$'::text) AND (length(name) <= 128))),
+    CONSTRAINT schedule_payload_is_object CHECK ((jsonb_typeof(payload) = 'object'::text)),
+    CONSTRAINT schedule_task_type_valid CHECK (((task_type ~ '^[A-Za-z][A-Za-z0-9_.:-]*$'::text) AND (length(task_type) <= 128))),
+    CONSTRAINT schedule_times_finite CHECK ((internal.time_in_range(created_at) AND internal.time_in_range(updated_at) AND internal.time_in_range(next_run_at) AND internal.time_in_range(last_tick_at) AND internal.time_in_range(last_enqueued_at)))
+);
+
+
+--
+-- Name: TABLE schedule; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON TABLE queues.schedule IS 'Periodic tasks: the leader enqueues one task per cron tick, with idempotency key schedule:<name>:<tick in UTC RFC 3339>.';
+
+
+--
+-- Name: COLUMN schedule.declared_in_code; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON COLUMN queues.schedule.declared_in_code IS 'True for a schedule a worker''s code declares (WorkerConfig.Periodic), kept by queues.declare_schedules; false for one added with add_schedule.';
+
+
+--
+-- Name: insert_schedule_task(queues.schedule, timestamp with time zone, text); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.insert_schedule_task(_s queues.schedule, _at timestamp with time zone, _key text) RETURNS TABLE(task_id bigint, duplicate boolean)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+    _id bigint;
+    _dup boolean := false;
+begin
+    if _s.task_type in ('db_function', 'email', 'sms', 'file_delete') then
+        perform queues.permit_task_functions(array[_s.task_type], array[_s.payload]);
+    end if;
+    -- Insert, or find the task that holds the key; the loop covers a holder that disappears
+    -- (rolled back or pruned) between the two statements, as queues.insert_task's does.
+    for _i in 1..3 loop
+        insert into queues.task as t (task_type, payload, priority, idempotency_key, scheduled_at, run_at, max_attempts, enqueued_by)
+        values (_s.task_type, _s.payload, coalesce(_s.priority, 0), _key, _at, _at,
+                coalesce(_s.max_attempts, queues.default_max_attempts()), null)
+        on conflict (task_type, key_scope, idempotency_key) where idempotency_key is not null do nothing
+        returning t.task_id into _id;
+        exit when _id is not null;
+
+        select t.task_id into _id
+        from queues.task t
+        where t.task_type = _s.task_type and t.idempotency_key = _key
+          and t.key_scope = case when _s.task_type = 'db_function' then _s.payload ->> 'db_function' else '' end;
+        if _id is not null then
+            _dup := true;
+            exit;
+        end if;
+    end loop;
+    if _id is null then
+        raise exception 'enqueue: could not insert or find the task with idempotency key %', quote_literal(_key)
+            using errcode = 'serialization_failure';
+    end if;
+    if _s.task_type in ('db_function', 'email', 'sms', 'file_delete') then
+        perform internal.drop_enqueue_permits();
+    end if;
+    task_id := _id;
+    duplicate := _dup;
+    return next;
+end $$;
+
+
+--
 -- Name: is_dispatched(timestamp with time zone, bigint, bigint); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -3355,10 +3470,6 @@ CREATE FUNCTION queues.default_max_attempts() RETURNS integer
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$ select 25 $$;
 
-
-SET default_tablespace = '';
-
-SET default_table_access_method = heap;
 
 --
 -- Name: task; Type: TABLE; Schema: queues; Owner: -
@@ -3396,6 +3507,8 @@ CREATE TABLE queues.task (
     on_parent_failure text,
     waiting_stripes integer,
     workflow_id bigint,
+    enqueued_by text DEFAULT COALESCE(NULLIF(current_setting('role'::text), 'none'::text), (SESSION_USER)::text),
+    key_scope text DEFAULT ''::text NOT NULL,
     CONSTRAINT task_debounce_key_valid CHECK (((debounce_key IS NULL) OR ((length(debounce_key) >= 1) AND (length(debounce_key) <= 512)))),
     CONSTRAINT task_idempotency_key_valid CHECK (((idempotency_key IS NULL) OR ((length(idempotency_key) >= 1) AND (length(idempotency_key) <= 512)))),
     CONSTRAINT task_max_attempts_positive CHECK ((max_attempts > 0)),
@@ -3498,6 +3611,20 @@ COMMENT ON COLUMN queues.task.waiting_stripes IS 'While waiting: how many of its
 --
 
 COMMENT ON COLUMN queues.task.workflow_id IS 'The workflow this task belongs to: the id of its first task, taken from its parents at enqueue (the smallest of theirs). NULL on a task without parents (a workflow''s root is found by its own id).';
+
+
+--
+-- Name: COLUMN task.enqueued_by; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON COLUMN queues.task.enqueued_by IS 'The name of the role the enqueuing session acted as (session_user, or the role set by SET ROLE); NULL for the system''s own tasks (schedule and supervisor ticks) and for tasks enqueued before core/0090. queues.get_task_status shows a task to this role and its members (docs/security.md).';
+
+
+--
+-- Name: COLUMN task.key_scope; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON COLUMN queues.task.key_scope IS 'The scope of idempotency_key and debounce_key: a db_function task''s function (schema.name), set by the trigger task_functions_permitted; '''' for other task types.';
 
 
 --
@@ -3772,60 +3899,6 @@ CREATE FUNCTION internal.limited_claimable(_limited text[], _task_types text[], 
                 and (coalesce(cardinality(_paused), 0) = 0 or internal.limit_task_type(l) <> all (_paused))),
         _limit, null, _clock)), '{}')
 $$;
-
-
---
--- Name: time_in_range(timestamp with time zone); Type: FUNCTION; Schema: internal; Owner: -
---
-
-CREATE FUNCTION internal.time_in_range(_t timestamp with time zone) RETURNS boolean
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-    select _t is null or (_t >= '0001-01-01 00:00:00+00' and _t < '10000-01-01 00:00:00+00')
-$$;
-
-
---
--- Name: schedule; Type: TABLE; Schema: queues; Owner: -
---
-
-CREATE TABLE queues.schedule (
-    name text NOT NULL,
-    cron text NOT NULL,
-    task_type text NOT NULL,
-    payload jsonb DEFAULT '{}'::jsonb NOT NULL,
-    priority integer DEFAULT 0 NOT NULL,
-    max_attempts integer,
-    enabled boolean DEFAULT true NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    next_run_at timestamp with time zone,
-    last_tick_at timestamp with time zone,
-    last_enqueued_at timestamp with time zone,
-    last_task_id bigint,
-    declared_in_code boolean DEFAULT false NOT NULL,
-    CONSTRAINT schedule_cron_valid CHECK (((length(cron) >= 1) AND (length(cron) <= 256))),
-    CONSTRAINT schedule_max_attempts_positive CHECK (((max_attempts IS NULL) OR (max_attempts > 0))),
-    CONSTRAINT schedule_name_valid CHECK (((name ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]*$'::text) AND (length(name) <= 128))),
-    CONSTRAINT schedule_payload_is_object CHECK ((jsonb_typeof(payload) = 'object'::text)),
-    CONSTRAINT schedule_task_type_valid CHECK (((task_type ~ '^[A-Za-z][A-Za-z0-9_.:-]*$'::text) AND (length(task_type) <= 128))),
-    CONSTRAINT schedule_times_finite CHECK ((internal.time_in_range(created_at) AND internal.time_in_range(updated_at) AND internal.time_in_range(next_run_at) AND internal.time_in_range(last_tick_at) AND internal.time_in_range(last_enqueued_at)))
-);
-
-
---
--- Name: TABLE schedule; Type: COMMENT; Schema: queues; Owner: -
---
-
-COMMENT ON TABLE queues.schedule IS 'Periodic tasks: the leader enqueues one task per cron tick, with idempotency key schedule:<name>:<tick in UTC RFC 3339>.';
-
-
---
--- Name: COLUMN schedule.declared_in_code; Type: COMMENT; Schema: queues; Owner: -
---
-
-COMMENT ON COLUMN queues.schedule.declared_in_code IS 'True for a schedule a worker''s code declares (WorkerConfig.Periodic), kept by queues.declare_schedules; false for one added with add_schedule.';
 
 
 --
@@ -4636,14 +4709,15 @@ begin
     -- A process started "at -infinity" would otherwise stop at the table's constraint.
     perform internal.check_finite('schedule_supervisor_tick', 'the time a process is due (_at, a kickoff''s _scheduled_at)', _at);
     if exists (select 1 from queues.task
-               where task_type = 'db_function' and debounce_key = _key and status = 'pending' and run_at <= _at) then
+               where task_type = 'db_function' and key_scope = _supervisor and debounce_key = _key
+                 and status = 'pending' and run_at <= _at) then
         return;
     end if;
     perform queues.permit_task_functions(array['db_function'], array[jsonb_build_object('db_function', _supervisor)]);
-    insert into queues.task as t (task_type, payload, scheduled_at, run_at, max_attempts, debounce_key)
+    insert into queues.task as t (task_type, payload, scheduled_at, run_at, max_attempts, debounce_key, enqueued_by)
     values ('db_function', jsonb_build_object('db_function', _supervisor, 'tick', true), _at, _at,
-            queues.default_max_attempts(), _key)
-    on conflict (task_type, debounce_key) where status = 'pending' and debounce_key is not null
+            queues.default_max_attempts(), _key, null)
+    on conflict (task_type, key_scope, debounce_key) where status = 'pending' and debounce_key is not null
     do update set run_at = excluded.run_at, scheduled_at = excluded.scheduled_at
         where t.run_at > excluded.run_at;
     perform internal.drop_enqueue_permits();
@@ -4802,7 +4876,7 @@ begin
                 when t.status <> all (_statuses) then 'wrong_state'
                 when _action = 'retry' and t.debounce_key is not null and exists (
                     select from queues.task p
-                    where p.task_type = t.task_type and p.debounce_key = t.debounce_key and p.status = 'pending'
+                    where p.task_type = t.task_type and p.key_scope = t.key_scope and p.debounce_key = t.debounce_key and p.status = 'pending'
                       and p.task_id <> t.task_id) then 'conflict'
                 else 'busy' end,
            t.status
@@ -5118,8 +5192,7 @@ begin
     _actor := internal.operator_actor('backfill_schedule', _actor);
     foreach _tick in array array(select distinct t from unnest(_ticks) t order by t) loop
         select r.duplicate into _dup
-        from queues.enqueue_with_result(_s.task_type, _s.payload, _tick, _s.priority,
-                                        internal.schedule_tick_key(_s.name, _tick), _s.max_attempts) r;
+        from internal.insert_schedule_task(_s, _tick, internal.schedule_tick_key(_s.name, _tick)) r;
         if _dup then
             _old := _old + 1;
         else
@@ -6024,8 +6097,7 @@ begin
         return null;
     end if;
     if _tick is not null then
-        _id := queues.enqueue(_s.task_type, _s.payload, _tick, _s.priority,
-                              internal.schedule_tick_key(_s.name, _tick), _s.max_attempts);
+        select r.task_id into _id from internal.insert_schedule_task(_s, _tick, internal.schedule_tick_key(_s.name, _tick)) r;
     end if;
     update queues.schedule
     set next_run_at = greatest(next_run_at, _next_run_at),
@@ -6098,6 +6170,68 @@ $$;
 
 
 --
+-- Name: get_task_status(bigint); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.get_task_status(_task_id bigint) RETURNS TABLE(task_id bigint, status queues.task_status, attempt integer, max_attempts integer, result jsonb, last_error text, enqueued_at timestamp with time zone, run_at timestamp with time zone, finished_at timestamp with time zone)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if _task_id is null then
+        raise exception 'get_task_status: _task_id must not be NULL' using errcode = 'invalid_parameter_value';
+    end if;
+    return query select * from queues.get_task_statuses(array[_task_id]);
+end $$;
+
+
+--
+-- Name: FUNCTION get_task_status(_task_id bigint); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.get_task_status(_task_id bigint) IS 'The status, attempts, result, last error and times of one task the calling role may see (queues.get_task_statuses); no row for a task it may not see, as for one that does not exist.';
+
+
+--
+-- Name: get_task_statuses(bigint[]); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.get_task_statuses(_task_ids bigint[]) RETURNS TABLE(task_id bigint, status queues.task_status, attempt integer, max_attempts integer, result jsonb, last_error text, enqueued_at timestamp with time zone, run_at timestamp with time zone, finished_at timestamp with time zone)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+    _me name := coalesce(nullif(current_setting('role'), 'none'), session_user::text);
+begin
+    if _task_ids is null or cardinality(_task_ids) > 1000 then
+        raise exception 'get_task_statuses: _task_ids must hold 0 to 1,000 task ids, got %', coalesce(cardinality(_task_ids)::text, 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if array_position(_task_ids, null) is not null then
+        raise exception 'get_task_statuses: _task_ids must not hold NULL' using errcode = 'invalid_parameter_value';
+    end if;
+    return query
+    select t.task_id, t.status, t.attempt, t.max_attempts, t.result, t.last_error, t.enqueued_at, t.run_at,
+           case t.status when 'completed' then t.completed_at when 'failed' then t.failed_at
+                         when 'dead' then t.dead_at when 'cancelled' then t.cancelled_at end
+    from queues.task t
+    -- A role dropped since has no row here: its tasks are nobody's (pg_has_role would raise).
+    join pg_catalog.pg_roles r on r.rolname = t.enqueued_by
+    where t.task_id = any (_task_ids)
+      and pg_has_role(_me, r.oid, 'MEMBER')
+    order by t.task_id;
+end $$;
+
+
+--
+-- Name: FUNCTION get_task_statuses(_task_ids bigint[]); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.get_task_statuses(_task_ids bigint[]) IS 'The status, attempts, result, last error and times of up to 1,000 tasks the calling role may see (enqueued by the role its session acts as, or by a role it is a member of); a task it may not see is left out as one that does not exist.';
+
+
+--
 -- Name: grant_enqueue(regrole); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -6119,7 +6253,9 @@ begin
         queues.insert_task(text, jsonb, timestamptz, integer, text, integer, bigint[], text),
         queues.insert_tasks(text[], jsonb[], timestamptz[], integer[], text[], integer[], bigint[], text),
         queues.insert_debounced_task(text, jsonb, text, interval, integer, integer),
-        queues.permit_task_functions(text[], jsonb[]) to %s', _role);
+        queues.permit_task_functions(text[], jsonb[]),
+        queues.get_task_status(bigint),
+        queues.get_task_statuses(bigint[]) to %s', _role);
     execute format('grant insert on table queues.enqueue_permit to %s', _role);
 end $$;
 
@@ -6128,7 +6264,7 @@ end $$;
 -- Name: FUNCTION grant_enqueue(_role regrole); Type: COMMENT; Schema: queues; Owner: -
 --
 
-COMMENT ON FUNCTION queues.grant_enqueue(_role regrole) IS 'Grants a role what enqueueing takes: the enqueue functions, the insert functions they call, and the permit they ask for. Run as the schema owner.';
+COMMENT ON FUNCTION queues.grant_enqueue(_role regrole) IS 'Grants a role what enqueueing takes: the enqueue functions, the insert functions they call, the permit they ask for, and queues.get_task_status and get_task_statuses to read its own tasks. Run as the schema owner.';
 
 
 --
@@ -6247,6 +6383,11 @@ begin
         raise exception 'enqueue_debounced: the debounce key must be 1 to 512 characters, got %',
             coalesce(length(_debounce_key)::text, 'NULL') using errcode = 'invalid_parameter_value';
     end if;
+    if _debounce_key ^@ 'tick:' or _debounce_key ^@ 'schedule:' then
+        raise exception 'enqueue_debounced: the debounce key % begins with %, a prefix reserved for the system''s own tasks (supervisor and schedule ticks)',
+            quote_literal(left(_debounce_key, 100)), quote_literal(split_part(_debounce_key, ':', 1) || ':')
+            using errcode = 'invalid_parameter_value';
+    end if;
     if _delay is null or _delay < interval '0' or _delay > interval '1 year' then
         raise exception 'enqueue_debounced: the delay must be between 0 and 1 year, got %', coalesce(_delay::text, 'NULL')
             using errcode = 'invalid_parameter_value';
@@ -6256,7 +6397,7 @@ begin
     insert into queues.task as t (task_id, task_type, payload, priority, scheduled_at, run_at, max_attempts, debounce_key)
     values (_new, _task_type, _payload, coalesce(_priority, 0), _run_at, _run_at,
             coalesce(_max_attempts, queues.default_max_attempts()), _debounce_key)
-    on conflict (task_type, debounce_key) where status = 'pending' and debounce_key is not null
+    on conflict (task_type, key_scope, debounce_key) where status = 'pending' and debounce_key is not null
     do update set payload = excluded.payload, priority = excluded.priority,
                   scheduled_at = excluded.scheduled_at, run_at = excluded.run_at
     returning t.task_id into _id;
@@ -6294,6 +6435,7 @@ begin
     if _task_type is null or _task_type !~ '^[A-Za-z][A-Za-z0-9_.:-]*$' or length(_task_type) > 128
        or _payload is null or jsonb_typeof(_payload) <> 'object' or pg_column_size(_payload) > 8388608
        or _max_attempts < 1 or length(_idempotency_key) not between 1 and 512
+       or _idempotency_key ^@ 'schedule:' or _idempotency_key ^@ 'tick:'
        or _scheduled_at < '0001-01-01 00:00:00+00' or _scheduled_at >= '10000-01-01 00:00:00+00' then
         perform internal.check_task_input(_task_type, _payload, _max_attempts, _idempotency_key);
         perform internal.check_finite('enqueue', '_scheduled_at', _scheduled_at);
@@ -6313,13 +6455,14 @@ begin
             insert into queues.task (task_type, payload, priority, idempotency_key, scheduled_at, run_at, max_attempts)
             values (_task_type, _payload, coalesce(_priority, 0), _idempotency_key, _scheduled_at, _scheduled_at,
                     coalesce(_max_attempts, queues.default_max_attempts()))
-            on conflict (task_type, idempotency_key) where idempotency_key is not null do nothing
+            on conflict (task_type, key_scope, idempotency_key) where idempotency_key is not null do nothing
             returning queues.task.task_id into _id;
             exit when _id is not null;
 
             select t.task_id into _id
             from queues.task t
-            where t.task_type = _task_type and t.idempotency_key = _idempotency_key;
+            where t.task_type = _task_type and t.idempotency_key = _idempotency_key
+              and t.key_scope = case when _task_type = 'db_function' then _payload ->> 'db_function' else '' end;
             if _id is not null then
                 _dup := true;
                 exit;
@@ -6356,6 +6499,9 @@ declare
     _bad record;
     _ids bigint[];
     _dups boolean[];
+    -- The enqueuer, as the column's default has it (core/0090), taken once for the batch rather
+    -- than once per row.
+    _by text := coalesce(nullif(current_setting('role'), 'none'), session_user::text);
 begin
     if coalesce(cardinality(_payloads), 0) <> _n
         or (_scheduled_ats is not null and cardinality(_scheduled_ats) <> _n)
@@ -6384,6 +6530,7 @@ begin
        or u.payload is null or jsonb_typeof(u.payload) <> 'object'
        or u.max_attempts < 1
        or length(u.idempotency_key) not between 1 and 512
+       or u.idempotency_key ^@ 'schedule:' or u.idempotency_key ^@ 'tick:'
        or pg_column_size(u.payload) > internal.max_payload_bytes()
        or u.scheduled_at < '0001-01-01 00:00:00+00' or u.scheduled_at >= '10000-01-01 00:00:00+00'
     order by u.ord
@@ -6410,8 +6557,8 @@ begin
                         coalesce(_max_attempts, array_fill(null::integer, array[_n])))
                  with ordinality as u(task_type, payload, scheduled_at, priority, max_attempts, ord)
         ), ins as (
-            insert into queues.task (task_id, task_type, payload, priority, scheduled_at, run_at, max_attempts)
-            select i.new_id, i.task_type, i.payload, i.priority, i.scheduled_at, i.scheduled_at, i.max_attempts
+            insert into queues.task (task_id, task_type, payload, priority, scheduled_at, run_at, max_attempts, enqueued_by)
+            select i.new_id, i.task_type, i.payload, i.priority, i.scheduled_at, i.scheduled_at, i.max_attempts, _by
             from input i
         )
         select array_agg(i.new_id order by i.ord) into _ids from input i;
@@ -6430,6 +6577,7 @@ begin
     -- the window sorts by key.
     with numbered as materialized (
         select u.ord, u.task_type, u.payload, u.idempotency_key,
+               case when u.task_type = 'db_function' then u.payload ->> 'db_function' else '' end as key_scope,
                coalesce(u.scheduled_at, now()) as scheduled_at,
                coalesce(u.priority, 0) as priority,
                coalesce(u.max_attempts, queues.default_max_attempts()) as max_attempts,
@@ -6443,14 +6591,14 @@ begin
     ), input as materialized (
         select n.*,
                n.idempotency_key is null
-                 or n.ord = min(n.ord) over (partition by n.task_type, n.idempotency_key) as first_of_key
+                 or n.ord = min(n.ord) over (partition by n.task_type, n.key_scope, n.idempotency_key) as first_of_key
         from numbered n
     ), ins as (
-        insert into queues.task as t (task_id, task_type, payload, priority, idempotency_key, scheduled_at, run_at, max_attempts)
-        select i.new_id, i.task_type, i.payload, i.priority, i.idempotency_key, i.scheduled_at, i.scheduled_at, i.max_attempts
+        insert into queues.task as t (task_id, task_type, payload, priority, idempotency_key, scheduled_at, run_at, max_attempts, enqueued_by)
+        select i.new_id, i.task_type, i.payload, i.priority, i.idempotency_key, i.scheduled_at, i.scheduled_at, i.max_attempts, _by
         from input i
         where i.first_of_key
-        on conflict (task_type, idempotency_key) where idempotency_key is not null do nothing
+        on conflict (task_type, key_scope, idempotency_key) where idempotency_key is not null do nothing
         returning t.task_id as inserted_id
     )
     select array_agg(ins.inserted_id order by i.ord) into _ids
@@ -6464,9 +6612,10 @@ begin
         -- Resolve keys held by existing tasks (or by an earlier element of this batch) in a new
         -- statement, which sees everything committed so far.
         select array_agg(coalesce(g.id, t.task_id) order by g.ord) into _ids
-        from unnest(_ids, _task_types, _idempotency_keys) with ordinality as g(id, task_type, idempotency_key, ord)
+        from unnest(_ids, _task_types, _idempotency_keys, _payloads) with ordinality as g(id, task_type, idempotency_key, payload, ord)
         left join queues.task t
-               on g.id is null and t.task_type = g.task_type and t.idempotency_key = g.idempotency_key;
+               on g.id is null and t.task_type = g.task_type and t.idempotency_key = g.idempotency_key
+              and t.key_scope = case when g.task_type = 'db_function' then g.payload ->> 'db_function' else '' end;
         if array_position(_ids, null) is not null then
             raise exception 'enqueue_many: a task holding one of the idempotency keys disappeared during the call; retry'
                 using errcode = 'serialization_failure';
@@ -8139,9 +8288,9 @@ declare
     _id bigint;
 begin
     _actor := internal.operator_actor('run_schedule_now', _actor);
-    _id := queues.enqueue(_s.task_type, _s.payload, _at, _s.priority,
-                          'schedule:' || _s.name || ':now:' || to_char(_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-                          _s.max_attempts);
+    select r.task_id into _id
+    from internal.insert_schedule_task(_s, _at,
+        'schedule:' || _s.name || ':now:' || to_char(_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')) r;
     insert into queues.schedule_event (name, event, actor, detail)
     values (_name, 'run_now', _actor, jsonb_build_object('task_id', _id));
     return _id;
@@ -11546,7 +11695,7 @@ CREATE INDEX task_claim_idx ON queues.task USING btree (priority DESC, run_at, t
 -- Name: task_debounce_pending_uidx; Type: INDEX; Schema: queues; Owner: -
 --
 
-CREATE UNIQUE INDEX task_debounce_pending_uidx ON queues.task USING btree (task_type, debounce_key) WHERE ((status = 'pending'::queues.task_status) AND (debounce_key IS NOT NULL));
+CREATE UNIQUE INDEX task_debounce_pending_uidx ON queues.task USING btree (task_type, key_scope, debounce_key) WHERE ((status = 'pending'::queues.task_status) AND (debounce_key IS NOT NULL));
 
 
 --
@@ -11588,7 +11737,7 @@ CREATE INDEX task_finished_idx ON queues.task USING btree (status, GREATEST(comp
 -- Name: task_idempotency_key_uidx; Type: INDEX; Schema: queues; Owner: -
 --
 
-CREATE UNIQUE INDEX task_idempotency_key_uidx ON queues.task USING btree (task_type, idempotency_key) WHERE (idempotency_key IS NOT NULL);
+CREATE UNIQUE INDEX task_idempotency_key_uidx ON queues.task USING btree (task_type, key_scope, idempotency_key) WHERE (idempotency_key IS NOT NULL);
 
 
 --
@@ -13203,6 +13352,20 @@ REVOKE ALL ON FUNCTION internal.holds_leader_term(_term bigint) FROM PUBLIC;
 
 
 --
+-- Name: FUNCTION time_in_range(_t timestamp with time zone); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.time_in_range(_t timestamp with time zone) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION insert_schedule_task(_s queues.schedule, _at timestamp with time zone, _key text); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.insert_schedule_task(_s queues.schedule, _at timestamp with time zone, _key text) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION is_dispatched(_dispatched_at timestamp with time zone, _dispatch_lease_id bigint, _lease_id bigint); Type: ACL; Schema: internal; Owner: -
 --
 
@@ -13263,13 +13426,6 @@ REVOKE ALL ON FUNCTION internal.limited_candidates(_types text[], _want integer,
 --
 
 REVOKE ALL ON FUNCTION internal.limited_claimable(_limited text[], _task_types text[], _paused text[], _limit integer, _clock timestamp with time zone) FROM PUBLIC;
-
-
---
--- Name: FUNCTION time_in_range(_t timestamp with time zone); Type: ACL; Schema: internal; Owner: -
---
-
-REVOKE ALL ON FUNCTION internal.time_in_range(_t timestamp with time zone) FROM PUBLIC;
 
 
 --
@@ -13816,6 +13972,20 @@ GRANT ALL ON FUNCTION queues.fail_task(_task_id bigint, _error_message text, _le
 
 REVOKE ALL ON FUNCTION queues.fail_task_with_policy(_task_id bigint, _error_message text, _lease_id bigint, _retry_delay interval, _max_attempts integer, _context jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION queues.fail_task_with_policy(_task_id bigint, _error_message text, _lease_id bigint, _retry_delay interval, _max_attempts integer, _context jsonb) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION get_task_status(_task_id bigint); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.get_task_status(_task_id bigint) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION get_task_statuses(_task_ids bigint[]); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.get_task_statuses(_task_ids bigint[]) FROM PUBLIC;
 
 
 --

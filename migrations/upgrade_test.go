@@ -200,6 +200,18 @@ func TestUpgradeFromLastLandedVersion(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, again)
 	db.requireRowsKept(t)
+	// The keys of the tasks in flight are scoped by their function (core/0090), so the pending
+	// supervisor ticks are still found by their wake-ups; no task before it has an enqueuer.
+	require.NotZero(t, scalarOf[int](t, conn, `select count(*) from queues.task
+		where task_type = 'db_function' and (debounce_key is not null or idempotency_key is not null)`), "keyed db_function tasks in flight")
+	require.Zero(t, scalarOf[int](t, conn, `select count(*) from queues.task
+		where (debounce_key is not null or idempotency_key is not null)
+		  and key_scope <> case when task_type = 'db_function' then payload ->> 'db_function' else '' end`))
+	require.Zero(t, scalarOf[int](t, conn, `select count(*) from queues.task where enqueued_by is not null`))
+	pendingTicks := `select count(*) from queues.task where debounce_key = 'tick:comms.send_email_supervisor' and status = 'pending'`
+	require.Equal(t, 1, scalarOf[int](t, conn, pendingTicks), "the e-mail supervisor's tick from before")
+	execOn(t, conn, `select queues.wake_supervisor('comms.send_email_supervisor', now() + interval '1 hour')`)
+	require.Equal(t, 1, scalarOf[int](t, conn, pendingTicks), "a wake-up finds the tick pending from before")
 
 	// The application kept its rights: it enqueues (the invoker functions, a permit) and adds
 	// schedules.
@@ -207,7 +219,8 @@ func TestUpgradeFromLastLandedVersion(t *testing.T) {
 		"queues.enqueue_with_result(text, jsonb, timestamptz, integer, text, integer, bigint[], text)", "queues.insert_task(text, jsonb, timestamptz, integer, text, integer, bigint[], text)",
 		"queues.enqueue_many(text[], jsonb[], timestamptz[], integer[], text[], integer[], bigint[], text)",
 		"queues.insert_tasks(text[], jsonb[], timestamptz[], integer[], text[], integer[], bigint[], text)",
-		"queues.permit_task_functions(text[], jsonb[])", "queues.add_schedule(text, text, text, jsonb, integer, integer, boolean, timestamptz)"} {
+		"queues.permit_task_functions(text[], jsonb[])", "queues.add_schedule(text, text, text, jsonb, integer, integer, boolean, timestamptz)",
+		"queues.get_task_status(bigint)", "queues.get_task_statuses(bigint[])"} {
 		require.True(t, scalarOf[bool](t, conn, `select has_function_privilege($1, $2, 'execute')`, role, fn), fn)
 	}
 	execOn(t, conn, `set role `+role)

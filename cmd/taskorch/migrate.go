@@ -18,6 +18,14 @@ func newMigrateCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Apply, inspect or print taskorch's database migrations and function and view files",
+		Long: `Apply, inspect or print taskorch's database migrations and function and view files.
+
+The core set is always included. --processes (on every migrate command) adds shipped business
+processes, comma-separated: comms, files, accounts (accounts brings files). docs/processes.md.`,
+		Example: `  taskorch migrate up
+  taskorch migrate up --processes comms,files,accounts
+  taskorch migrate status --processes comms
+  taskorch migrate sql --processes comms > taskorch.sql`,
 	}
 	cmd.PersistentFlags().StringSliceVar(&processes, "processes", nil,
 		"also install these shipped business processes (comma-separated)")

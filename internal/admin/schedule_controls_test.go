@@ -80,9 +80,11 @@ func TestBackfillSchedule(t *testing.T) {
 	now := t0.Add(10 * time.Hour)
 	_, err := addSchedule(ctx, pool, ScheduleParams{Name: "hourly", Cron: "0 * * * *", TaskType: "report"}, t0)
 	require.NoError(t, err)
-	// The leader enqueued 14:00 already.
+	// The leader enqueued 14:00 already (through its insert: keys beginning schedule: are the
+	// system's, which the enqueue functions refuse).
 	var leaderTask int64
-	require.NoError(t, pool.QueryRow(ctx, `select queues.enqueue('report', '{}', $1, 0, $2)`,
+	require.NoError(t, pool.QueryRow(ctx, `select task_id from internal.insert_schedule_task(
+		(select s from queues.schedule s where s.name = 'hourly'), $1, $2)`,
 		t0.Add(2*time.Hour), maintenance.ScheduleTickKey("hourly", t0.Add(2*time.Hour))).Scan(&leaderTask))
 
 	dry, err := backfillSchedule(ctx, pool, "hourly", t0.Add(time.Hour), t0.Add(4*time.Hour), "ann", true, now)

@@ -40,10 +40,10 @@ begin
             where t.task_id = any (_locked)
               and (t.debounce_key is null or t.status = 'pending' or (
                    not exists (select from queues.task p
-                               where p.task_type = t.task_type and p.debounce_key = t.debounce_key and p.status = 'pending')
+                               where p.task_type = t.task_type and p.key_scope = t.key_scope and p.debounce_key = t.debounce_key and p.status = 'pending')
                    and t.task_id = (select min(q.task_id) from queues.task q
                                     where q.task_id = any (_locked) and q.task_type = t.task_type
-                                      and q.debounce_key = t.debounce_key)))
+                                      and q.key_scope = t.key_scope and q.debounce_key = t.debounce_key)))
         ), upd as (
             update queues.task t
             set status = 'pending', run_at = clock_timestamp(),

@@ -1,4 +1,5 @@
--- Validates one task's definition; raises 22023 with a message that says what is wrong.
+-- Validates one task's definition; raises 22023 with a message that says what is wrong. Keys
+-- beginning with schedule: or tick: are the system's (docs/sql.md, "Keys").
 create or replace function internal.check_task_input(
     _task_type text, _payload jsonb, _max_attempts integer, _idempotency_key text, _label text default 'enqueue')
 returns void
@@ -27,6 +28,11 @@ begin
     end if;
     if _idempotency_key is not null and length(_idempotency_key) not between 1 and 512 then
         raise exception '%: idempotency_key must be 1 to 512 characters, got %', _label, length(_idempotency_key)
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if _idempotency_key ^@ 'schedule:' or _idempotency_key ^@ 'tick:' then
+        raise exception '%: idempotency_key % begins with %, a prefix reserved for the system''s own tasks (schedule and supervisor ticks)',
+            _label, quote_literal(left(_idempotency_key, 100)), quote_literal(split_part(_idempotency_key, ':', 1) || ':')
             using errcode = 'invalid_parameter_value';
     end if;
 end $$;

@@ -24,7 +24,7 @@ begin
                 when t.status <> all (_statuses) then 'wrong_state'
                 when _action = 'retry' and t.debounce_key is not null and exists (
                     select from queues.task p
-                    where p.task_type = t.task_type and p.debounce_key = t.debounce_key and p.status = 'pending'
+                    where p.task_type = t.task_type and p.key_scope = t.key_scope and p.debounce_key = t.debounce_key and p.status = 'pending'
                       and p.task_id <> t.task_id) then 'conflict'
                 else 'busy' end,
            t.status

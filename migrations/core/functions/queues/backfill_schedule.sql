@@ -29,8 +29,7 @@ begin
     _actor := internal.operator_actor('backfill_schedule', _actor);
     foreach _tick in array array(select distinct t from unnest(_ticks) t order by t) loop
         select r.duplicate into _dup
-        from queues.enqueue_with_result(_s.task_type, _s.payload, _tick, _s.priority,
-                                        internal.schedule_tick_key(_s.name, _tick), _s.max_attempts) r;
+        from internal.insert_schedule_task(_s, _tick, internal.schedule_tick_key(_s.name, _tick)) r;
         if _dup then
             _old := _old + 1;
         else

@@ -25,8 +25,7 @@ begin
         return null;
     end if;
     if _tick is not null then
-        _id := queues.enqueue(_s.task_type, _s.payload, _tick, _s.priority,
-                              internal.schedule_tick_key(_s.name, _tick), _s.max_attempts);
+        select r.task_id into _id from internal.insert_schedule_task(_s, _tick, internal.schedule_tick_key(_s.name, _tick)) r;
     end if;
     update queues.schedule
     set next_run_at = greatest(next_run_at, _next_run_at),

@@ -15,8 +15,10 @@ begin
         queues.insert_task(text, jsonb, timestamptz, integer, text, integer, bigint[], text),
         queues.insert_tasks(text[], jsonb[], timestamptz[], integer[], text[], integer[], bigint[], text),
         queues.insert_debounced_task(text, jsonb, text, interval, integer, integer),
-        queues.permit_task_functions(text[], jsonb[]) to %s', _role);
+        queues.permit_task_functions(text[], jsonb[]),
+        queues.get_task_status(bigint),
+        queues.get_task_statuses(bigint[]) to %s', _role);
     execute format('grant insert on table queues.enqueue_permit to %s', _role);
 end $$;
 revoke all on function queues.grant_enqueue(regrole) from public;
-comment on function queues.grant_enqueue(regrole) is 'Grants a role what enqueueing takes: the enqueue functions, the insert functions they call, and the permit they ask for. Run as the schema owner.';
+comment on function queues.grant_enqueue(regrole) is 'Grants a role what enqueueing takes: the enqueue functions, the insert functions they call, the permit they ask for, and queues.get_task_status and get_task_statuses to read its own tasks. Run as the schema owner.';

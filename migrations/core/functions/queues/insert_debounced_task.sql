@@ -1,6 +1,7 @@
 -- Inserts a debounced task (SECURITY DEFINER; what enqueue_debounced calls after its permit): one
 -- pending task per (type, debounce key), its run time pushed back by _delay at each call while it
--- waits.
+-- waits. A db_function task's key is its function's (queues.task.key_scope); keys beginning with
+-- tick: or schedule: are the system's (22023).
 create or replace function queues.insert_debounced_task(
     _task_type text,
     _payload jsonb,
@@ -21,6 +22,11 @@ begin
         raise exception 'enqueue_debounced: the debounce key must be 1 to 512 characters, got %',
             coalesce(length(_debounce_key)::text, 'NULL') using errcode = 'invalid_parameter_value';
     end if;
+    if _debounce_key ^@ 'tick:' or _debounce_key ^@ 'schedule:' then
+        raise exception 'enqueue_debounced: the debounce key % begins with %, a prefix reserved for the system''s own tasks (supervisor and schedule ticks)',
+            quote_literal(left(_debounce_key, 100)), quote_literal(split_part(_debounce_key, ':', 1) || ':')
+            using errcode = 'invalid_parameter_value';
+    end if;
     if _delay is null or _delay < interval '0' or _delay > interval '1 year' then
         raise exception 'enqueue_debounced: the delay must be between 0 and 1 year, got %', coalesce(_delay::text, 'NULL')
             using errcode = 'invalid_parameter_value';
@@ -30,7 +36,7 @@ begin
     insert into queues.task as t (task_id, task_type, payload, priority, scheduled_at, run_at, max_attempts, debounce_key)
     values (_new, _task_type, _payload, coalesce(_priority, 0), _run_at, _run_at,
             coalesce(_max_attempts, queues.default_max_attempts()), _debounce_key)
-    on conflict (task_type, debounce_key) where status = 'pending' and debounce_key is not null
+    on conflict (task_type, key_scope, debounce_key) where status = 'pending' and debounce_key is not null
     do update set payload = excluded.payload, priority = excluded.priority,
                   scheduled_at = excluded.scheduled_at, run_at = excluded.run_at
     returning t.task_id into _id;

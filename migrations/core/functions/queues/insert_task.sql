@@ -1,6 +1,8 @@
 -- Inserts one task (SECURITY DEFINER; what the enqueue functions call after their permit, and
 -- what the Go client calls directly for a task that names no function), checking its input
--- (22023) and finite times; a known idempotency key returns the existing task as a duplicate.
+-- (22023) and finite times; a known idempotency key returns the existing task as a duplicate (a
+-- db_function task's key is its function's: queues.task.key_scope; keys beginning with schedule:
+-- or tick: are the system's, 22023). The row records the enqueuing session's role (enqueued_by).
 -- _after names parents the task waits for, _on_parent_failure what a failed one does to it
 -- ('cancel' or 'run'; internal.attach_parents, docs/workflows.md); a duplicate keeps its own.
 create or replace function queues.insert_task(
@@ -22,6 +24,7 @@ begin
     if _task_type is null or _task_type !~ '^[A-Za-z][A-Za-z0-9_.:-]*$' or length(_task_type) > 128
        or _payload is null or jsonb_typeof(_payload) <> 'object' or pg_column_size(_payload) > 8388608
        or _max_attempts < 1 or length(_idempotency_key) not between 1 and 512
+       or _idempotency_key ^@ 'schedule:' or _idempotency_key ^@ 'tick:'
        or _scheduled_at < '0001-01-01 00:00:00+00' or _scheduled_at >= '10000-01-01 00:00:00+00' then
         perform internal.check_task_input(_task_type, _payload, _max_attempts, _idempotency_key);
         perform internal.check_finite('enqueue', '_scheduled_at', _scheduled_at);
@@ -41,13 +44,14 @@ begin
             insert into queues.task (task_type, payload, priority, idempotency_key, scheduled_at, run_at, max_attempts)
             values (_task_type, _payload, coalesce(_priority, 0), _idempotency_key, _scheduled_at, _scheduled_at,
                     coalesce(_max_attempts, queues.default_max_attempts()))
-            on conflict (task_type, idempotency_key) where idempotency_key is not null do nothing
+            on conflict (task_type, key_scope, idempotency_key) where idempotency_key is not null do nothing
             returning queues.task.task_id into _id;
             exit when _id is not null;
 
             select t.task_id into _id
             from queues.task t
-            where t.task_type = _task_type and t.idempotency_key = _idempotency_key;
+            where t.task_type = _task_type and t.idempotency_key = _idempotency_key
+              and t.key_scope = case when _task_type = 'db_function' then _payload ->> 'db_function' else '' end;
             if _id is not null then
                 _dup := true;
                 exit;

@@ -1,5 +1,5 @@
 -- Inserts many tasks in one statement (SECURITY DEFINER; what enqueue_many calls after its
--- permit); keys repeated within the batch map to one task. Returns each id in input order and
+-- permit); keys repeated within the batch map to one task (keys scoped as queues.insert_task's). Returns each id in input order and
 -- whether it was a duplicate. _after and _on_parent_failure apply to every task the call inserts
 -- (a duplicate keeps its own parents): a fan-out of many tasks after the same parents
 -- (internal.attach_parents, docs/workflows.md).
@@ -20,6 +20,9 @@ declare
     _bad record;
     _ids bigint[];
     _dups boolean[];
+    -- The enqueuer, as the column's default has it (core/0090), taken once for the batch rather
+    -- than once per row.
+    _by text := coalesce(nullif(current_setting('role'), 'none'), session_user::text);
 begin
     if coalesce(cardinality(_payloads), 0) <> _n
         or (_scheduled_ats is not null and cardinality(_scheduled_ats) <> _n)
@@ -48,6 +51,7 @@ begin
        or u.payload is null or jsonb_typeof(u.payload) <> 'object'
        or u.max_attempts < 1
        or length(u.idempotency_key) not between 1 and 512
+       or u.idempotency_key ^@ 'schedule:' or u.idempotency_key ^@ 'tick:'
        or pg_column_size(u.payload) > internal.max_payload_bytes()
        or u.scheduled_at < '0001-01-01 00:00:00+00' or u.scheduled_at >= '10000-01-01 00:00:00+00'
     order by u.ord
@@ -74,8 +78,8 @@ begin
                         coalesce(_max_attempts, array_fill(null::integer, array[_n])))
                  with ordinality as u(task_type, payload, scheduled_at, priority, max_attempts, ord)
         ), ins as (
-            insert into queues.task (task_id, task_type, payload, priority, scheduled_at, run_at, max_attempts)
-            select i.new_id, i.task_type, i.payload, i.priority, i.scheduled_at, i.scheduled_at, i.max_attempts
+            insert into queues.task (task_id, task_type, payload, priority, scheduled_at, run_at, max_attempts, enqueued_by)
+            select i.new_id, i.task_type, i.payload, i.priority, i.scheduled_at, i.scheduled_at, i.max_attempts, _by
             from input i
         )
         select array_agg(i.new_id order by i.ord) into _ids from input i;
@@ -94,6 +98,7 @@ begin
     -- the window sorts by key.
     with numbered as materialized (
         select u.ord, u.task_type, u.payload, u.idempotency_key,
+               case when u.task_type = 'db_function' then u.payload ->> 'db_function' else '' end as key_scope,
                coalesce(u.scheduled_at, now()) as scheduled_at,
                coalesce(u.priority, 0) as priority,
                coalesce(u.max_attempts, queues.default_max_attempts()) as max_attempts,
@@ -107,14 +112,14 @@ begin
     ), input as materialized (
         select n.*,
                n.idempotency_key is null
-                 or n.ord = min(n.ord) over (partition by n.task_type, n.idempotency_key) as first_of_key
+                 or n.ord = min(n.ord) over (partition by n.task_type, n.key_scope, n.idempotency_key) as first_of_key
         from numbered n
     ), ins as (
-        insert into queues.task as t (task_id, task_type, payload, priority, idempotency_key, scheduled_at, run_at, max_attempts)
-        select i.new_id, i.task_type, i.payload, i.priority, i.idempotency_key, i.scheduled_at, i.scheduled_at, i.max_attempts
+        insert into queues.task as t (task_id, task_type, payload, priority, idempotency_key, scheduled_at, run_at, max_attempts, enqueued_by)
+        select i.new_id, i.task_type, i.payload, i.priority, i.idempotency_key, i.scheduled_at, i.scheduled_at, i.max_attempts, _by
         from input i
         where i.first_of_key
-        on conflict (task_type, idempotency_key) where idempotency_key is not null do nothing
+        on conflict (task_type, key_scope, idempotency_key) where idempotency_key is not null do nothing
         returning t.task_id as inserted_id
     )
     select array_agg(ins.inserted_id order by i.ord) into _ids
@@ -128,9 +133,10 @@ begin
         -- Resolve keys held by existing tasks (or by an earlier element of this batch) in a new
         -- statement, which sees everything committed so far.
         select array_agg(coalesce(g.id, t.task_id) order by g.ord) into _ids
-        from unnest(_ids, _task_types, _idempotency_keys) with ordinality as g(id, task_type, idempotency_key, ord)
+        from unnest(_ids, _task_types, _idempotency_keys, _payloads) with ordinality as g(id, task_type, idempotency_key, payload, ord)
         left join queues.task t
-               on g.id is null and t.task_type = g.task_type and t.idempotency_key = g.idempotency_key;
+               on g.id is null and t.task_type = g.task_type and t.idempotency_key = g.idempotency_key
+              and t.key_scope = case when g.task_type = 'db_function' then g.payload ->> 'db_function' else '' end;
         if array_position(_ids, null) is not null then
             raise exception 'enqueue_many: a task holding one of the idempotency keys disappeared during the call; retry'
                 using errcode = 'serialization_failure';

@@ -9,9 +9,9 @@ declare
     _id bigint;
 begin
     _actor := internal.operator_actor('run_schedule_now', _actor);
-    _id := queues.enqueue(_s.task_type, _s.payload, _at, _s.priority,
-                          'schedule:' || _s.name || ':now:' || to_char(_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-                          _s.max_attempts);
+    select r.task_id into _id
+    from internal.insert_schedule_task(_s, _at,
+        'schedule:' || _s.name || ':now:' || to_char(_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')) r;
     insert into queues.schedule_event (name, event, actor, detail)
     values (_name, 'run_now', _actor, jsonb_build_object('task_id', _id));
     return _id;
