@@ -106,7 +106,7 @@ func room(r string) string {
 		return "worker"
 	case under("tasktype"):
 		return "tasktype"
-	case r == "", under("taskorchtest", "internal/builtinhandlers", "internal/kit"):
+	case r == "", under("taskorchtest", "internal/builtinhandlers", "internal/kit", "internal/push"):
 		return "api"
 	case under("examples"):
 		return "examples"
