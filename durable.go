@@ -20,7 +20,7 @@ import (
 // completed before returns its recorded result at once instead of running. docs/workflows.md,
 // "Durable workflows in Go", has the rules; they are short:
 //
-//   - Make the durable calls (Step, StepTx, Sleep, AwaitSignal, Version) from the workflow's goroutine, in an
+//   - Make the durable calls (Step, StepTx, Sleep, AwaitSignal, Spawn, Version) from the workflow's goroutine, in an
 //     order that depends only on the args and on what earlier durable calls returned.
 //   - Give each call site its own name. A run that reaches a different call at a position than the
 //     one recorded there fails for good with ErrNondeterministic, naming both.
@@ -49,7 +49,7 @@ const DefaultVersion = 0
 // refused too.
 
 // Workflow is a durable workflow's run, given to the function AddWorkflow registers. Its methods
-// and the functions that take it (Step, StepTx) are the durable calls; a Workflow is valid only
+// and the functions that take it (Step, StepTx, AwaitSignal, Spawn) are the durable calls; a Workflow is valid only
 // during the call of that function.
 type Workflow struct {
 	ctx   context.Context
@@ -81,6 +81,7 @@ const (
 	callVersion = "version"
 	callWait    = "signal_wait"
 	callSignal  = "signal"
+	callSpawn   = "spawn"
 )
 
 // maxWorkflowCalls bounds the durable calls of one workflow (queues.workflow_step.seq).
@@ -91,7 +92,7 @@ func (wf *Workflow) Task() *Task { return wf.task }
 
 // AddWorkflow registers a durable workflow: the task type is T's TaskType(), the payload is
 // decoded into a T (a payload that does not decode fails the task for good), and fn runs it. fn
-// makes its durable calls through wf (Step, StepTx, Sleep, Version); what it returns is the
+// makes its durable calls through wf (Step, StepTx, Sleep, AwaitSignal, Spawn, Version); what it returns is the
 // task's outcome, as for any handler: nil completes it (SetResult sets its result), an error
 // fails the attempt, and the next attempt replays the calls that completed. opts is at most one
 // *HandlerOpts (see Handle); its Timeout bounds one run, not the whole workflow. See
@@ -427,6 +428,52 @@ func AwaitSignal[P any](wf *Workflow, name, key string, timeout time.Duration) (
 	}
 	p, err = decodeStepResult[P](got.Payload, name)
 	return p, err == nil, err
+}
+
+// spawnResult is what Spawn records.
+type spawnResult struct {
+	TaskID int64 `json:"task_id"`
+}
+
+// Spawn enqueues a task as the workflow's next durable call, named name, and returns its id: the
+// task and the checkpoint that records its id commit in one transaction under the lease, so the
+// task is enqueued once however often the workflow runs again, and a later run gets the same id.
+// args is a Go task type's (a type that names a function, db_function or a channel, is
+// ErrInvalidInput: start a process with its kickoff in a StepTx instead); opts may set
+// ScheduledAt, Priority and MaxAttempts (an idempotency or debounce key, or After, is
+// ErrInvalidInput: the checkpoint is the idempotency). docs/workflows.md, "Enqueueing tasks once".
+func Spawn(wf *Workflow, name string, args TaskArgs, opts *EnqueueOpts) (taskID int64, err error) {
+	row, err := (&Client{}).prepare(args, opts, "")
+	if err != nil {
+		return 0, fmt.Errorf("spawn %q: %w", name, err)
+	}
+	switch {
+	case row.key != nil || row.debounceKey != "" || len(row.after) > 0:
+		return 0, inputErrorf("spawn %q: a spawned task takes no idempotency key, debounce key or After (its checkpoint enqueues it once)", name)
+	case namesFunctions(row.taskType):
+		return 0, inputErrorf("spawn %q: task type %s names a function; a workflow spawns tasks of Go types (start a process with its kickoff, in a StepTx)", name, row.taskType)
+	}
+	wf.mu.Lock()
+	defer wf.mu.Unlock()
+	seq, rec, err := wf.next(callSpawn, name)
+	if err != nil {
+		return 0, err
+	}
+	if rec != nil {
+		r, err := decodeStepResult[spawnResult](rec.result, name)
+		return r.TaskID, err
+	}
+	var outcome string
+	var id *int64
+	err = wf.db.QueryRow(wf.ctx, `select outcome, spawned_task_id from queues.spawn_workflow_task($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9)`,
+		wf.task.ID, wf.lease, seq, name, row.taskType, row.payload, row.scheduledAt, row.priority, row.maxAttempts).Scan(&outcome, &id)
+	if err != nil {
+		return 0, fmt.Errorf("spawn %q: %w", name, mapError(err))
+	}
+	if outcome != "spawned" || id == nil {
+		return 0, fmt.Errorf("spawn %q: %w", name, ErrLeaseLost)
+	}
+	return *id, nil
 }
 
 // encodeStepResult marshals a step's result.

@@ -7522,8 +7522,8 @@ begin
         raise exception 'record_workflow_step: _seq must be between 1 and 100000, got %', coalesce(_seq::text, 'NULL')
             using errcode = 'invalid_parameter_value';
     end if;
-    if _kind is null or _kind not in ('step', 'step_tx', 'sleep', 'version', 'signal_wait', 'signal') then
-        raise exception 'record_workflow_step: _kind must be step, step_tx, sleep, version, signal_wait or signal, got %', coalesce(_kind, 'NULL')
+    if _kind is null or _kind not in ('step', 'step_tx', 'sleep', 'version', 'signal_wait', 'signal', 'spawn') then
+        raise exception 'record_workflow_step: _kind must be step, step_tx, sleep, version, signal_wait, signal or spawn, got %', coalesce(_kind, 'NULL')
             using errcode = 'invalid_parameter_value';
     end if;
     if _name is null or _name = '' or length(_name) > 200 then
@@ -8493,6 +8493,49 @@ begin
             'until ' || _t.run_at::text);
     return true;
 end $$;
+
+
+--
+-- Name: spawn_workflow_task(bigint, bigint, integer, text, text, jsonb, timestamp with time zone, integer, integer); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.spawn_workflow_task(_task_id bigint, _lease_id bigint, _seq integer, _name text, _task_type text, _payload jsonb, _scheduled_at timestamp with time zone DEFAULT NULL::timestamp with time zone, _priority integer DEFAULT 0, _max_attempts integer DEFAULT NULL::integer) RETURNS TABLE(outcome text, spawned_task_id bigint)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _child bigint;
+    _recorded boolean;
+begin
+    if _task_type in ('db_function', 'email', 'sms', 'file_delete') then
+        raise exception 'spawn_workflow_task: task type % names a function; a workflow spawns tasks of Go types (start a process with its kickoff, in a StepTx)', _task_type
+            using errcode = 'invalid_parameter_value';
+    end if;
+    perform 1 from queues.task t
+    where t.task_id = _task_id and t.lease_id = _lease_id and t.lease_expires_at is not null -- i.e. running
+    for no key update;
+    if not found then
+        return query select 'lease_lost', null::bigint;
+        return;
+    end if;
+    select r.task_id into _child
+    from queues.insert_task(_task_type, _payload, coalesce(_scheduled_at, now()), coalesce(_priority, 0), null, _max_attempts) r;
+    select r.recorded into _recorded
+    from queues.record_workflow_step(_task_id, _lease_id, _seq, 'spawn', _name,
+                                     jsonb_build_object('task_id', _child, 'task_type', _task_type)) r;
+    if not _recorded then
+        raise exception 'spawn_workflow_task: position % of task % holds a checkpoint already', _seq, _task_id
+            using errcode = 'unique_violation';
+    end if;
+    return query select 'spawned', _child;
+end $$;
+
+
+--
+-- Name: FUNCTION spawn_workflow_task(_task_id bigint, _lease_id bigint, _seq integer, _name text, _task_type text, _payload jsonb, _scheduled_at timestamp with time zone, _priority integer, _max_attempts integer); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.spawn_workflow_task(_task_id bigint, _lease_id bigint, _seq integer, _name text, _task_type text, _payload jsonb, _scheduled_at timestamp with time zone, _priority integer, _max_attempts integer) IS 'A durable Go workflow''s spawn under the task''s lease: enqueues a task of a Go type and records its id as the checkpoint in one transaction (spawned), or lease_lost.';
 
 
 --
@@ -10857,7 +10900,7 @@ CREATE TABLE queues.workflow_step (
     attempt integer NOT NULL,
     started_at timestamp with time zone,
     completed_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
-    CONSTRAINT workflow_step_kind_check CHECK ((kind = ANY (ARRAY['step'::text, 'step_tx'::text, 'sleep'::text, 'version'::text, 'signal_wait'::text, 'signal'::text]))),
+    CONSTRAINT workflow_step_kind_check CHECK ((kind = ANY (ARRAY['step'::text, 'step_tx'::text, 'sleep'::text, 'version'::text, 'signal_wait'::text, 'signal'::text, 'spawn'::text]))),
     CONSTRAINT workflow_step_name_check CHECK (((name <> ''::text) AND (length(name) <= 200))),
     CONSTRAINT workflow_step_seq_check CHECK (((seq >= 1) AND (seq <= 100000)))
 );
@@ -14434,6 +14477,14 @@ REVOKE ALL ON FUNCTION queues.signal_payload(_name text, _key text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION queues.snooze_task(_task_id bigint, _lease_id bigint, _run_at timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION queues.snooze_task(_task_id bigint, _lease_id bigint, _run_at timestamp with time zone) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION spawn_workflow_task(_task_id bigint, _lease_id bigint, _seq integer, _name text, _task_type text, _payload jsonb, _scheduled_at timestamp with time zone, _priority integer, _max_attempts integer); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.spawn_workflow_task(_task_id bigint, _lease_id bigint, _seq integer, _name text, _task_type text, _payload jsonb, _scheduled_at timestamp with time zone, _priority integer, _max_attempts integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION queues.spawn_workflow_task(_task_id bigint, _lease_id bigint, _seq integer, _name text, _task_type text, _payload jsonb, _scheduled_at timestamp with time zone, _priority integer, _max_attempts integer) TO worker_service_user;
 
 
 --
