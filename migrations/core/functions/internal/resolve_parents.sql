@@ -18,10 +18,6 @@ create or replace function internal.resolve_parents(_ids bigint[], _outcomes que
 returns integer
 language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
 declare
-    _c bigint[];
-    _s integer[];
-    _p bigint[];
-    _o queues.task_status[];
     -- The children to change, in id order: kind 'cancel' or 'count'.
     _kc bigint[];
     _kind text[];
@@ -41,55 +37,47 @@ begin
     -- The cancellations below end tasks too: this loop counts them, not the row trigger.
     perform set_config('taskorch.resolving_parents', 'on', true);
     while coalesce(cardinality(_ids), 0) > 0 loop
+        -- One statement: the parents' edges are deleted (the delete decides who counts each),
+        -- then per child, in id order, its stripes in order, then its row, are locked by nested
+        -- loops that follow the children's order (so that two sessions counting parents of the
+        -- same children lock in one order). A child that was not waiting when read is skipped,
+        -- as is a stripe or row that has gone. Edges that are their own counters (stripe -1)
+        -- empty as they are deleted: 'own' counts them.
         with d as (
             delete from queues.task_edge e
             using unnest(_ids, _outcomes) as x(id, outcome)
             where e.parent_id = x.id
             returning e.child_id, e.stripe, e.parent_id, x.outcome
-        )
-        select array_agg(d.child_id), array_agg(d.stripe), array_agg(d.parent_id), array_agg(d.outcome)
-        into _c, _s, _p, _o
-        from d;
-        exit when _c is null;
-        -- Per child, in id order: its stripes in order, then its row, locked by one statement
-        -- whose nested loop follows the children's order (so that two sessions counting parents
-        -- of the same children lock in one order). A child that was not waiting when read is
-        -- skipped, as is a stripe or row that has gone. Edges that are their own counters
-        -- (stripe -1) empty as they are deleted: 'own' counts them.
-        with g as (
-            select f.child_id, f.failed_parent, f.failed_outcomes[array_position(f.failed_parents, f.failed_parent)] as failed_outcome, f.own
-            from (select e.child_id,
-                         min(e.parent_id) filter (where e.outcome <> 'completed') as failed_parent,
-                         array_agg(e.parent_id) filter (where e.outcome <> 'completed') as failed_parents,
-                         array_agg(e.outcome) filter (where e.outcome <> 'completed') as failed_outcomes,
-                         count(*) filter (where e.stripe < 0)::integer as own
-                  from unnest(_c, _p, _o, _s) as e(child_id, parent_id, outcome, stripe)
-                  group by e.child_id) f
-        ), gs as (
-            select e.child_id, array_agg(e.stripe) as stripes, array_agg(e.n) as ns
-            from (select x.child_id, x.stripe, count(*)::integer as n
-                  from unnest(_c, _s) as x(child_id, stripe) where x.stripe >= 0 group by x.child_id, x.stripe) e
-            group by e.child_id
-        ), k as (
-            select g.child_id, g.failed_parent, g.failed_outcome, g.own, gs.stripes, gs.ns,
-                   case when g.failed_parent is not null and t.on_parent_failure = 'cancel' then 'cancel' else 'count' end as kind
-            from g
-            left join gs on gs.child_id = g.child_id
-            join queues.task t on t.task_id = g.child_id
-            where t.status = 'waiting'
-            order by g.child_id
+        ), c as (
+            select d.child_id,
+                   min(d.parent_id) filter (where d.outcome <> 'completed') as failed_parent,
+                   array_agg(d.parent_id) filter (where d.outcome <> 'completed') as failed_parents,
+                   array_agg(d.outcome) filter (where d.outcome <> 'completed') as failed_outcomes,
+                   count(*) filter (where d.stripe < 0)::integer as own,
+                   array_agg(d.stripe) filter (where d.stripe >= 0) as edges
+            from d
+            group by d.child_id
+            order by d.child_id
             offset 0
+        ), k as (
+            select c.child_id, c.failed_parent, c.failed_outcomes[array_position(c.failed_parents, c.failed_parent)] as failed_outcome,
+                   c.own, c.edges,
+                   case when c.failed_parent is not null and t.on_parent_failure = 'cancel' then 'cancel' else 'count' end as kind
+            from c
+            cross join lateral (
+                select t.on_parent_failure from queues.task t where t.task_id = c.child_id and t.status = 'waiting' limit 1
+            ) t
         ), l as (
             select k.child_id, k.kind, k.failed_parent, k.failed_outcome,
-                   k.own + coalesce(ws.emptied, 0) as emptied, ws.stripes, ws.ns, ws.empties, k.stripes is not null as striped,
+                   k.own + coalesce(ws.emptied, 0) as emptied, ws.stripes, ws.ns, ws.empties, k.edges is not null as striped,
                    r.task_id as row_locked
             from k
             left join lateral (
                 select count(*) filter (where z.pending = z.n)::integer as emptied,
                        array_agg(z.stripe) as stripes, array_agg(z.n) as ns, array_agg(z.pending = z.n) as empties
-                from (select w.stripe, w.pending, k.ns[array_position(k.stripes, w.stripe)] as n
+                from (select w.stripe, w.pending, (select count(*)::integer from unnest(k.edges) as g(stripe) where g.stripe = w.stripe) as n
                       from queues.task_wait_stripe w
-                      where k.kind = 'count' and k.stripes is not null and w.child_id = k.child_id and w.stripe = any (k.stripes)
+                      where k.kind = 'count' and k.edges is not null and w.child_id = k.child_id and w.stripe = any (k.edges)
                       order by w.stripe
                       for update) z
             ) ws on true
