@@ -5,11 +5,11 @@
 -- children in turn (a loop, not recursion: a 1,000-deep chain costs no stack); otherwise each of
 -- the child's counters that the parent's end empties decrements its waiting_stripes, and the
 -- decrement that reaches 0 releases it ('pending', due at once or at its scheduled time). A
--- counter is the edge itself (stripe -1: a child with at most 16 open parents, whose row each
--- parent's end updates) or a queues.task_wait_stripe row of about sqrt(k) parents (deleted when it
--- empties). Set-based: a few statements per generation of parents, whatever the number of
--- children. Locks the parents' edges, then per child in id order its stripes in order, then its
--- row (when it is cancelled, one of its edges is its own counter, or one of its stripes empties),
+-- counter is the edge itself (stripe -1: a child waiting for one parent) or a
+-- queues.task_wait_stripe row (one up to 16 parents, else one per about sqrt(k) parents), deleted
+-- when it empties. Set-based: a few statements per generation of parents, whatever the number of
+-- children. Deletes the parents' edges, then locks per child in id order its stripes in order,
+-- then its row (when it is cancelled, waits for this parent only, or one of its stripes empties),
 -- in one ordered statement before any counter or row changes; it never locks a child's edge or
 -- stripe after that child's row (a cancelled child keeps its other edges and counters until they
 -- are counted or the child is deleted), so sessions ending parents of the same children at once
