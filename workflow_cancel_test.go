@@ -20,7 +20,9 @@ func TestWorkflowCancelCascade(t *testing.T) {
 	c := enqueueAfter(t, pool, "wf.c", "cancel", b)
 	d := enqueueAfter(t, pool, "wf.d", "cancel", c)
 	r := enqueueAfter(t, pool, "wf.r", "run", b)
-	for _, id := range []int64{b, c, d, r} {
+	x := scalar[int64](t, pool, `select queues.enqueue('wf.x', '{}')`)
+	j := enqueueAfter(t, pool, "wf.j", "cancel", b, x)
+	for _, id := range []int64{b, c, d, r, j} {
 		require.Equal(t, "waiting", statusOf(t, pool, id))
 	}
 
@@ -33,12 +35,17 @@ func TestWorkflowCancelCascade(t *testing.T) {
 	require.Equal(t, fmt.Sprintf("parent task %d ended failed", a), cancelReason(t, pool, b))
 	require.Equal(t, fmt.Sprintf("parent task %d ended cancelled", b), cancelReason(t, pool, c))
 	require.Equal(t, fmt.Sprintf("parent task %d ended cancelled", c), cancelReason(t, pool, d))
-	require.Zero(t, scalar[int](t, pool, `select count(*) from queues.task_edge`))
-	// A cancelled child keeps its counters until it is deleted; the released one's are gone.
+	require.Equal(t, "cancelled", statusOf(t, pool, j))
+	require.Equal(t, fmt.Sprintf("parent task %d ended cancelled", b), cancelReason(t, pool, j))
+	// A child of one parent has no counter but its edge, gone with its parent's end. A cancelled
+	// child of two keeps its counter and its other parent's edge until it is deleted; the
+	// released one's are gone.
+	require.Equal(t, []int64{x}, scalar[[]int64](t, pool, `select array_agg(parent_id) from queues.task_edge`))
 	require.Zero(t, scalar[int](t, pool, `select count(*) from queues.task_wait_stripe where child_id = $1`, r))
-	require.Equal(t, []int64{b, c, d}, scalar[[]int64](t, pool, `select array_agg(child_id order by child_id) from queues.task_wait_stripe`))
-	require.Len(t, scalar[[]int64](t, pool, `select array_agg(task_id) from queues.delete_tasks(array[$1, $2, $3]::bigint[]) where outcome = 'done'`, b, c, d), 3)
+	require.Equal(t, []int64{j}, scalar[[]int64](t, pool, `select array_agg(child_id order by child_id) from queues.task_wait_stripe`))
+	require.Len(t, scalar[[]int64](t, pool, `select array_agg(task_id) from queues.delete_tasks(array[$1, $2, $3, $4]::bigint[]) where outcome = 'done'`, b, c, d, j), 4)
 	require.Zero(t, scalar[int](t, pool, `select count(*) from queues.task_wait_stripe`))
+	require.Zero(t, scalar[int](t, pool, `select count(*) from queues.task_edge`))
 
 	// By hand: cancelling a waiting middle task cancels what waits for it; its parent is untouched.
 	p := scalar[int64](t, pool, `select queues.enqueue('wf.p', '{}')`)

@@ -55,18 +55,21 @@ begin
         where t.task_id = _task_id;
         return 'pending';
     end if;
-    -- One counter up to 16 parents; else ceil(sqrt(k)) stripes of consecutive parents.
+    -- One parent: its edge is the counter (stripe -1, no task_wait_stripe row); up to 16, one
+    -- counter; else ceil(sqrt(k)) stripes of consecutive parents.
     _stripes := case when _k <= 16 then 1 else ceil(sqrt(_k))::integer end;
     update queues.task t
     set status = 'waiting', after_ids = _ids, on_parent_failure = _on_parent_failure, waiting_stripes = _stripes,
         workflow_id = _workflow
     where t.task_id = _task_id;
-    insert into queues.task_wait_stripe (child_id, stripe, pending)
-    select _task_id, (o.n - 1) * _stripes / _k, count(*)
-    from unnest(_open) with ordinality as o(id, n)
-    group by 2;
+    if _k > 1 then
+        insert into queues.task_wait_stripe (child_id, stripe, pending)
+        select _task_id, (o.n - 1) * _stripes / _k, count(*)
+        from unnest(_open) with ordinality as o(id, n)
+        group by 2;
+    end if;
     insert into queues.task_edge (parent_id, child_id, stripe)
-    select o.id, _task_id, (o.n - 1) * _stripes / _k
+    select o.id, _task_id, case when _k = 1 then -1 else (o.n - 1) * _stripes / _k end
     from unnest(_open) with ordinality as o(id, n);
     return 'waiting';
 end $$;

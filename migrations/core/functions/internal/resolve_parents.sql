@@ -2,34 +2,34 @@
 -- cancelled) for its waiting children, in the transaction that ended it (docs/workflows.md):
 -- each edge is deleted once (the delete decides who counts it), a child whose policy is 'cancel'
 -- and whose parent did not complete is cancelled, with an event naming the parent, and its own
--- children in turn (a loop, not recursion: a 1,000-deep chain costs no stack); otherwise the
--- parent's stripe counter is decremented, and the decrement that empties the child's last stripe
--- releases it ('pending', due at once or at its scheduled time). Set-based: a few statements per
--- generation of parents, whatever the number of children. Locks the parents' edges, then per
--- child in id order its stripes in order, then its row (only when it is cancelled or one of its
--- stripes empties), in one ordered statement before any counter or row changes; it never locks a
--- child's edge or stripe after that child's row (a cancelled child keeps its other edges and
--- counters until they are counted or the child is deleted), so sessions ending parents of the
--- same children at once lock in one order. Returns how many children it released.
+-- children in turn (a loop, not recursion: a 1,000-deep chain costs no stack); otherwise each of
+-- the child's counters that the parent's end empties decrements its waiting_stripes, and the
+-- decrement that reaches 0 releases it ('pending', due at once or at its scheduled time). A
+-- counter is the edge itself (stripe -1: a child waiting for one parent) or a
+-- queues.task_wait_stripe row (one up to 16 parents, else one per about sqrt(k) parents), deleted
+-- when it empties. Set-based: a few statements per generation of parents, whatever the number of
+-- children. Deletes the parents' edges, then locks per child in id order its stripes in order,
+-- then its row (when it is cancelled, waits for this parent only, or one of its stripes empties),
+-- in one ordered statement before any counter or row changes; it never locks a child's edge or
+-- stripe after that child's row (a cancelled child keeps its other edges and counters until they
+-- are counted or the child is deleted), so sessions ending parents of the same children at once
+-- lock in one order. Returns how many children it released.
 create or replace function internal.resolve_parents(_ids bigint[], _outcomes queues.task_status[])
 returns integer
 language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
 declare
-    _c bigint[];
-    _s integer[];
-    _p bigint[];
-    _o queues.task_status[];
     -- The children to change, in id order: kind 'cancel' or 'count'.
     _kc bigint[];
     _kind text[];
     _kfp bigint[];
     _kfo queues.task_status[];
     _kemptied integer[];
-    _counted bigint[];
-    -- The stripes to decrement: (child, stripe, by).
+    _kstriped boolean[];
+    -- The stripe rows to count (all locked): (child, stripe, by, whether it empties).
     _sc bigint[];
     _ss integer[];
     _sn integer[];
+    _se boolean[];
     _n integer;
     _released integer := 0;
     _outer text := coalesce(current_setting('taskorch.resolving_parents', true), '');
@@ -37,79 +37,83 @@ begin
     -- The cancellations below end tasks too: this loop counts them, not the row trigger.
     perform set_config('taskorch.resolving_parents', 'on', true);
     while coalesce(cardinality(_ids), 0) > 0 loop
+        -- One statement: the parents' edges are deleted (the delete decides who counts each),
+        -- then per child, in id order, its stripes in order, then its row, are locked by nested
+        -- loops that follow the children's order (so that two sessions counting parents of the
+        -- same children lock in one order). A child that was not waiting when read is skipped,
+        -- as is a stripe or row that has gone. Edges that are their own counters (stripe -1)
+        -- empty as they are deleted: 'own' counts them.
         with d as (
             delete from queues.task_edge e
             using unnest(_ids, _outcomes) as x(id, outcome)
             where e.parent_id = x.id
             returning e.child_id, e.stripe, e.parent_id, x.outcome
-        )
-        select array_agg(d.child_id), array_agg(d.stripe), array_agg(d.parent_id), array_agg(d.outcome)
-        into _c, _s, _p, _o
-        from d;
-        exit when _c is null;
-        -- Per child, in id order: its stripes in order, then its row, locked by one statement
-        -- whose nested loop follows the children's order (so that two sessions counting parents
-        -- of the same children lock in one order). A child that was not waiting when read is
-        -- skipped, as is a stripe or row that has gone.
-        with g as (
-            select e.child_id,
-                   (array_agg(e.parent_id order by e.parent_id) filter (where e.outcome <> 'completed'))[1] as failed_parent,
-                   (array_agg(e.outcome order by e.parent_id) filter (where e.outcome <> 'completed'))[1] as failed_outcome
-            from unnest(_c, _p, _o) as e(child_id, parent_id, outcome)
-            group by e.child_id
-        ), gs as (
-            select e.child_id, array_agg(e.stripe order by e.stripe) as stripes, array_agg(e.n order by e.stripe) as ns
-            from (select x.child_id, x.stripe, count(*)::integer as n
-                  from unnest(_c, _s) as x(child_id, stripe) group by x.child_id, x.stripe) e
-            group by e.child_id
-        ), k as (
-            select g.child_id, g.failed_parent, g.failed_outcome, gs.stripes, gs.ns,
-                   case when g.failed_parent is not null and t.on_parent_failure = 'cancel' then 'cancel' else 'count' end as kind
-            from g
-            join gs on gs.child_id = g.child_id
-            join queues.task t on t.task_id = g.child_id
-            where t.status = 'waiting'
-            order by g.child_id
+        ), c as (
+            select d.child_id,
+                   min(d.parent_id) filter (where d.outcome <> 'completed') as failed_parent,
+                   array_agg(d.parent_id) filter (where d.outcome <> 'completed') as failed_parents,
+                   array_agg(d.outcome) filter (where d.outcome <> 'completed') as failed_outcomes,
+                   count(*) filter (where d.stripe < 0)::integer as own,
+                   array_agg(d.stripe) filter (where d.stripe >= 0) as edges
+            from d
+            group by d.child_id
+            order by d.child_id
             offset 0
+        ), k as (
+            select c.child_id, c.failed_parent, c.failed_outcomes[array_position(c.failed_parents, c.failed_parent)] as failed_outcome,
+                   c.own, c.edges,
+                   case when c.failed_parent is not null and t.on_parent_failure = 'cancel' then 'cancel' else 'count' end as kind
+            from c
+            cross join lateral (
+                select t.on_parent_failure from queues.task t where t.task_id = c.child_id and t.status = 'waiting' limit 1
+            ) t
         ), l as (
-            select k.child_id, k.kind, k.failed_parent, k.failed_outcome, k.stripes, k.ns,
-                   coalesce(ws.emptied, 0) as emptied, r.task_id as row_locked
+            select k.child_id, k.kind, k.failed_parent, k.failed_outcome,
+                   k.own + coalesce(ws.emptied, 0) as emptied, ws.stripes, ws.ns, ws.empties, k.edges is not null as striped,
+                   r.task_id as row_locked
             from k
             left join lateral (
-                select count(*) filter (where z.pending = k.ns[array_position(k.stripes, z.stripe)])::integer as emptied
-                from (select w.stripe, w.pending
+                select count(*) filter (where z.pending = z.n)::integer as emptied,
+                       array_agg(z.stripe) as stripes, array_agg(z.n) as ns, array_agg(z.pending = z.n) as empties
+                from (select w.stripe, w.pending, (select count(*)::integer from unnest(k.edges) as g(stripe) where g.stripe = w.stripe) as n
                       from queues.task_wait_stripe w
-                      where k.kind = 'count' and w.child_id = k.child_id and w.stripe = any (k.stripes)
+                      where k.kind = 'count' and k.edges is not null and w.child_id = k.child_id and w.stripe = any (k.edges)
                       order by w.stripe
                       for update) z
             ) ws on true
             left join lateral (
                 select t.task_id
                 from queues.task t
-                where t.task_id = k.child_id and (k.kind = 'cancel' or ws.emptied > 0)
+                where t.task_id = k.child_id and (k.kind = 'cancel' or k.own > 0 or ws.emptied > 0)
                 for update
             ) r on true
+        ), s as (
+            select l.child_id, x.stripe, x.n, x.e
+            from l cross join lateral unnest(l.stripes, l.ns, l.empties) as x(stripe, n, e)
+            where l.kind = 'count'
         )
-        select array_agg(l.child_id order by l.child_id) filter (where l.row_locked is not null),
-               array_agg(l.kind order by l.child_id) filter (where l.row_locked is not null),
-               array_agg(l.failed_parent order by l.child_id) filter (where l.row_locked is not null),
-               array_agg(l.failed_outcome order by l.child_id) filter (where l.row_locked is not null),
-               array_agg(l.emptied order by l.child_id) filter (where l.row_locked is not null),
-               array_agg(l.child_id) filter (where l.kind = 'count')
-        into _kc, _kind, _kfp, _kfo, _kemptied, _counted
-        from l;
+        -- (Arrays built by one aggregate each, from rows already in order: no sort per child.)
+        select a.*, b.*
+        into _kc, _kind, _kfp, _kfo, _kemptied, _kstriped, _sc, _ss, _sn, _se
+        from (select array_agg(l.child_id) filter (where l.row_locked is not null),
+                     array_agg(l.kind) filter (where l.row_locked is not null),
+                     array_agg(l.failed_parent) filter (where l.row_locked is not null),
+                     array_agg(l.failed_outcome) filter (where l.row_locked is not null),
+                     array_agg(l.emptied) filter (where l.row_locked is not null),
+                     array_agg(l.striped) filter (where l.row_locked is not null)
+              from l) a
+        cross join (select array_agg(s.child_id), array_agg(s.stripe), array_agg(s.n), array_agg(s.e) from s) b;
 
-        -- The counted children's stripes (all locked above).
-        select array_agg(x.child_id), array_agg(x.stripe), array_agg(x.n)
-        into _sc, _ss, _sn
-        from (select e.child_id, e.stripe, count(*)::integer as n
-              from unnest(_c, _s) as e(child_id, stripe)
-              where e.child_id = any (_counted)
-              group by e.child_id, e.stripe) x;
+        -- The counted stripes (all locked above): decremented, or deleted when they empty.
         if _sc is not null then
-            update queues.task_wait_stripe w set pending = w.pending - x.n
-            from unnest(_sc, _ss, _sn) as x(child_id, stripe, n)
-            where w.child_id = x.child_id and w.stripe = x.stripe;
+            with dec as (
+                update queues.task_wait_stripe w set pending = w.pending - x.n
+                from unnest(_sc, _ss, _sn, _se) as x(child_id, stripe, n, e)
+                where not x.e and w.child_id = x.child_id and w.stripe = x.stripe
+            )
+            delete from queues.task_wait_stripe w
+            using unnest(_sc, _ss, _se) as x(child_id, stripe, e)
+            where x.e and w.child_id = x.child_id and w.stripe = x.stripe;
         end if;
 
         _ids := '{}';
@@ -124,9 +128,9 @@ begin
                     waiting_stripes = case when x.kind = 'cancel' then t.waiting_stripes else t.waiting_stripes - x.emptied end,
                     run_at = case when x.kind = 'count' and t.waiting_stripes = x.emptied
                                   then greatest(t.scheduled_at, clock_timestamp()) else t.run_at end
-                from unnest(_kc, _kind, _kfp, _kfo, _kemptied) as x(child_id, kind, failed_parent, failed_outcome, emptied)
+                from unnest(_kc, _kind, _kfp, _kfo, _kemptied, _kstriped) as x(child_id, kind, failed_parent, failed_outcome, emptied, striped)
                 where t.task_id = x.child_id and t.status = 'waiting'
-                returning t.task_id, t.status, t.attempt, x.failed_parent, x.failed_outcome
+                returning t.task_id, t.status, t.attempt, x.failed_parent, x.failed_outcome, x.striped
             ), ev as (
                 insert into queues.task_event (task_id, event, from_status, to_status, worker_id, attempt, detail)
                 select u.task_id, 'cancelled', 'waiting', 'cancelled', session_user, u.attempt,
@@ -134,8 +138,9 @@ begin
                 from u where u.status = 'cancelled'
                 order by u.task_id
             ), rel as (
+                -- Stripes left at 0 by an earlier version, which kept them until the release.
                 delete from queues.task_wait_stripe w
-                using u where u.status = 'pending' and w.child_id = u.task_id
+                using u where u.status = 'pending' and u.striped and w.child_id = u.task_id
             )
             select coalesce(array_agg(u.task_id order by u.task_id) filter (where u.status = 'cancelled'), '{}'),
                    count(*) filter (where u.status = 'pending')::integer

@@ -53,12 +53,14 @@ begin
         _to := 'waiting';
         _stripes := case when _k <= 16 then 1 else ceil(sqrt(_k))::integer end;
         update queues.task t set status = 'waiting', waiting_stripes = _stripes where t.task_id = _task_id;
-        insert into queues.task_wait_stripe (child_id, stripe, pending)
-        select _task_id, (o.n - 1) * _stripes / _k, count(*)
-        from unnest(_open) with ordinality as o(id, n)
-        group by 2;
+        if _k > 1 then
+            insert into queues.task_wait_stripe (child_id, stripe, pending)
+            select _task_id, (o.n - 1) * _stripes / _k, count(*)
+            from unnest(_open) with ordinality as o(id, n)
+            group by 2;
+        end if;
         insert into queues.task_edge (parent_id, child_id, stripe)
-        select o.id, _task_id, (o.n - 1) * _stripes / _k
+        select o.id, _task_id, case when _k = 1 then -1 else (o.n - 1) * _stripes / _k end
         from unnest(_open) with ordinality as o(id, n);
     end if;
     if _to <> _t.status then

@@ -63,9 +63,11 @@ begin
     select coalesce(array_agg(d.task_id), '{}') into _done from done d;
 
     -- The tasks waiting for these count them as completed, in this transaction (docs/workflows.md):
-    -- one probe when none has children. A statement of its own, so that its snapshot sees an
-    -- edge committed while the update above waited for a parent's row.
-    if _done <> '{}' and exists (select from queues.task_edge e where e.parent_id = any (_done)) then
+    -- one probe when none has children, an index lookup per task until one has (not a filter of
+    -- = any (_done), which the planner may run over every edge). A statement of its own, so that
+    -- its snapshot sees an edge committed while the update above waited for a parent's row.
+    if _done <> '{}' and exists (select from unnest(_done) as d(id)
+                                 cross join lateral (select from queues.task_edge e where e.parent_id = d.id limit 1) e) then
         perform internal.resolve_parents(_done, array_fill('completed'::queues.task_status, array[cardinality(_done)]));
     end if;
 
