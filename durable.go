@@ -20,7 +20,7 @@ import (
 // completed before returns its recorded result at once instead of running. docs/workflows.md,
 // "Durable workflows in Go", has the rules; they are short:
 //
-//   - Make the durable calls (Step, StepTx, Sleep, AwaitSignal, Spawn, Version) from the workflow's goroutine, in an
+//   - Make the durable calls (Step, StepTx, Sleep, AwaitSignal, Spawn, Await, Version) from the workflow's goroutine, in an
 //     order that depends only on the args and on what earlier durable calls returned.
 //   - Give each call site its own name. A run that reaches a different call at a position than the
 //     one recorded there fails for good with ErrNondeterministic, naming both.
@@ -33,10 +33,10 @@ import (
 // workflows in flight.
 var ErrNondeterministic = errors.New("workflow code changed under a running workflow")
 
-// ErrSuspended is returned by Sleep and AwaitSignal when they end the run, and by every durable
+// ErrSuspended is returned by Sleep, AwaitSignal and Await when they end the run, and by every durable
 // call made after that: the run is over, and the workflow's function should return. Whatever it
 // returns then, the task runs again when the sleep ends (or the signal comes, or its wait times
-// out).
+// out, or the tasks it waits for end).
 var ErrSuspended = errors.New("the workflow's run is suspended")
 
 // DefaultVersion is what Version returns where a workflow passed before the Version call was in
@@ -62,7 +62,7 @@ type Workflow struct {
 	recorded map[int]recordedCall // the checkpoints of earlier runs, by position
 	skew     time.Duration        // the database's clock minus this machine's, when loaded
 	suspend  *time.Duration       // set by Sleep: the run ends, and the task is due again after it
-	waiting  bool                 // set by AwaitSignal: the run ended in the database (registered and snoozed)
+	waiting  error                // set by AwaitSignal and Await: the run ended in the database (the worker's error for it)
 	failure  error                // set on nondeterminism: the task fails without retry
 }
 
@@ -82,6 +82,7 @@ const (
 	callWait    = "signal_wait"
 	callSignal  = "signal"
 	callSpawn   = "spawn"
+	callAwait   = "await"
 )
 
 // maxWorkflowCalls bounds the durable calls of one workflow (queues.workflow_step.seq).
@@ -92,7 +93,7 @@ func (wf *Workflow) Task() *Task { return wf.task }
 
 // AddWorkflow registers a durable workflow: the task type is T's TaskType(), the payload is
 // decoded into a T (a payload that does not decode fails the task for good), and fn runs it. fn
-// makes its durable calls through wf (Step, StepTx, Sleep, AwaitSignal, Spawn, Version); what it returns is the
+// makes its durable calls through wf (Step, StepTx, Sleep, AwaitSignal, Spawn, Await, Version); what it returns is the
 // task's outcome, as for any handler: nil completes it (SetResult sets its result), an error
 // fails the attempt, and the next attempt replays the calls that completed. opts is at most one
 // *HandlerOpts (see Handle); its Timeout bounds one run, not the whole workflow. See
@@ -128,8 +129,8 @@ func (h workflowHandler[T]) Work(ctx context.Context, t *Task) error {
 	switch {
 	case wf.failure != nil:
 		return Discard(wf.failure)
-	case wf.waiting:
-		return worker.ErrSuspendedInDatabase
+	case wf.waiting != nil:
+		return wf.waiting
 	case wf.suspend != nil:
 		return Snooze(*wf.suspend)
 	}
@@ -161,7 +162,7 @@ func (wf *Workflow) next(kind, name string) (int, *recordedCall, error) {
 	switch {
 	case wf.failure != nil:
 		return 0, nil, wf.failure
-	case wf.suspend != nil || wf.waiting:
+	case wf.suspend != nil || wf.waiting != nil:
 		return 0, nil, ErrSuspended
 	case name == "" || len(name) > 200:
 		return 0, nil, inputErrorf("a durable call's name must be 1 to 200 bytes, got %q", name)
@@ -342,7 +343,7 @@ func (wf *Workflow) Version(name string, max int) (int, error) {
 	if max < 1 {
 		return 0, inputErrorf("version %q: max must be at least 1, got %d", name, max)
 	}
-	if rec, ok := wf.recorded[wf.seq+1]; ok && (rec.kind != callVersion || rec.name != name) && wf.failure == nil && wf.suspend == nil && !wf.waiting {
+	if rec, ok := wf.recorded[wf.seq+1]; ok && (rec.kind != callVersion || rec.name != name) && wf.failure == nil && wf.suspend == nil && wf.waiting == nil {
 		return DefaultVersion, nil
 	}
 	seq, rec, err := wf.next(callVersion, name)
@@ -417,7 +418,7 @@ func AwaitSignal[P any](wf *Workflow, name, key string, timeout time.Duration) (
 			got.Received = true
 		case "timed_out":
 		case "waiting":
-			wf.waiting = true
+			wf.waiting = worker.ErrSuspendedInDatabase
 			return zero, false, ErrSuspended
 		default:
 			return zero, false, fmt.Errorf("await signal %q: %w", name, ErrLeaseLost)
@@ -474,6 +475,87 @@ func Spawn(wf *Workflow, name string, args TaskArgs, opts *EnqueueOpts) (taskID 
 		return 0, fmt.Errorf("spawn %q: %w", name, ErrLeaseLost)
 	}
 	return *id, nil
+}
+
+// awaitResult is what Await records: each task's status when the last one ended.
+type awaitResult struct {
+	Tasks []struct {
+		ID     int64  `json:"task_id"`
+		Status Status `json:"status"`
+	} `json:"tasks"`
+}
+
+// Await waits, as the workflow's next durable call named name, until every task of taskIDs has
+// ended — completed, failed, dead or cancelled — and returns them in id order (duplicates
+// collapsed), each with its ID, Type, Status as it ended and Result (nil when it has none, or
+// was deleted since). While some have not ended, the run ends: it returns ErrSuspended (return
+// it), and the workflow's task waits for them without a slot, a connection or an attempt, as a
+// task enqueued after them does (under the policy run: a failed one releases it too); the end of
+// the last one makes it due in that task's own transaction. The statuses are recorded once all
+// have ended, so a replay returns the same. An id no task has, the workflow's own, or none is
+// ErrInvalidInput. docs/workflows.md, "Waiting for tasks".
+func (wf *Workflow) Await(name string, taskIDs ...int64) ([]*Task, error) {
+	wf.mu.Lock()
+	defer wf.mu.Unlock()
+	if len(taskIDs) == 0 {
+		return nil, inputErrorf("await %q: no task to wait for", name)
+	}
+	seq, rec, err := wf.next(callAwait, name)
+	if err != nil {
+		return nil, err
+	}
+	var raw json.RawMessage
+	if rec != nil {
+		raw = rec.result
+	} else {
+		var outcome string
+		var statuses json.RawMessage
+		err := wf.db.QueryRow(wf.ctx, `select outcome, statuses from queues.await_workflow_tasks($1, $2, $3, $4, $5)`,
+			wf.task.ID, wf.lease, seq, name, taskIDs).Scan(&outcome, &statuses)
+		if err != nil {
+			return nil, fmt.Errorf("await %q: %w", name, mapError(err))
+		}
+		switch outcome {
+		case "done":
+			raw, _ = json.Marshal(map[string]json.RawMessage{"tasks": statuses})
+		case "waiting":
+			wf.waiting = worker.ErrWaitingInDatabase
+			return nil, ErrSuspended
+		default:
+			return nil, fmt.Errorf("await %q: %w", name, ErrLeaseLost)
+		}
+	}
+	got, err := decodeStepResult[awaitResult](raw, name)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]int64, len(got.Tasks))
+	out := make([]*Task, len(got.Tasks))
+	byID := make(map[int64]*Task, len(got.Tasks))
+	for i, t := range got.Tasks {
+		ids[i] = t.ID
+		out[i] = &Task{ID: t.ID, Status: t.Status}
+		byID[t.ID] = out[i]
+	}
+	// The results of tasks that ended do not change; a task deleted since has none.
+	rows, err := wf.db.Query(wf.ctx, `select task_id, task_type, result from queues.task where task_id = any ($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("await %q: reading the tasks' results: %w", name, mapError(err))
+	}
+	var id int64
+	var typ string
+	var result json.RawMessage
+	_, err = pgx.ForEachRow(rows, []any{&id, &typ, &result}, func() error {
+		if t := byID[id]; t != nil {
+			t.Type, t.Result = typ, result
+		}
+		result = nil
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("await %q: reading the tasks' results: %w", name, mapError(err))
+	}
+	return out, nil
 }
 
 // encodeStepResult marshals a step's result.

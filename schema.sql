@@ -5166,6 +5166,77 @@ COMMENT ON FUNCTION queues.await_workflow_signal(_task_id bigint, _lease_id bigi
 
 
 --
+-- Name: await_workflow_tasks(bigint, bigint, integer, text, bigint[]); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.await_workflow_tasks(_task_id bigint, _lease_id bigint, _seq integer, _name text, _ids bigint[]) RETURNS TABLE(outcome text, statuses jsonb)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _set bigint[];
+    _found bigint[];
+    _st queues.task_status[];
+    _missing bigint;
+    _snapshot jsonb;
+    _recorded boolean;
+begin
+    if _ids is null or cardinality(_ids) = 0 or cardinality(_ids) > 10000 or array_position(_ids, null) is not null then
+        raise exception 'await_workflow_tasks: _ids must name 1 to 10,000 tasks, without NULL'
+            using errcode = 'invalid_parameter_value';
+    end if;
+    select array_agg(distinct i order by i) into _set from unnest(_ids) i;
+    if _task_id = any (_set) then
+        raise exception 'await_workflow_tasks: a workflow cannot wait for its own task %', _task_id
+            using errcode = 'invalid_parameter_value';
+    end if;
+    perform 1 from queues.task t
+    where t.task_id = _task_id and t.lease_id = _lease_id and t.lease_expires_at is not null -- i.e. running
+    for no key update;
+    if not found then
+        return query select 'lease_lost', null::jsonb;
+        return;
+    end if;
+    select coalesce(array_agg(p.task_id order by p.task_id), '{}'), coalesce(array_agg(p.status order by p.task_id), '{}')
+    into _found, _st
+    from (select t.task_id, t.status from queues.task t where t.task_id = any (_set) order by t.task_id for share) p;
+    select i into _missing from unnest(_set) i where i <> all (_found) order by i limit 1;
+    if _missing is not null then
+        raise exception 'await_workflow_tasks: task % does not exist', _missing using errcode = 'invalid_parameter_value';
+    end if;
+    if not ('{waiting,pending,running}'::queues.task_status[] && _st) then
+        select jsonb_agg(jsonb_build_object('task_id', f.id, 'status', f.status) order by f.id) into _snapshot
+        from unnest(_found, _st) as f(id, status);
+        select r.recorded into _recorded
+        from queues.record_workflow_step(_task_id, _lease_id, _seq, 'await', _name, jsonb_build_object('tasks', _snapshot)) r;
+        return query select case when _recorded then 'done' else 'lease_lost' end, _snapshot;
+        return;
+    end if;
+    with w as (
+        update queues.task t
+        set status = 'waiting', after_ids = _set, on_parent_failure = 'run', lease_expires_at = null,
+            attempt = greatest(t.attempt - 1, 0)
+        where t.task_id = _task_id
+        returning t.attempt
+    )
+    insert into queues.task_event (task_id, event, from_status, to_status, lease_id, worker_id, attempt, detail)
+    select _task_id, 'waiting', 'running', 'waiting', _lease_id, session_user, w.attempt + 1,
+           format('await %s: waits for %s task(s) that have not ended', quote_literal(_name),
+                  (select count(*) from unnest(_st) s where s in ('waiting', 'pending', 'running')))
+    from w;
+    perform internal.rewait_task(_task_id, null, null); -- its edges and counters
+    return query select 'waiting', null::jsonb;
+end $$;
+
+
+--
+-- Name: FUNCTION await_workflow_tasks(_task_id bigint, _lease_id bigint, _seq integer, _name text, _ids bigint[]); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.await_workflow_tasks(_task_id bigint, _lease_id bigint, _seq integer, _name text, _ids bigint[]) IS 'A durable Go workflow''s wait for tasks under its lease: done (their statuses recorded), waiting (the workflow''s task waits for them, policy run, attempt not spent) or lease_lost.';
+
+
+--
 -- Name: backfill_schedule(text, timestamp with time zone[], text); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -7531,8 +7602,8 @@ begin
         raise exception 'record_workflow_step: _seq must be between 1 and 100000, got %', coalesce(_seq::text, 'NULL')
             using errcode = 'invalid_parameter_value';
     end if;
-    if _kind is null or _kind not in ('step', 'step_tx', 'sleep', 'version', 'signal_wait', 'signal', 'spawn') then
-        raise exception 'record_workflow_step: _kind must be step, step_tx, sleep, version, signal_wait, signal or spawn, got %', coalesce(_kind, 'NULL')
+    if _kind is null or _kind not in ('step', 'step_tx', 'sleep', 'version', 'signal_wait', 'signal', 'spawn', 'await') then
+        raise exception 'record_workflow_step: _kind must be step, step_tx, sleep, version, signal_wait, signal, spawn or await, got %', coalesce(_kind, 'NULL')
             using errcode = 'invalid_parameter_value';
     end if;
     if _name is null or _name = '' or length(_name) > 200 then
@@ -10916,7 +10987,7 @@ CREATE TABLE queues.workflow_step (
     attempt integer NOT NULL,
     started_at timestamp with time zone,
     completed_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
-    CONSTRAINT workflow_step_kind_check CHECK ((kind = ANY (ARRAY['step'::text, 'step_tx'::text, 'sleep'::text, 'version'::text, 'signal_wait'::text, 'signal'::text, 'spawn'::text]))),
+    CONSTRAINT workflow_step_kind_check CHECK ((kind = ANY (ARRAY['step'::text, 'step_tx'::text, 'sleep'::text, 'version'::text, 'signal_wait'::text, 'signal'::text, 'spawn'::text, 'await'::text]))),
     CONSTRAINT workflow_step_name_check CHECK (((name <> ''::text) AND (length(name) <= 200))),
     CONSTRAINT workflow_step_seq_check CHECK (((seq >= 1) AND (seq <= 100000)))
 );
@@ -13773,6 +13844,14 @@ GRANT ALL ON FUNCTION queues.applied_migrations() TO worker_service_user;
 
 REVOKE ALL ON FUNCTION queues.await_workflow_signal(_task_id bigint, _lease_id bigint, _seq integer, _name text, _key text, _deadline timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION queues.await_workflow_signal(_task_id bigint, _lease_id bigint, _seq integer, _name text, _key text, _deadline timestamp with time zone) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION await_workflow_tasks(_task_id bigint, _lease_id bigint, _seq integer, _name text, _ids bigint[]); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.await_workflow_tasks(_task_id bigint, _lease_id bigint, _seq integer, _name text, _ids bigint[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION queues.await_workflow_tasks(_task_id bigint, _lease_id bigint, _seq integer, _name text, _ids bigint[]) TO worker_service_user;
 
 
 --

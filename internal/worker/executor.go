@@ -147,6 +147,9 @@ func (w *Worker) runHandler(ctx context.Context, t *tasktype.Task, h tasktype.Ha
 		}
 		return completed().withResult(result)
 	}
+	if errors.Is(err, ErrWaitingInDatabase) {
+		return written(tasktype.StatusWaiting)
+	}
 	if errors.Is(err, ErrSuspendedInDatabase) {
 		return written(tasktype.StatusPending)
 	}

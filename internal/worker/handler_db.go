@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -29,3 +30,7 @@ func HandlerDBFrom(ctx context.Context) *pgxpool.Pool {
 // its task back to pending (a durable workflow's wait for a signal registers the wait and snoozes
 // the task in one transaction): the outcome is written, and the worker writes nothing more.
 var ErrSuspendedInDatabase = errors.New("the task was suspended by the handler's own statement")
+
+// ErrWaitingInDatabase is ErrSuspendedInDatabase for a task its handler's statement made wait
+// for other tasks (a durable workflow's Await): its status is waiting.
+var ErrWaitingInDatabase = fmt.Errorf("%w: it waits for other tasks", ErrSuspendedInDatabase)

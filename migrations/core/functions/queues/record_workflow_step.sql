@@ -18,8 +18,8 @@ begin
         raise exception 'record_workflow_step: _seq must be between 1 and 100000, got %', coalesce(_seq::text, 'NULL')
             using errcode = 'invalid_parameter_value';
     end if;
-    if _kind is null or _kind not in ('step', 'step_tx', 'sleep', 'version', 'signal_wait', 'signal', 'spawn') then
-        raise exception 'record_workflow_step: _kind must be step, step_tx, sleep, version, signal_wait, signal or spawn, got %', coalesce(_kind, 'NULL')
+    if _kind is null or _kind not in ('step', 'step_tx', 'sleep', 'version', 'signal_wait', 'signal', 'spawn', 'await') then
+        raise exception 'record_workflow_step: _kind must be step, step_tx, sleep, version, signal_wait, signal, spawn or await, got %', coalesce(_kind, 'NULL')
             using errcode = 'invalid_parameter_value';
     end if;
     if _name is null or _name = '' or length(_name) > 200 then
