@@ -32,7 +32,7 @@ func TestDurableWorkflowAwait100(t *testing.T) {
 	release := make(chan struct{})
 	type outcome struct {
 		sum, failed, count int
-		statuses          map[taskorch.Status]int
+		statuses           map[taskorch.Status]int
 	}
 	done := make(chan outcome, 1)
 	hs := taskorch.NewHandlers()
