@@ -31,8 +31,8 @@ func TestDurableWorkflowAwait100(t *testing.T) {
 	var runs atomic.Int32
 	release := make(chan struct{})
 	type outcome struct {
-		sum, failed, count int
-		statuses           map[taskorch.Status]int
+		sum, count int
+		statuses   map[taskorch.Status]int
 	}
 	done := make(chan outcome, 1)
 	hs := taskorch.NewHandlers()
