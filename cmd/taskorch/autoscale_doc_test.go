@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,15 +17,7 @@ import (
 // docs/deployment.md.
 func deploymentExample(t *testing.T, name string) string {
 	t.Helper()
-	doc, err := os.ReadFile("../../docs/deployment.md")
-	require.NoError(t, err)
-	_, rest, ok := strings.Cut(string(doc), "\n<!-- example: "+name+" -->\n```")
-	require.True(t, ok, "docs/deployment.md has no example %q", name)
-	_, rest, ok = strings.Cut(rest, "\n")
-	require.True(t, ok)
-	block, _, ok := strings.Cut(rest, "\n```\n")
-	require.True(t, ok, "example %q is not closed", name)
-	return block
+	return strings.TrimSuffix(docBlock(t, "deployment.md", name), "\n")
 }
 
 // docs/deployment.md's autoscaling, as printed: the KEDA trigger's query, asked as the role the

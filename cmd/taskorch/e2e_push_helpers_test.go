@@ -29,20 +29,6 @@ func pushSecret(t *testing.T) string {
 	return "whsec_" + base64.StdEncoding.EncodeToString(b)
 }
 
-// docBlock is the fenced block after the marker line "<!-- example: name -->" of a document.
-func docBlock(t *testing.T, doc, name string) string {
-	t.Helper()
-	text, err := os.ReadFile(filepath.Join("../../docs", doc))
-	require.NoError(t, err)
-	_, rest, ok := strings.Cut(string(text), "\n<!-- example: "+name+" -->\n```")
-	require.True(t, ok, "docs/%s has no example %q", doc, name)
-	_, rest, ok = strings.Cut(rest, "\n")
-	require.True(t, ok)
-	block, _, ok := strings.Cut(rest, "\n```\n")
-	require.True(t, ok, "example %q is not closed", name)
-	return block + "\n"
-}
-
 // pushEndpoint is a Python endpoint running as a separate process.
 type pushEndpoint struct {
 	cmd  *exec.Cmd

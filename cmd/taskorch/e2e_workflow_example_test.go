@@ -22,15 +22,7 @@ import (
 // docs/workflows.md.
 func docExample(t *testing.T, name string) string {
 	t.Helper()
-	doc, err := os.ReadFile("../../docs/workflows.md")
-	require.NoError(t, err)
-	_, rest, ok := strings.Cut(string(doc), "\n<!-- example: "+name+" -->\n```")
-	require.True(t, ok, "docs/workflows.md has no example %q", name)
-	_, rest, ok = strings.Cut(rest, "\n")
-	require.True(t, ok)
-	block, _, ok := strings.Cut(rest, "\n```\n")
-	require.True(t, ok, "example %q is not closed", name)
-	return block
+	return strings.TrimSuffix(docBlock(t, "workflows.md", name), "\n")
 }
 
 // doc:order-go begin
