@@ -56,6 +56,7 @@ type Workflow struct {
 	task  *Task
 	lease int64
 	db    *pgxpool.Pool
+	cp    *worker.Checkpoints // the worker's grouping of checkpoint reads and step checkpoints
 
 	mu       sync.Mutex
 	seq      int                  // the last position used
@@ -115,11 +116,11 @@ func (h workflowHandler[T]) Work(ctx context.Context, t *Task) error {
 	if err := json.Unmarshal(t.Payload, &args); err != nil {
 		return Discard(fmt.Errorf("payload does not decode into %T: %w", args, err))
 	}
-	db := worker.HandlerDBFrom(ctx)
-	if db == nil || t.LeaseID == nil {
+	db, cp := worker.HandlerDBFrom(ctx), worker.CheckpointsFrom(ctx)
+	if db == nil || cp == nil || t.LeaseID == nil {
 		return Discard(errors.New("a durable workflow runs only in a taskorch worker (its checkpoints are written under the task's lease)"))
 	}
-	wf := &Workflow{ctx: ctx, task: t, lease: *t.LeaseID, db: db}
+	wf := &Workflow{ctx: ctx, task: t, lease: *t.LeaseID, db: db, cp: cp}
 	if err := wf.load(ctx); err != nil {
 		return fmt.Errorf("reading the workflow's checkpoints: %w", err)
 	}
@@ -139,21 +140,18 @@ func (h workflowHandler[T]) Work(ctx context.Context, t *Task) error {
 
 // load reads the checkpoints of earlier runs, and the database's clock.
 func (wf *Workflow) load(ctx context.Context) error {
-	rows, err := wf.db.Query(ctx, `select seq, kind, name, result, wake_at, clock_timestamp() from queues.workflow_steps($1)`, wf.task.ID)
+	stored, err := wf.cp.Load(ctx, wf.task.ID)
 	if err != nil {
 		return err
 	}
-	wf.recorded = map[int]recordedCall{}
-	var seq int
-	var c recordedCall
-	var now time.Time
-	_, err = pgx.ForEachRow(rows, []any{&seq, &c.kind, &c.name, &c.result, &c.wakeAt, &now}, func() error {
-		wf.recorded[seq] = c
-		wf.skew = time.Until(now)
-		c = recordedCall{}
-		return nil
-	})
-	return err
+	wf.recorded = make(map[int]recordedCall, len(stored.Calls))
+	for _, c := range stored.Calls {
+		wf.recorded[c.Seq] = recordedCall{kind: c.Kind, name: c.Name, result: c.Result, wakeAt: c.WakeAt}
+	}
+	if !stored.ReadAt.IsZero() {
+		wf.skew = time.Until(stored.ReadAt)
+	}
+	return nil
 }
 
 // next takes the next position for a call of kind named name and returns what was recorded there
@@ -239,8 +237,12 @@ func Step[R any](wf *Workflow, name string, fn func(ctx context.Context) (R, err
 	if err != nil {
 		return zero, err
 	}
-	if _, err := wf.record(wf.ctx, wf.db, seq, callStep, name, b, nil, started); err != nil {
-		return zero, err
+	ok, err := wf.cp.Record(wf.ctx, worker.Checkpoint{TaskID: wf.task.ID, LeaseID: wf.lease, Seq: seq, Name: name, Result: b, StartedAt: started})
+	if err != nil {
+		return zero, fmt.Errorf("recording %s %q: %w", callStep, name, mapError(err))
+	}
+	if !ok {
+		return zero, fmt.Errorf("%s %q: %w", callStep, name, ErrLeaseLost)
 	}
 	return decodeStepResult[R](b, name)
 }

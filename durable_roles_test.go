@@ -46,6 +46,8 @@ func TestDurableWorkflowFunctionsAsRoles(t *testing.T) {
 		`select * from queues.await_workflow_signal($1, $2, 1, 'n', 'k', now() + interval '1 hour')`,
 		`select * from queues.spawn_workflow_task($1, $2, 1, 'x', 'dwf.child', '{}')`,
 		`select * from queues.await_workflow_tasks($1, $2, 1, 'x', array[3::bigint])`,
+		`select * from queues.record_workflow_steps(array[$1::bigint], array[$2::bigint], '{1}', '{a}', '{1}', array[now()])`,
+		`select * from queues.workflow_steps_of(array[$1::bigint, $2::bigint])`,
 		`select queues.queue_depth() where $1::bigint + $2::bigint > 0`,
 		`select * from queues.workflow_step where $1::bigint + $2::bigint > 0`,
 		`insert into queues.workflow_step (task_id, seq, kind, name, lease_id, attempt) values ($1, 1, 'step', 'forged', $2, 1)`,
@@ -67,9 +69,26 @@ func TestDurableWorkflowFunctionsAsRoles(t *testing.T) {
 		require.NoError(t, err, sql)
 		require.Contains(t, []string{"false", "lease_lost"}, got, sql)
 	}
+	// A group of step checkpoints: each row is recorded under its own lease only. The stale
+	// rows (another task with a guessed lease, a completed task) write nothing, the good one is
+	// recorded, and a position that holds a checkpoint already is not overwritten.
+	var group string
+	require.NoError(t, asRoleScalar(t, pool, w, `select string_agg(recorded::text, ',') from queues.record_workflow_steps(
+			array[$1::bigint, $3::bigint, $4::bigint], array[$2::bigint, $5::bigint, $2::bigint],
+			'{1,1,1}', '{good,forged,late}', '{1,2,3}', array[now(), now(), now()])`,
+		&group, mine, lease, other, done, otherLease+1000))
+	require.Equal(t, "true,false,false", group)
+	// The same position twice in one group: the first is recorded, the second is not.
+	require.NoError(t, asRoleScalar(t, pool, w, `select string_agg(recorded::text, ',') from queues.record_workflow_steps(
+			array[$1::bigint, $1::bigint], array[$2::bigint, $2::bigint], '{1,1}', '{good,again}', '{1,2}', array[now(), now()])`,
+		&group, mine, lease))
+	require.Equal(t, "true,false", group)
+
 	// A completed task's id with its old lease: nothing written either.
 	var got string
 	require.NoError(t, asRoleScalar(t, pool, w, `select recorded::text from queues.record_workflow_step($1, $2, 1, 'step', 'late', '1')`, &got, done, lease))
+	require.Equal(t, "false", got)
+	require.NoError(t, asRoleScalar(t, pool, w, `select recorded::text from queues.record_workflow_steps(array[$1::bigint], array[$2::bigint], '{1}', '{late}', '{1}', array[now()])`, &got, done, lease))
 	require.Equal(t, "false", got)
 
 	// Bad input: 22023, nothing written.
@@ -80,6 +99,20 @@ func TestDurableWorkflowFunctionsAsRoles(t *testing.T) {
 		`select * from queues.record_workflow_step($1, $2, 1, 'step', null, '1')`,
 		`select * from queues.record_workflow_step($1, $2, 2147483647, 'step', 'a', '1')`,
 		`select * from queues.record_workflow_step($1, $2, 1, 'sleep', 'a', null, 'infinity'::interval)`,
+		`select * from queues.record_workflow_steps(null, array[$2::bigint], '{1}', '{a}', '{1}', array[now()]) where $1::bigint > 0`,
+		`select * from queues.record_workflow_steps('{}', '{}', '{}', '{}', '{}', '{}') where $1::bigint + $2::bigint > 0`,
+		`select * from queues.record_workflow_steps(array[$1::bigint, $1::bigint], array[$2::bigint], '{1}', '{a}', '{1}', array[now()])`,
+		`select * from queues.record_workflow_steps(array[$1::bigint], array[$2::bigint], '{1}', '{a}', '{1}', null)`,
+		`select * from queues.record_workflow_steps(array[$1::bigint], array[null::bigint], '{1}', '{a}', '{1}', array[now()]) where $2::bigint > 0`,
+		`select * from queues.record_workflow_steps(array[$1::bigint], array[$2::bigint], '{0}', '{a}', '{1}', array[now()])`,
+		`select * from queues.record_workflow_steps(array[$1::bigint], array[$2::bigint], '{null}', '{a}', '{1}', array[now()])`,
+		`select * from queues.record_workflow_steps(array[$1::bigint], array[$2::bigint], '{1}', '{""}', '{1}', array[now()])`,
+		`select * from queues.record_workflow_steps(array[$1::bigint], array[$2::bigint], '{1}', '{null}', '{1}', array[now()])`,
+		`select * from queues.record_workflow_steps(array[$1::bigint], array[$2::bigint], '{1}', array['` + huge + `'], '{1}', array[now()])`,
+		`select * from queues.record_workflow_steps(array(select $1::bigint from generate_series(1, 10001)), array(select $2::bigint from generate_series(1, 10001)), array(select 1 from generate_series(1, 10001)), array(select 'a' from generate_series(1, 10001)), array(select '1'::jsonb from generate_series(1, 10001)), array(select now() from generate_series(1, 10001)))`,
+		`select * from queues.workflow_steps_of(null) where $1::bigint + $2::bigint > 0`,
+		`select * from queues.workflow_steps_of('{}') where $1::bigint + $2::bigint > 0`,
+		`select * from queues.workflow_steps_of(array(select generate_series(1, 10001)::bigint)) where $1::bigint + $2::bigint > 0`,
 		`select * from queues.await_workflow_signal($1, $2, 1, null, 'k', now() + interval '1 hour')`,
 		`select * from queues.await_workflow_signal($1, $2, 1, 'n', '` + huge + `', now() + interval '1 hour')`,
 		`select * from queues.await_workflow_signal($1, $2, 1, 'n', 'k', '-infinity')`,

@@ -7640,6 +7640,74 @@ COMMENT ON FUNCTION queues.record_workflow_step(_task_id bigint, _lease_id bigin
 
 
 --
+-- Name: record_workflow_steps(bigint[], bigint[], integer[], text[], jsonb[], timestamp with time zone[]); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.record_workflow_steps(_task_ids bigint[], _lease_ids bigint[], _seqs integer[], _names text[], _results jsonb[], _started_ats timestamp with time zone[]) RETURNS TABLE(task_id bigint, seq integer, recorded boolean)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _n integer := coalesce(cardinality(_task_ids), 0);
+begin
+    if _n = 0 or _n > 10000 then
+        raise exception 'record_workflow_steps: _task_ids must hold 1 to 10000 checkpoints, got %', _n
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if coalesce(cardinality(_lease_ids), -1) <> _n or coalesce(cardinality(_seqs), -1) <> _n
+       or coalesce(cardinality(_names), -1) <> _n or coalesce(cardinality(_results), -1) <> _n
+       or coalesce(cardinality(_started_ats), -1) <> _n then
+        raise exception 'record_workflow_steps: _lease_ids, _seqs, _names, _results and _started_ats must each hold % elements, as _task_ids does', _n
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if exists (select from unnest(_task_ids, _lease_ids) as i(t, l) where t is null or l is null) then
+        raise exception 'record_workflow_steps: _task_ids and _lease_ids must not hold NULL'
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if exists (select from unnest(_seqs) as s where s is null or s not between 1 and 100000) then
+        raise exception 'record_workflow_steps: each of _seqs must be between 1 and 100000'
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if exists (select from unnest(_names) as m where m is null or m = '' or length(m) > 200) then
+        raise exception 'record_workflow_steps: each of _names must be 1 to 200 characters'
+            using errcode = 'invalid_parameter_value';
+    end if;
+    return query
+    with input as (
+        select i.task_id, i.lease_id, i.seq, i.name, i.result, i.started_at, i.ord,
+            row_number() over (partition by i.task_id, i.seq order by i.ord) = 1 as first
+        from unnest(_task_ids, _lease_ids, _seqs, _names, _results, _started_ats)
+            with ordinality as i(task_id, lease_id, seq, name, result, started_at, ord)
+    ), held as (
+        select t.task_id, t.lease_id, t.attempt
+        from queues.task t
+        where t.task_id = any (_task_ids) and t.lease_expires_at is not null -- i.e. running
+        order by t.task_id
+        for key share of t
+    ), ins as (
+        insert into queues.workflow_step (task_id, seq, kind, name, result, wake_at, lease_id, attempt, started_at)
+        select i.task_id, i.seq, 'step', i.name, i.result, null, i.lease_id, h.attempt, i.started_at
+        from input i
+        join held h on h.task_id = i.task_id and h.lease_id = i.lease_id
+        where i.first
+        on conflict on constraint workflow_step_pkey do nothing
+        returning workflow_step.task_id, workflow_step.seq, workflow_step.lease_id
+    )
+    select i.task_id, i.seq, i.first and ins.task_id is not null
+    from input i
+    left join ins on ins.task_id = i.task_id and ins.seq = i.seq and ins.lease_id = i.lease_id
+    order by i.ord;
+end $$;
+
+
+--
+-- Name: FUNCTION record_workflow_steps(_task_ids bigint[], _lease_ids bigint[], _seqs integer[], _names text[], _results jsonb[], _started_ats timestamp with time zone[]); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.record_workflow_steps(_task_ids bigint[], _lease_ids bigint[], _seqs integer[], _names text[], _results jsonb[], _started_ats timestamp with time zone[]) IS 'Records many durable Go workflows'' step checkpoints, each under its task''s current lease; per row, false (nothing written) under a stale lease or when the position holds one already.';
+
+
+--
 -- Name: redispatch_stale(interval, integer, text[]); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -8812,6 +8880,34 @@ $$;
 --
 
 COMMENT ON FUNCTION queues.workflow_steps(_task_id bigint) IS 'A durable Go workflow''s checkpoints in call order: position, kind, name, result and a sleep''s wake time.';
+
+
+--
+-- Name: workflow_steps_of(bigint[]); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.workflow_steps_of(_task_ids bigint[]) RETURNS TABLE(task_id bigint, seq integer, kind text, name text, result jsonb, wake_at timestamp with time zone, read_at timestamp with time zone)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if coalesce(cardinality(_task_ids), 0) not between 1 and 10000 then
+        raise exception 'workflow_steps_of: _task_ids must hold 1 to 10000 task ids, got %', coalesce(cardinality(_task_ids), 0)
+            using errcode = 'invalid_parameter_value';
+    end if;
+    return query
+    select s.task_id, s.seq, s.kind, s.name, s.result, s.wake_at, clock_timestamp()
+    from queues.workflow_step s
+    where s.task_id = any (_task_ids)
+    order by s.task_id, s.seq;
+end $$;
+
+
+--
+-- Name: FUNCTION workflow_steps_of(_task_ids bigint[]); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.workflow_steps_of(_task_ids bigint[]) IS 'Many durable Go workflows'' checkpoints in call order per task: position, kind, name, result and a sleep''s wake time, with the database''s clock.';
 
 
 --
@@ -14369,6 +14465,14 @@ GRANT ALL ON FUNCTION queues.record_workflow_step(_task_id bigint, _lease_id big
 
 
 --
+-- Name: FUNCTION record_workflow_steps(_task_ids bigint[], _lease_ids bigint[], _seqs integer[], _names text[], _results jsonb[], _started_ats timestamp with time zone[]); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.record_workflow_steps(_task_ids bigint[], _lease_ids bigint[], _seqs integer[], _names text[], _results jsonb[], _started_ats timestamp with time zone[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION queues.record_workflow_steps(_task_ids bigint[], _lease_ids bigint[], _seqs integer[], _names text[], _results jsonb[], _started_ats timestamp with time zone[]) TO worker_service_user;
+
+
+--
 -- Name: FUNCTION redispatch_stale(_older_than interval, _limit integer, _task_types text[]); Type: ACL; Schema: queues; Owner: -
 --
 
@@ -14640,6 +14744,14 @@ GRANT ALL ON FUNCTION queues.worker_waiting() TO worker_service_user;
 
 REVOKE ALL ON FUNCTION queues.workflow_steps(_task_id bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION queues.workflow_steps(_task_id bigint) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION workflow_steps_of(_task_ids bigint[]); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.workflow_steps_of(_task_ids bigint[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION queues.workflow_steps_of(_task_ids bigint[]) TO worker_service_user;
 
 
 --

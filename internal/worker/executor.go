@@ -117,7 +117,7 @@ func (w *Worker) run(ctx context.Context, r *runningTask) *outcome {
 		}
 	}
 	slot := &ResultSlot{max: w.cfg.MaxResultBytes}
-	return w.runHandler(withHandlerDB(withResultSlot(ctx, slot), w.pool), t, h, opts, timeout, slot)
+	return w.runHandler(withHandlerDB(withResultSlot(ctx, slot), w.pool, w.checkpoints), t, h, opts, timeout, slot)
 }
 
 // attemptTimeout is the bound of one attempt given the handler's options and the worker's

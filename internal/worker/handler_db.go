@@ -14,16 +14,29 @@ import (
 
 type handlerDBKey struct{}
 
-// withHandlerDB returns ctx carrying the worker's pool.
-func withHandlerDB(ctx context.Context, pool *pgxpool.Pool) context.Context {
-	return context.WithValue(ctx, handlerDBKey{}, pool)
+// handlerDB is what a handler's context carries of its worker.
+type handlerDB struct {
+	pool        *pgxpool.Pool
+	checkpoints *Checkpoints
+}
+
+// withHandlerDB returns ctx carrying the worker's pool and its checkpoint grouping.
+func withHandlerDB(ctx context.Context, pool *pgxpool.Pool, cp *Checkpoints) context.Context {
+	return context.WithValue(ctx, handlerDBKey{}, handlerDB{pool: pool, checkpoints: cp})
 }
 
 // HandlerDBFrom returns the pool of the worker running the Go handler whose context ctx is; nil
 // when ctx is not a handler's.
 func HandlerDBFrom(ctx context.Context) *pgxpool.Pool {
-	p, _ := ctx.Value(handlerDBKey{}).(*pgxpool.Pool)
-	return p
+	d, _ := ctx.Value(handlerDBKey{}).(handlerDB)
+	return d.pool
+}
+
+// CheckpointsFrom returns the checkpoint grouping of the worker running the Go handler whose
+// context ctx is; nil when ctx is not a handler's.
+func CheckpointsFrom(ctx context.Context) *Checkpoints {
+	d, _ := ctx.Value(handlerDBKey{}).(handlerDB)
+	return d.checkpoints
 }
 
 // ErrSuspendedInDatabase is returned by a Go handler whose own lease-fenced statement already put

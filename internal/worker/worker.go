@@ -38,6 +38,7 @@ type Worker struct {
 	listening    atomic.Bool                          // the LISTEN connection is up: cancel notifications arrive
 	completions  *completions                         // succeeded tasks, for the completer
 	before       *batcher.Batcher[beforeCall, []byte] // channel tasks' before handlers (before_batch.go)
+	checkpoints  *Checkpoints                         // durable workflows' checkpoints, grouped (checkpoints.go)
 	hardStop     chan struct{}
 	stopOnce     sync.Once
 	quiet        atomic.Bool   // an operator quieted this worker: it claims nothing (quiet.go)
@@ -119,6 +120,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 		wake:         make(chan struct{}, 1),
 		leaseCheck:   make(chan struct{}, 1),
 		completions:  newCompletions(2*cfg.Concurrency + maxCompletionBatch),
+		checkpoints:  newCheckpoints(pool),
 		hardStop:     make(chan struct{}),
 		stopAsked:    make(chan struct{}),
 		stopped:      make(chan struct{}),
