@@ -11907,7 +11907,7 @@ CREATE INDEX signal_wait_task_idx ON queues.signal_wait USING btree (task_id);
 -- Name: task_after_ids_idx; Type: INDEX; Schema: queues; Owner: -
 --
 
-CREATE INDEX task_after_ids_idx ON queues.task USING gin (after_ids) WHERE (after_ids IS NOT NULL);
+CREATE INDEX task_after_ids_idx ON queues.task USING gin (after_ids) WHERE ((after_ids IS NOT NULL) AND (status = 'cancelled'::queues.task_status));
 
 
 --
