@@ -175,7 +175,13 @@ func (s *syncBuffer) String() string {
 // log is printed if the test fails; it is killed when the test ends.
 func startWorkerProc(t *testing.T, url string, env ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(taskorchBinary(t), "worker")
+	return startProc(t, exec.Command(taskorchBinary(t), "worker"), url, env...)
+}
+
+// startProc starts cmd, a worker of some binary, on the database at url with debug JSON logs
+// and env; it is killed when the test ends, and its output logged if the test failed.
+func startProc(t *testing.T, cmd *exec.Cmd, url string, env ...string) *proc {
+	t.Helper()
 	cmd.Env = append(os.Environ(), append([]string{
 		"DATABASE_URL=" + url,
 		"TASKORCH_LOG_LEVEL=debug",
