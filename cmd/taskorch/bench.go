@@ -65,7 +65,7 @@ terminal. The method and the figures: docs/benchmarks.md.
 
 	cmd.AddCommand(newBenchThroughputCmd(g, f), newBenchLatencyCmd(g, f), newBenchBacklogCmd(g, f),
 		newBenchProcessesCmd(g, f), newBenchMemoryCmd(g, f), newBenchSlotsCmd(g, f), newBenchPressureCmd(g, f),
-		newBenchAppTxCmd(g, f), newBenchRateCmd(g, f), newBenchWorkflowCmd(g, f), newBenchWorkflowsCmd(g, f),
+		newBenchAppTxCmd(g, f), newBenchRateCmd(g, f), newBenchWorkflowCmd(g, f), newBenchWorkflowsCmd(g, f), newBenchSleepersCmd(g, f),
 		newBenchPushCmd(g, f))
 	return cmd
 }
@@ -117,6 +117,36 @@ of steps/s to tasks/s (docs/benchmarks.md).`,
 	addWorkerFlags(cmd, &c.WorkerOptions, 200)
 	cmd.Flags().IntVar(&c.Workflows, "workflows", 10_000, "durable workflows to enqueue and work")
 	cmd.Flags().IntVar(&c.Steps, "steps", 5, "Steps per workflow")
+	return cmd
+}
+
+func newBenchSleepersCmd(g *globals, f *benchFlags) *cobra.Command {
+	c := bench.SleepersConfig{}
+	cmd := &cobra.Command{
+		Use:   "sleepers",
+		Short: "What durable workflows asleep cost: claim durations and an idle worker's memory, without and with --sleepers of them",
+		Long: `Runs one in-process worker under a steady load of --rate no-op tasks a second for --phase, then
+idle; then puts --sleepers durable workflows (docs/workflows.md, "Durable workflows in Go") to
+sleep for 30 days, each after one Step; then the same load and idle again. Prints, per phase, the
+claim statements' durations under the load and while idle, and the process's resident memory
+once idle (after a garbage collection), and the ratios with the sleepers to without
+(docs/benchmarks.md).`,
+		Example: `  taskorch bench sleepers --sleepers 100000`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if c.Sleepers < 1 || c.Rate < 1 || c.Phase <= 0 || c.Concurrency < 1 || c.Concurrency > 1000 {
+				return usageErrorf("--sleepers and --rate must be at least 1, --phase positive and --concurrency between 1 and 1000, got %d, %d, %s and %d",
+					c.Sleepers, c.Rate, c.Phase, c.Concurrency)
+			}
+			return f.run(cmd, g, nil, func(ctx context.Context, e *bench.Env) (bench.Result, error) {
+				return bench.Sleepers(ctx, e, c)
+			})
+		},
+	}
+	cmd.Flags().IntVar(&c.Concurrency, "concurrency", 100, "task slots of the worker")
+	cmd.Flags().IntVar(&c.Sleepers, "sleepers", 100_000, "durable workflows to put to sleep between the phases")
+	cmd.Flags().IntVar(&c.Rate, "rate", 1000, "no-op tasks enqueued a second in each phase")
+	cmd.Flags().DurationVar(&c.Phase, "phase", 20*time.Second, "how long each phase enqueues")
 	return cmd
 }
 
