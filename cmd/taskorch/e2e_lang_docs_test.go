@@ -239,6 +239,7 @@ func runLangDoc(t *testing.T, lang docLang) {
 	require.JSONEq(t, `{"mode": "error-then-ok", "calls": 2}`, pushResult(t, pool, failing))
 
 	// Straight to the endpoint: a bad signature, a stale timestamp, one request twice, a new run.
+	// The Idempotency-Keys are lease ids this test's database never gave out.
 	keys, err := push.ParseSecrets(newSecret+","+oldSecret, "secrets")
 	require.NoError(t, err)
 	otherKeys, err := push.ParseSecrets(pushSecret(t), "secrets")
@@ -246,19 +247,30 @@ func runLangDoc(t *testing.T, lang docLang) {
 	const fake = 990001
 	body := []byte(fmt.Sprintf(`{"task_id": %d, "task_type": "orders.test", "payload": {"mode": "ok"}, "attempt": 1}`, fake))
 	now := time.Now().Unix()
-	status, answer := postSigned(t, modes.url("/"), otherKeys, now, "1", body)
+	status, answer := postSigned(t, modes.url("/"), otherKeys, now, "880001", body)
 	require.Equal(t, http.StatusUnauthorized, status, answer)
-	status, answer = postSigned(t, modes.url("/"), keys, now-600, "1", body)
+	status, answer = postSigned(t, modes.url("/"), keys, now-600, "880001", body)
 	require.Equal(t, http.StatusUnauthorized, status, "a timestamp ten minutes old: %s", answer)
-	status, first := postSigned(t, modes.url("/"), keys, now, "1", body)
+	status, first := postSigned(t, modes.url("/"), keys, now, "880001", body)
 	require.Equal(t, http.StatusOK, status, first)
 	require.JSONEq(t, `{"mode": "ok", "calls": 1}`, first, "the refused requests did not run the work")
-	status, replay := postSigned(t, modes.url("/"), keys, now, "1", body)
+	status, replay := postSigned(t, modes.url("/"), keys, now, "880001", body)
 	require.Equal(t, http.StatusOK, status)
 	require.JSONEq(t, first, replay, "the same Idempotency-Key: the same answer")
-	status, rerun := postSigned(t, modes.url("/"), keys, now, "2", body)
+	status, rerun := postSigned(t, modes.url("/"), keys, now, "880002", body)
 	require.Equal(t, http.StatusOK, status)
 	require.JSONEq(t, first, rerun, "a new run of a task that is done: its result, the work not run again")
+	// An answer that was not a 2xx is kept for its key too; a new run works again.
+	failBody := []byte(fmt.Sprintf(`{"task_id": %d, "task_type": "orders.test", "payload": {"mode": "error-then-ok"}, "attempt": 1}`, fake+1))
+	status, failed := postSigned(t, modes.url("/"), keys, now, "880003", failBody)
+	require.Equal(t, http.StatusInternalServerError, status, failed)
+	status, replay = postSigned(t, modes.url("/"), keys, now, "880003", failBody)
+	require.Equal(t, http.StatusInternalServerError, status, replay)
+	require.JSONEq(t, failed, replay, "the same Idempotency-Key: the same answer, the work not run again")
+	status, rerun = postSigned(t, modes.url("/"), keys, now, "880004", failBody)
+	require.Equal(t, http.StatusOK, status, rerun)
+	require.JSONEq(t, `{"mode": "error-then-ok", "calls": 2}`, rerun)
+
 	// The endpoint printed the work's call before answering it: one line, from the first request.
 	select {
 	case <-modes.out.lineWith(`"work"`, fmt.Sprintf(`%d,`, fake)):
