@@ -142,6 +142,7 @@ if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
       pgbouncer) brew+=(pgbouncer) ;;
       chromium) brew+=(--cask chromium) ;;
       prometheus) brew+=(prometheus) ;;
+      npm) brew+=(node) ;;
       esac
     done
     [ ${#brew[@]} -eq 0 ] || echo "  macOS: brew install ${brew[*]}" >&2
