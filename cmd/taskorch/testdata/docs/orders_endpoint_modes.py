@@ -9,9 +9,9 @@ calls, guard = {}, threading.Lock()
 
 
 def work(task):
-    with guard:
+    with guard:  # one thread at a time: print writes the line and its newline separately
         n = calls[task["task_id"]] = calls.get(task["task_id"], 0) + 1
-    print(json.dumps({"event": "work", "task_id": task["task_id"], "call": n, "attempt": task["attempt"]}), flush=True)
+        print(json.dumps({"event": "work", "task_id": task["task_id"], "call": n, "attempt": task["attempt"]}), flush=True)
     mode = task["payload"].get("mode")
     if mode == "429-then-ok" and n == 1:
         raise ep.TryLater(1)
