@@ -101,9 +101,27 @@ if [ "$level" = test ]; then
   # The alert rules' test (cmd/taskorch TestE2EAlertRules) evaluates docs/alerts.yml with promtool,
   # from Debian's prometheus package (the server it also installs is stopped below).
   command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+  # docs/python.md's test (cmd/taskorch TestE2EDocPython) runs its snippets with Debian's python3 and psycopg2.
+  /usr/bin/python3 -c 'import psycopg2' >/dev/null 2>&1 || missing+=(python3-psycopg2)
+  # docs/typescript.md's test (TestE2EDocTypeScript) runs its snippets on Node.js (npm brings nodejs).
+  { command -v node && command -v npm; } >/dev/null 2>&1 || missing+=(npm)
 fi
 
+# snippet_packages installs the npm packages of docs/snippets/typescript (TestE2EDocTypeScript) from
+# its lock file with npm ci, unless they were installed from that very lock file already.
+snippet_packages() {
+  local d=docs/snippets/typescript
+  [ "$level" = test ] || return 0
+  if [ -x "$d/node_modules/.bin/tsx" ] && cmp -s "$d/package-lock.json" "$d/node_modules/.installed-package-lock.json"; then
+    return 0
+  fi
+  echo "installing docs/snippets/typescript's packages (npm ci)" >&2
+  (cd "$d" && npm ci --no-audit --no-fund --loglevel=error)
+  cp "$d/package-lock.json" "$d/node_modules/.installed-package-lock.json"
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
+  snippet_packages
   exit 0
 fi
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
@@ -124,6 +142,7 @@ if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
       pgbouncer) brew+=(pgbouncer) ;;
       chromium) brew+=(--cask chromium) ;;
       prometheus) brew+=(prometheus) ;;
+      npm) brew+=(node) ;;
       esac
     done
     [ ${#brew[@]} -eq 0 ] || echo "  macOS: brew install ${brew[*]}" >&2
@@ -159,3 +178,4 @@ case " ${missing[*]} " in
   fi
   ;;
 esac
+snippet_packages
