@@ -461,13 +461,16 @@ end $$;
 --
 
 CREATE FUNCTION accounts.has_account_anonymization_succeeded_attempt(_account_anonymization_task_id bigint) RETURNS boolean
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select exists (select 1 from accounts.account_anonymization_attempt a
+begin
+    return exists (select 1 from accounts.account_anonymization_attempt a
                    join accounts.account_anonymization_attempt_succeeded s using (account_anonymization_attempt_id)
-                   where a.account_anonymization_task_id = _account_anonymization_task_id)
-$$;
+                   where a.account_anonymization_task_id = _account_anonymization_task_id
+                     and a.account_anonymization_attempt_id > coalesce((select max(z.last_attempt_id) from accounts.account_anonymization_task_restarted z
+                                                                        where z.account_anonymization_task_id = _account_anonymization_task_id), 0));
+end $$;
 
 
 --
@@ -898,7 +901,9 @@ CREATE FUNCTION comms.has_send_email_succeeded_attempt(_send_email_task_id bigin
 begin
     return exists (select 1 from comms.send_email_attempt a
                    join comms.send_email_attempt_succeeded s using (send_email_attempt_id)
-                   where a.send_email_task_id = _send_email_task_id);
+                   where a.send_email_task_id = _send_email_task_id
+                     and a.send_email_attempt_id > coalesce((select max(z.last_attempt_id) from comms.send_email_task_restarted z
+                                                        where z.send_email_task_id = _send_email_task_id), 0));
 end $$;
 
 
@@ -933,7 +938,9 @@ CREATE FUNCTION comms.has_send_sms_succeeded_attempt(_send_sms_task_id bigint) R
 begin
     return exists (select 1 from comms.send_sms_attempt a
                    join comms.send_sms_attempt_succeeded s using (send_sms_attempt_id)
-                   where a.send_sms_task_id = _send_sms_task_id);
+                   where a.send_sms_task_id = _send_sms_task_id
+                     and a.send_sms_attempt_id > coalesce((select max(z.last_attempt_id) from comms.send_sms_task_restarted z
+                                                        where z.send_sms_task_id = _send_sms_task_id), 0));
 end $$;
 
 
@@ -2277,7 +2284,9 @@ CREATE FUNCTION files.has_file_deletion_succeeded_attempt(_file_deletion_task_id
 begin
     return exists (select 1 from files.file_deletion_attempt a
                    join files.file_deletion_attempt_succeeded s using (file_deletion_attempt_id)
-                   where a.file_deletion_task_id = _file_deletion_task_id);
+                   where a.file_deletion_task_id = _file_deletion_task_id
+                     and a.file_deletion_attempt_id > coalesce((select max(z.last_attempt_id) from files.file_deletion_task_restarted z
+                                                        where z.file_deletion_task_id = _file_deletion_task_id), 0));
 end $$;
 
 

@@ -37,7 +37,7 @@ func (p ChannelProcess) objects() []kitObject {
 	s, n, t := p.Schema, p.Name, p.Schema+"."+p.Name
 	obs := []kitObject{
 		{name: s + ".has_" + n + "_succeeded_attempt", tmpl: "kit_fn_has_succeeded", args: "bigint",
-			doc: "-- Facts helper: whether an attempt of the instance succeeded."},
+			doc: "-- Facts helper: whether an attempt of the instance's current run succeeded (a retry by hand starts\n-- a new run: docs/processes.md, \"Retrying a failed process\")."},
 		{name: s + ".count_" + n + "_failed_attempts", tmpl: "kit_fn_count_failed", args: "bigint",
 			doc: "-- Facts helper: how many attempts of the instance's current run failed (a retry by hand starts\n-- a new run: docs/processes.md, \"Retrying a failed process\")."},
 		{name: s + ".count_" + n + "_attempts", tmpl: "kit_fn_count_attempts", args: "bigint",
