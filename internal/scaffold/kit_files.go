@@ -43,13 +43,17 @@ func (p ChannelProcess) objects() []kitObject {
 		{name: s + ".count_" + n + "_attempts", tmpl: "kit_fn_count_attempts", args: "bigint",
 			doc: "-- Facts helper: how many attempts the instance's current run made."},
 		{name: s + ".wake_" + n, tmpl: "kit_fn_wake", args: "bigint, timestamp with time zone"},
-		{name: s + ".wake_" + n + "_supervisor", tmpl: "kit_fn_wake_supervisor", args: "bigint, bigint"},
 		{name: s + ".kickoff_" + n, tmpl: "kit_fn_kickoff", args: "bigint, timestamp with time zone",
 			doc: "-- Kickoff: starts the process for a row, once (a second call answers the first instance's id), and\n-- makes the new instance due; a missing or unknown key is answered, not raised."},
+	}
+	if !p.fresh {
+		obs = append(obs, kitObject{name: s + ".wake_" + n + "_supervisor", tmpl: "kit_fn_wake_supervisor", args: "bigint, bigint"})
+	}
+	obs = append(obs, []kitObject{
 		{name: t + "_supervisor", tmpl: "kit_fn_supervisor", args: "jsonb", toWorker: true},
 		{name: p.SuccessFn, tmpl: "kit_fn_success", args: "jsonb", toWorker: true},
 		{name: p.FailureFn, tmpl: "kit_failure", args: "jsonb", toWorker: true},
-	}
+	}...)
 	if p.Delivery != nil {
 		obs = append(obs, kitObject{name: s + ".wake_" + n + "_on_delivery", tmpl: "kit_fn_wake_on_delivery",
 			doc: "-- The trigger function of " + s + "." + p.Delivery.DeliveredTable + " and\n-- " + s + "." + p.Delivery.FailedTable + " (after insert)."})

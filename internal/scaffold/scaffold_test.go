@@ -235,7 +235,7 @@ func TestGeneratedChannelProcessWaitsForSignal(t *testing.T) {
 		run(t, pool, accept)
 		id := scalar[int64](t, pool, `select confirm_email_task_id from crm.kickoff_confirm_email(8)`)
 		waitTrue(t, pool, "the wait times out", `select exists (select 1 from crm.confirm_email_task_failed where confirm_email_task_id = $1)`, id)
-		require.Equal(t, "no email.confirmed signal within 1 second",
+		require.Equal(t, "no email.confirmed signal within 00:00:01",
 			scalar[string](t, pool, `select error_message from crm.confirm_email_task_failed where confirm_email_task_id = $1`, id))
 		require.Equal(t, int64(1), scalar[int64](t, pool, terminal, id))
 	})
