@@ -240,3 +240,30 @@ func TestGeneratedChannelProcessWaitsForSignal(t *testing.T) {
 		require.Equal(t, int64(1), scalar[int64](t, pool, terminal, id))
 	})
 }
+
+// A scaffolded process's facts helpers count the current run only: run 1's attempt succeeded
+// and the run failed waiting for its signal; retried by hand, run 2 fails both its attempts, and
+// the process is stuck, run 1's success notwithstanding.
+func TestGeneratedFactsHelpersCountTheCurrentRun(t *testing.T) {
+	t.Parallel()
+	p := scaffold.Process{Name: "confirm_email", Schema: "crm", Key: "signup_id", Channel: taskorch.TypeEmail,
+		MaxAttempts: 2, WaitSignal: "email.confirmed", WaitTimeout: "1 second"}
+	pool := apply(t, p)
+	var calls atomic.Int32
+	run(t, pool, map[string]taskorch.ChannelProvider{taskorch.TypeEmail: taskorch.ChannelProviderFunc(
+		func(context.Context, taskorch.ChannelCall) (json.RawMessage, error) {
+			if calls.Add(1) == 1 {
+				return json.RawMessage(`{"id":"m-1"}`), nil
+			}
+			return nil, errors.New("provider down")
+		})})
+
+	id := scalar[int64](t, pool, `select confirm_email_task_id from crm.kickoff_confirm_email(9)`)
+	waitTrue(t, pool, "run 1 timed out waiting", `select exists (select 1 from crm.confirm_email_task_failed where confirm_email_task_id = $1)`, id)
+	require.False(t, scalar[bool](t, pool, `select crm.is_confirm_email_stuck($1)`, id), "run 1's attempt succeeded")
+	require.Equal(t, 2, scalar[int](t, pool, `select run from queues.retry_process('crm.confirm_email', $1, 'resend')`, id))
+	waitTrue(t, pool, "run 2 failed", `select exists (select 1 from crm.confirm_email_task_failed where confirm_email_task_id = $1 and run = 2)`, id)
+	require.False(t, scalar[bool](t, pool, `select crm.has_confirm_email_succeeded_attempt($1)`, id))
+	require.Equal(t, 2, scalar[int](t, pool, `select crm.count_confirm_email_failed_attempts($1)`, id))
+	require.True(t, scalar[bool](t, pool, `select crm.is_confirm_email_stuck($1)`, id))
+}
