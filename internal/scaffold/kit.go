@@ -50,8 +50,9 @@ type ChannelProcess struct {
 	// accepted attempt (process_config.delivery_wait).
 	Delivery *Delivery
 	// WaitSignal, when set, adds a wait step: after an attempt succeeded the process waits up to
-	// process_config.wait_timeout for this signal keyed by its id (queues.signal(WaitSignal,
-	// id)); it arrives: succeeded; it does not: failed, "no <signal> signal within <timeout>".
+	// process_config.wait_timeout for this signal keyed by its Key's value (queues.signal(WaitSignal,
+	// key)); it arrives: succeeded; it does not: failed, "no <signal> signal within <timeout>". A
+	// signal that arrived first ends the process as succeeded without an attempt (more).
 	// WaitTimeout (an SQL interval, e.g. "24 hours") is the value the scaffold writes into
 	// process_config. Not with Delivery.
 	WaitSignal, WaitTimeout string

@@ -37,7 +37,8 @@ type Process struct {
 	MaxAttempts int
 	// WaitSignal, for a channel process, adds a wait step: after an attempt succeeded the
 	// process waits up to WaitTimeout (e.g. "24 hours", the default; process_config.wait_timeout
-	// once written) for this signal keyed by its id (queues.signal). Empty: no wait.
+	// once written) for this signal keyed by its Key's value (queues.signal); a signal sent first
+	// skips the attempt. Empty: no wait.
 	WaitSignal, WaitTimeout string
 }
 
