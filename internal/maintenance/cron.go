@@ -22,11 +22,12 @@ type Cron struct {
 }
 
 // ParseCron parses a cron expression. Its error wraps ErrInvalidSchedule and says what is
-// wrong. Spaces around the expression are ignored (queues.add_schedule stores it trimmed). Beyond
-// the parser's own checks, it refuses what the parser would run but no schedule means: an
-// expression that never fires (such as "0 0 30 2 *"), "@every" with a duration that is not
-// positive (the parser runs it every second), and the zone "Local" (the leader's own zone, not
-// the database's). The database checks a schedule the same way (internal.check_cron), and
+// wrong. Spaces around the expression are ignored (queues.add_schedule stores it trimmed).
+// Beyond the parser's own checks, it refuses what the parser would run but no schedule means:
+// an expression that never fires (such as "0 0 30 2 *"), "@every" with a duration that is not
+// positive (the parser runs it every second), the zone "Local" (the leader's own zone, not the
+// database's) and the leap-second zones right/... (which PostgreSQL does not have). The
+// database checks a schedule the same way (internal.check_cron), and
 // TestAddScheduleAgreesWithTheLeader keeps the two in step.
 func ParseCron(expr string) (*Cron, error) {
 	spec := strings.Trim(expr, " ")
@@ -57,13 +58,16 @@ func parseStandard(spec string) (s cron.Schedule, err error) {
 	return cron.ParseStandard(spec)
 }
 
-// checkDescriptor refuses the zone "Local" and an @every whose duration is not positive, in a
-// spec the parser accepted.
+// checkDescriptor refuses the zones "Local" and right/..., and an @every whose duration is not
+// positive, in a spec the parser accepted.
 func checkDescriptor(spec string) error {
 	if strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=") {
 		zone, rest, _ := strings.Cut(spec[strings.IndexByte(spec, '=')+1:], " ")
 		if zone == "Local" {
 			return errors.New(`the time zone "Local" is the leader's own: name the zone`)
+		}
+		if strings.HasPrefix(zone, "right/") {
+			return fmt.Errorf("the time zone %q counts leap seconds, which PostgreSQL's zones do not: name the zone without right/", zone)
 		}
 		spec = strings.TrimSpace(rest)
 	}

@@ -65,7 +65,11 @@ func TestAddScheduleAgreesWithTheLeader(t *testing.T) {
 		"CRON_TZ=UTC @every 0s", "CRON_TZ=Nowhere * * * * *", "CRON_TZ= * * * * *", "CRON_TZ=UTC",
 		"TZ=UTC", "CRON_TZ=Local * * * * *", "CRON_TZ=UTC  * * * * *", "@HOURLY", "0 0 * * 0,6", "*/1 * * * *",
 		"0 0 1-31/2 2 *", "0 0 30-31 2 mon", "00 00 01 01 00", " @hourly", "@hourly ", "  */5 * * * *  ",
-		"", " ",
+		"", " ", "CRON_TZ=US/Pacific 0 9 * * *", "CRON_TZ=EST5EDT 0 9 * * *", "CRON_TZ=Etc/GMT+5 0 9 * * *",
+		"CRON_TZ=GMT @daily", "CRON_TZ=Europe/Kyiv 0 9 * * *", "CRON_TZ=posix/Europe/Paris 0 9 * * *",
+		"CRON_TZ=right/UTC 0 9 * * *", "CRON_TZ=posixrules 0 9 * * *", "CRON_TZ=zone.tab 0 9 * * *",
+		"CRON_TZ=../../etc/passwd 0 9 * * *", "CRON_TZ=europe/paris 0 9 * * *", "CRON_TZ=Factory 0 9 * * *",
+		"CRON_TZ=localtime 0 9 * * *", "CRON_TZ=right/Europe/Paris 0 9 * * *", "CRON_TZ=Europe 0 9 * * *",
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 1000 {

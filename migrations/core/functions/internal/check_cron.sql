@@ -6,8 +6,9 @@
 -- @monthly, @weekly, @daily, @midnight, @hourly, or @every <a positive Go duration> such as
 -- 1h30m); or 5 fields: minute 0-59, hour 0-23, day of month 1-31, month 1-12 or jan-dec, day of
 -- week 0-6 or sun-sat. An expression that never fires (the 30th of February), @every with a
--- duration that is not positive (which the parser would run every second) and the zone "Local"
--- are refused, here as by the leader's maintenance.ParseCron (TestAddScheduleAgreesWithTheLeader).
+-- duration that is not positive (which the parser would run every second) and a zone PostgreSQL
+-- does not list (such as "Local" or the leap-second zones right/...) are refused, here as by the
+-- leader's maintenance.ParseCron (TestAddScheduleAgreesWithTheLeader).
 create or replace function internal.check_cron(_label text, _cron text)
 returns void
 language plpgsql stable set search_path = pg_catalog, pg_temp as $$
