@@ -57,7 +57,7 @@ type ChannelProcess struct {
 	// process_config. Not with Delivery.
 	WaitSignal, WaitTimeout string
 
-	// runs: render the run-aware supervisor and success handler (channel_retry.sql.tmpl), which
+	// runs: render the run-aware supervisor, success handler and facts helpers, which
 	// count only the attempts and the failure of an instance's current run.
 	runs bool
 	// permanent: render the error handler that records the failure's class and the supervisor
