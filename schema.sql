@@ -461,13 +461,16 @@ end $$;
 --
 
 CREATE FUNCTION accounts.has_account_anonymization_succeeded_attempt(_account_anonymization_task_id bigint) RETURNS boolean
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select exists (select 1 from accounts.account_anonymization_attempt a
+begin
+    return exists (select 1 from accounts.account_anonymization_attempt a
                    join accounts.account_anonymization_attempt_succeeded s using (account_anonymization_attempt_id)
-                   where a.account_anonymization_task_id = _account_anonymization_task_id)
-$$;
+                   where a.account_anonymization_task_id = _account_anonymization_task_id
+                     and a.account_anonymization_attempt_id > coalesce((select max(z.last_attempt_id) from accounts.account_anonymization_task_restarted z
+                                                                        where z.account_anonymization_task_id = _account_anonymization_task_id), 0));
+end $$;
 
 
 --
@@ -898,7 +901,9 @@ CREATE FUNCTION comms.has_send_email_succeeded_attempt(_send_email_task_id bigin
 begin
     return exists (select 1 from comms.send_email_attempt a
                    join comms.send_email_attempt_succeeded s using (send_email_attempt_id)
-                   where a.send_email_task_id = _send_email_task_id);
+                   where a.send_email_task_id = _send_email_task_id
+                     and a.send_email_attempt_id > coalesce((select max(z.last_attempt_id) from comms.send_email_task_restarted z
+                                                        where z.send_email_task_id = _send_email_task_id), 0));
 end $$;
 
 
@@ -933,7 +938,9 @@ CREATE FUNCTION comms.has_send_sms_succeeded_attempt(_send_sms_task_id bigint) R
 begin
     return exists (select 1 from comms.send_sms_attempt a
                    join comms.send_sms_attempt_succeeded s using (send_sms_attempt_id)
-                   where a.send_sms_task_id = _send_sms_task_id);
+                   where a.send_sms_task_id = _send_sms_task_id
+                     and a.send_sms_attempt_id > coalesce((select max(z.last_attempt_id) from comms.send_sms_task_restarted z
+                                                        where z.send_sms_task_id = _send_sms_task_id), 0));
 end $$;
 
 
@@ -2277,7 +2284,9 @@ CREATE FUNCTION files.has_file_deletion_succeeded_attempt(_file_deletion_task_id
 begin
     return exists (select 1 from files.file_deletion_attempt a
                    join files.file_deletion_attempt_succeeded s using (file_deletion_attempt_id)
-                   where a.file_deletion_task_id = _file_deletion_task_id);
+                   where a.file_deletion_task_id = _file_deletion_task_id
+                     and a.file_deletion_attempt_id > coalesce((select max(z.last_attempt_id) from files.file_deletion_task_restarted z
+                                                        where z.file_deletion_task_id = _file_deletion_task_id), 0));
 end $$;
 
 
@@ -2671,16 +2680,17 @@ declare
     _dom record;
     _month record;
     _dow record;
+    _every numeric;
 begin
     if _spec is null or _spec = '' or length(_spec) > 256 then
-        raise exception '%: cron % is malformed: want 5 fields (minute hour day-of-month month day-of-week) or a descriptor such as @hourly or @every 10m',
+        raise exception '%: _cron % is malformed: want 5 fields (minute hour day-of-month month day-of-week) or a descriptor such as @hourly or @every 10m',
             _label, coalesce(quote_literal(left(_spec, 260)), 'NULL') using errcode = 'invalid_parameter_value';
     end if;
     if _spec ~ '^(CRON_TZ|TZ)=' then
         _zone := substring(_spec from '^[A-Z_]+=(\S*)\s');
         -- An empty zone is UTC, as for the parser.
         if _zone is null or (_zone <> '' and not exists (select from pg_timezone_names where name = _zone)) then
-            raise exception '%: cron %: % is not a time zone', _label, quote_literal(_spec),
+            raise exception '%: _cron %: % is not a time zone', _label, quote_literal(_spec),
                 coalesce(quote_literal(substring(_spec from '^[A-Z_]+=(\S*)')), 'NULL') using errcode = 'invalid_parameter_value';
         end if;
         _spec := btrim(substring(_spec from '^\S+\s(.*)$'), E' \t\n\r');
@@ -2689,16 +2699,25 @@ begin
         if _spec in ('@yearly', '@annually', '@monthly', '@weekly', '@daily', '@midnight', '@hourly') then
             return;
         end if;
-        if _spec ~ '^@every (\+?)(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$'
-           and _spec ~ '[1-9]' then
-            return;
+        if _spec ~ '^@every (\+?)(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$' then
+            -- The duration in nanoseconds as Go's time.ParseDuration adds it up (each term's
+            -- fraction truncated): it must be positive and fit in an int64.
+            select sum(trunc(coalesce(nullif(split_part(m[1], '.', 1), ''), '0')::numeric * u.ns
+                             + coalesce(('0.' || nullif(split_part(m[1], '.', 2), ''))::numeric, 0) * u.ns))
+            into _every
+            from regexp_matches(substr(_spec, 8), '([0-9]*\.?[0-9]*)(ns|us|µs|μs|ms|s|m|h)', 'g') as m
+            join (values ('ns', 1::numeric), ('us', 1e3), ('µs', 1e3), ('μs', 1e3), ('ms', 1e6), ('s', 1e9),
+                         ('m', 6e10), ('h', 3.6e12)) as u(unit, ns) on u.unit = m[2];
+            if _every >= 1 and _every <= 9223372036854775807 then
+                return;
+            end if;
         end if;
-        raise exception '%: cron %: % is not a descriptor (@yearly, @monthly, @weekly, @daily, @hourly or @every followed by a positive duration such as 90s or 1h30m)',
+        raise exception '%: _cron %: % is not a descriptor (@yearly, @monthly, @weekly, @daily, @hourly or @every followed by a positive duration such as 90s or 1h30m)',
             _label, quote_literal(_cron), quote_literal(_spec) using errcode = 'invalid_parameter_value';
     end if;
     _fields := regexp_split_to_array(btrim(_spec, E' \t\n\r\v\f'), E'[ \t\n\r\v\f]+');
     if cardinality(_fields) <> 5 then
-        raise exception '%: cron % has % field(s): want 5 (minute hour day-of-month month day-of-week), e.g. ''*/15 * * * *'', or a descriptor such as @hourly',
+        raise exception '%: _cron % has % field(s): want 5 (minute hour day-of-month month day-of-week), e.g. ''*/15 * * * *'', or a descriptor such as @hourly',
             _label, quote_literal(_cron), cardinality(_fields) using errcode = 'invalid_parameter_value';
     end if;
     perform internal.cron_field(_label, 'minute', _fields[1], 0, 59);
@@ -2713,7 +2732,7 @@ begin
     if (_dom._star or _dow._star) and not exists (
             select from unnest(_month._values) m, unnest(_dom._values) d
             where d <= (array[31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])[m]) then
-        raise exception '%: cron % never fires: no month has that day', _label, quote_literal(_cron)
+        raise exception '%: _cron % never fires: no month has that day', _label, quote_literal(_cron)
             using errcode = 'invalid_parameter_value';
     end if;
 end $_$;
@@ -3088,7 +3107,7 @@ begin
     foreach _range in array coalesce(array_remove(string_to_array(_field, ','), ''), '{}') loop
         _parts := string_to_array(_range, '/');
         if cardinality(_parts) > 2 then
-            raise exception '%: cron % field % has too many slashes', _label, _what, quote_literal(_range)
+            raise exception '%: _cron: % field % has too many slashes', _label, _what, quote_literal(_range)
                 using errcode = 'invalid_parameter_value';
         end if;
         _bounds := string_to_array(_parts[1], '-');
@@ -3098,7 +3117,7 @@ begin
             _hi := _max;
         else
             if cardinality(_bounds) > 2 then
-                raise exception '%: cron % field % has too many hyphens', _label, _what, quote_literal(_range)
+                raise exception '%: _cron: % field % has too many hyphens', _label, _what, quote_literal(_range)
                     using errcode = 'invalid_parameter_value';
             end if;
             _lo := null;
@@ -3111,7 +3130,7 @@ begin
                 elsif _v ~ '^\+?[0-9]{1,9}$' then
                     _n := _v::integer;
                 else
-                    raise exception '%: cron % field %: % is not a number%', _label, _what, quote_literal(_range),
+                    raise exception '%: _cron: % field %: % is not a number%', _label, _what, quote_literal(_range),
                         quote_literal(_bounds[_i]), case when _names is not null then ' or a name' else '' end
                         using errcode = 'invalid_parameter_value';
                 end if;
@@ -3122,7 +3141,7 @@ begin
         _step := 1;
         if cardinality(_parts) = 2 then
             if _parts[2] !~ '^\+?[0-9]{1,9}$' then
-                raise exception '%: cron % field %: step % is not a number', _label, _what, quote_literal(_range),
+                raise exception '%: _cron: % field %: step % is not a number', _label, _what, quote_literal(_range),
                     quote_literal(_parts[2]) using errcode = 'invalid_parameter_value';
             end if;
             _step := _parts[2]::integer;
@@ -3131,18 +3150,18 @@ begin
             end if;
         end if;
         if _lo < _min or _hi > _max or _lo > _hi then
-            raise exception '%: cron % field % is out of range: % to %, from % to %', _label, _what, quote_literal(_range),
+            raise exception '%: _cron: % field % is out of range: % to %, from % to %', _label, _what, quote_literal(_range),
                 _min, _max, _lo, _hi using errcode = 'invalid_parameter_value';
         end if;
         if _step = 0 then
-            raise exception '%: cron % field %: the step must be positive', _label, _what, quote_literal(_range)
+            raise exception '%: _cron: % field %: the step must be positive', _label, _what, quote_literal(_range)
                 using errcode = 'invalid_parameter_value';
         end if;
         _star := _star or (_any and _step = 1);
         _values := _values || array(select generate_series(_lo, _hi, _step));
     end loop;
     if cardinality(_values) = 0 then
-        raise exception '%: cron % field % is empty', _label, _what, coalesce(quote_literal(_field), 'NULL')
+        raise exception '%: _cron: % field % is empty', _label, _what, coalesce(quote_literal(_field), 'NULL')
             using errcode = 'invalid_parameter_value';
     end if;
 end $_$;

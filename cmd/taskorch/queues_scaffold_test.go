@@ -113,7 +113,7 @@ func TestScaffoldProcessCommand(t *testing.T) {
 	// The wait step.
 	r = run(t, "scaffold", "process", "confirm", "--channel", "email", "--wait-signal", "email.confirmed", "--out", "-")
 	require.Equal(t, 0, r.code, r.err)
-	require.Contains(t, r.out, "perform queues.wait_for_signal('email.confirmed', _id::text, _run);")
+	require.Contains(t, r.out, "perform queues.wait_for_signal('email.confirmed', _key, _run);")
 	require.Contains(t, r.out, "interval '24 hours'")
 	r = run(t, "scaffold", "process", "confirm", "--wait-signal", "email.confirmed", "--out", "-")
 	require.Equal(t, exitUsage, r.code)

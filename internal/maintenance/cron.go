@@ -3,6 +3,7 @@ package maintenance
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -21,9 +22,19 @@ type Cron struct {
 }
 
 // ParseCron parses a cron expression. Its error wraps ErrInvalidSchedule and says what is
-// wrong. An expression that never fires (such as "0 0 30 2 *") is refused.
+// wrong. Spaces around the expression are ignored (queues.add_schedule stores it trimmed).
+// Beyond the parser's own checks, it refuses what the parser would run but no schedule means:
+// an expression that never fires (such as "0 0 30 2 *"), "@every" with a duration that is not
+// positive (the parser runs it every second), the zone "Local" (the leader's own zone, not the
+// database's) and the leap-second zones right/... (which PostgreSQL does not have). The
+// database checks a schedule the same way (internal.check_cron), and
+// TestAddScheduleAgreesWithTheLeader keeps the two in step.
 func ParseCron(expr string) (*Cron, error) {
-	s, err := cron.ParseStandard(expr)
+	spec := strings.Trim(expr, " ")
+	s, err := parseStandard(spec)
+	if err == nil {
+		err = checkDescriptor(spec)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: cron %q: %v (want 5 fields: minute hour day-of-month month day-of-week, "+
 			"e.g. \"*/15 * * * *\", or a descriptor such as @hourly or @every 10m)", ErrInvalidSchedule, expr, err)
@@ -34,6 +45,38 @@ func ParseCron(expr string) (*Cron, error) {
 		return nil, fmt.Errorf("%w: cron %q never fires", ErrInvalidSchedule, expr)
 	}
 	return c, nil
+}
+
+// parseStandard is cron.ParseStandard, which panics on a time zone prefix with nothing after it
+// ("CRON_TZ=UTC"): that is an error here.
+func parseStandard(spec string) (s cron.Schedule, err error) {
+	defer func() {
+		if recover() != nil {
+			s, err = nil, errors.New("a time zone prefix must be followed by a space and the schedule")
+		}
+	}()
+	return cron.ParseStandard(spec)
+}
+
+// checkDescriptor refuses the zones "Local" and right/..., and an @every whose duration is not
+// positive, in a spec the parser accepted.
+func checkDescriptor(spec string) error {
+	if strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=") {
+		zone, rest, _ := strings.Cut(spec[strings.IndexByte(spec, '=')+1:], " ")
+		if zone == "Local" {
+			return errors.New(`the time zone "Local" is the leader's own: name the zone`)
+		}
+		if strings.HasPrefix(zone, "right/") {
+			return fmt.Errorf("the time zone %q counts leap seconds, which PostgreSQL's zones do not: name the zone without right/", zone)
+		}
+		spec = strings.TrimSpace(rest)
+	}
+	if every, ok := strings.CutPrefix(spec, "@every "); ok {
+		if d, err := time.ParseDuration(every); err == nil && d <= 0 {
+			return fmt.Errorf("@every needs a positive duration, got %s", every)
+		}
+	}
+	return nil
 }
 
 // String returns the expression as given.

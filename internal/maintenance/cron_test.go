@@ -17,19 +17,24 @@ func TestParseCron(t *testing.T) {
 		"@hourly",
 		"@every 10m",
 		"CRON_TZ=Europe/Paris 0 9 * * *",
+		" @hourly ",
 	} {
 		c, err := ParseCron(expr)
 		require.NoError(t, err, expr)
 		require.Equal(t, expr, c.String())
 	}
 	for expr, msg := range map[string]string{
-		"":                  "empty spec",
-		"* * * *":           "expected exactly 5 fields",
-		"* * * * * *":       "expected exactly 5 fields",
-		"61 * * * *":        "above maximum",
-		"@fortnightly":      "unrecognized descriptor",
-		"0 0 30 2 *":        "never fires",
-		"CRON_TZ=Nowhere *": "bad location",
+		"":                      "empty spec",
+		"* * * *":               "expected exactly 5 fields",
+		"* * * * * *":           "expected exactly 5 fields",
+		"61 * * * *":            "above maximum",
+		"@fortnightly":          "unrecognized descriptor",
+		"0 0 30 2 *":            "never fires",
+		"CRON_TZ=Nowhere *":     "bad location",
+		"@every 0s":             "@every needs a positive duration",
+		"@every -5m":            "@every needs a positive duration",
+		"CRON_TZ=UTC":           "a time zone prefix must be followed by a space",
+		"CRON_TZ=Local @hourly": `the time zone "Local" is the leader's own`,
 	} {
 		_, err := ParseCron(expr)
 		require.ErrorIs(t, err, ErrInvalidSchedule, expr)

@@ -15,14 +15,11 @@ var channelKitTemplate string
 //go:embed channel_retry.sql.tmpl
 var channelRetryTemplate string
 
-//go:embed channel_plans.sql.tmpl
-var channelPlansTemplate string
-
 //go:embed channel_permanent.sql.tmpl
 var channelPermanentTemplate string
 
-var kitTmpl = template.Must(template.Must(template.Must(template.Must(template.New("kit").Parse(channelKitTemplate)).
-	Parse(channelRetryTemplate)).Parse(channelPlansTemplate)).Parse(channelPermanentTemplate))
+var kitTmpl = template.Must(template.Must(template.Must(template.New("kit").Parse(channelKitTemplate)).
+	Parse(channelRetryTemplate)).Parse(channelPermanentTemplate))
 
 // ChannelProcess is the spec of a channel process's supervisor machinery, the part every
 // channel process shares: its agenda table (<name>_due), kickoff, the set-based supervisor
@@ -53,21 +50,30 @@ type ChannelProcess struct {
 	// accepted attempt (process_config.delivery_wait).
 	Delivery *Delivery
 	// WaitSignal, when set, adds a wait step: after an attempt succeeded the process waits up to
-	// WaitTimeout (an SQL interval, e.g. "24 hours") for this signal keyed by its id
-	// (queues.signal(WaitSignal, id)); it arrives: succeeded; it does not: failed, "no <signal>
-	// signal within <timeout>". Not with Delivery.
+	// process_config.wait_timeout for this signal keyed by its Key's value (queues.signal(WaitSignal,
+	// key)); it arrives: succeeded; it does not: failed, "no <signal> signal within <timeout>". A
+	// signal that arrived first ends the process as succeeded without an attempt (more).
+	// WaitTimeout (an SQL interval, e.g. "24 hours") is the value the scaffold writes into
+	// process_config. Not with Delivery.
 	WaitSignal, WaitTimeout string
 
-	// runs: render the run-aware supervisor and success handler (channel_retry.sql.tmpl), which
+	// runs: render the run-aware supervisor, success handler and facts helpers, which
 	// count only the attempts and the failure of an instance's current run.
 	runs bool
 	// permanent: render the error handler that records the failure's class and the supervisor
 	// that ends a run at its first permanent failure (channel_permanent.sql.tmpl).
 	permanent bool
-	// plans: render the per-attempt functions (PerAttemptFunctions) with the plan settings of
-	// channel_plans.sql.tmpl in their definitions.
+	// plans: render the per-attempt functions with the plan settings of kit_plan_settings in
+	// their definitions.
 	plans bool
+	// fresh: a new process (the scaffold's), which no earlier version has callers of: without
+	// wake_<name>_supervisor and the supervisor's per-instance payload of earlier versions.
+	fresh bool
 }
+
+// Fresh reports whether the kit renders a new process, without what earlier versions' callers
+// need (for the templates).
+func (p ChannelProcess) Fresh() bool { return p.fresh }
 
 // Runs reports whether the kit renders the run-aware supervisor of retry by hand (for the
 // templates).
@@ -165,20 +171,7 @@ func RenderPermanentTables(header string, ps ...ChannelProcess) ([]byte, error) 
 	return buf.Bytes(), nil
 }
 
-// PerAttemptFunctions are the process's functions that run once per attempt or more: the facts
-// helpers, the current run, and the before, success and error handlers, with their argument
-// types.
-func (p ChannelProcess) PerAttemptFunctions() []string {
-	return []string{
-		fmt.Sprintf("%s.has_%s_succeeded_attempt(bigint)", p.Schema, p.Name),
-		fmt.Sprintf("%s.count_%s_failed_attempts(bigint)", p.Schema, p.Name),
-		fmt.Sprintf("%s.count_%s_attempts(bigint)", p.Schema, p.Name),
-		fmt.Sprintf("%s.%s_run(bigint)", p.Schema, p.Name),
-		p.PayloadFn + "(jsonb)", p.SuccessFn + "(jsonb)", p.FailureFn + "(jsonb)",
-	}
-}
-
 // Plans reports whether the per-attempt functions are rendered with the plan settings of
-// channel_plans.sql.tmpl in their definitions (the function files of the shipped processes), rather
-// than planning at every call (for the templates).
+// kit_plan_settings in their definitions (docs/processes.md, "Plans"), rather than planning at
+// every call (for the templates).
 func (p ChannelProcess) Plans() bool { return p.plans }

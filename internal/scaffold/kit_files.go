@@ -37,19 +37,23 @@ func (p ChannelProcess) objects() []kitObject {
 	s, n, t := p.Schema, p.Name, p.Schema+"."+p.Name
 	obs := []kitObject{
 		{name: s + ".has_" + n + "_succeeded_attempt", tmpl: "kit_fn_has_succeeded", args: "bigint",
-			doc: "-- Facts helper: whether an attempt of the instance succeeded."},
+			doc: "-- Facts helper: whether an attempt of the instance's current run succeeded (a retry by hand starts\n-- a new run: docs/processes.md, \"Retrying a failed process\")."},
 		{name: s + ".count_" + n + "_failed_attempts", tmpl: "kit_fn_count_failed", args: "bigint",
 			doc: "-- Facts helper: how many attempts of the instance's current run failed (a retry by hand starts\n-- a new run: docs/processes.md, \"Retrying a failed process\")."},
 		{name: s + ".count_" + n + "_attempts", tmpl: "kit_fn_count_attempts", args: "bigint",
 			doc: "-- Facts helper: how many attempts the instance's current run made."},
 		{name: s + ".wake_" + n, tmpl: "kit_fn_wake", args: "bigint, timestamp with time zone"},
-		{name: s + ".wake_" + n + "_supervisor", tmpl: "kit_fn_wake_supervisor", args: "bigint, bigint"},
 		{name: s + ".kickoff_" + n, tmpl: "kit_fn_kickoff", args: "bigint, timestamp with time zone",
 			doc: "-- Kickoff: starts the process for a row, once (a second call answers the first instance's id), and\n-- makes the new instance due; a missing or unknown key is answered, not raised."},
+	}
+	if !p.fresh {
+		obs = append(obs, kitObject{name: s + ".wake_" + n + "_supervisor", tmpl: "kit_fn_wake_supervisor", args: "bigint, bigint"})
+	}
+	obs = append(obs, []kitObject{
 		{name: t + "_supervisor", tmpl: "kit_fn_supervisor", args: "jsonb", toWorker: true},
 		{name: p.SuccessFn, tmpl: "kit_fn_success", args: "jsonb", toWorker: true},
 		{name: p.FailureFn, tmpl: "kit_failure", args: "jsonb", toWorker: true},
-	}
+	}...)
 	if p.Delivery != nil {
 		obs = append(obs, kitObject{name: s + ".wake_" + n + "_on_delivery", tmpl: "kit_fn_wake_on_delivery",
 			doc: "-- The trigger function of " + s + "." + p.Delivery.DeliveredTable + " and\n-- " + s + "." + p.Delivery.FailedTable + " (after insert)."})

@@ -16,8 +16,8 @@ import (
 //go:embed process.sql.tmpl
 var processTemplate string
 
-var tmpl = template.Must(template.Must(template.Must(template.Must(template.Must(template.New("process").Parse(processTemplate)).
-	Parse(channelKitTemplate)).Parse(channelRetryTemplate)).Parse(channelPlansTemplate)).Parse(channelPermanentTemplate))
+var tmpl = template.Must(template.Must(template.Must(template.Must(template.New("process").Parse(processTemplate)).
+	Parse(channelKitTemplate)).Parse(channelRetryTemplate)).Parse(channelPermanentTemplate))
 
 // Process describes the process to write.
 type Process struct {
@@ -36,8 +36,9 @@ type Process struct {
 	// MaxAttempts before the process gives up. Defaults to 3.
 	MaxAttempts int
 	// WaitSignal, for a channel process, adds a wait step: after an attempt succeeded the
-	// process waits up to WaitTimeout (e.g. "24 hours", the default) for this signal keyed by
-	// its id (queues.signal). Empty: no wait.
+	// process waits up to WaitTimeout (e.g. "24 hours", the default; process_config.wait_timeout
+	// once written) for this signal keyed by its Key's value (queues.signal); a signal sent first
+	// skips the attempt. Empty: no wait.
 	WaitSignal, WaitTimeout string
 }
 
@@ -96,23 +97,64 @@ func (p *Process) defaults() error {
 // DBFunction reports whether attempts run inside the supervisor (pure SQL).
 func (p Process) DBFunction() bool { return p.Channel == "db_function" }
 
-// Kit is the supervisor kit's spec of a channel process (kit.go): the scaffolded process gets
-// the same supervisor ticks and handlers as the shipped ones, a permanent failure ending it at
-// once.
+// Kit is the supervisor kit's spec of a channel process (kit.go), in the final form the shipped
+// processes have (run-aware for retry by hand, a permanent failure ending a run at once, the
+// plan settings), and fresh: nothing for callers of earlier versions.
 func (p Process) Kit() ChannelProcess {
 	return ChannelProcess{Schema: p.Schema, Name: p.Name, Key: p.Key, Channel: p.Channel,
 		PayloadFn:    p.Schema + ".get_" + p.Name + "_payload",
 		SuccessFn:    p.Schema + ".record_" + p.Name + "_success",
 		FailureFn:    p.Schema + ".record_" + p.Name + "_failure",
 		ResultColumn: "result", Noun: p.Name, Verb: "done",
-		WaitSignal: p.WaitSignal, WaitTimeout: p.WaitTimeout, permanent: true}
+		WaitSignal: p.WaitSignal, WaitTimeout: p.WaitTimeout,
+		runs: true, permanent: true, plans: true, fresh: true}
 }
 
-// RetryKit is Kit rendering the run-aware supervisor of retry by hand (channel_retry.sql.tmpl).
-func (p Process) RetryKit() ChannelProcess {
-	k := p.Kit()
-	k.runs = true
-	return k
+// Function is one function a scaffolded process defines: its name (schema.name), its argument
+// types, and whether the worker runs it (granted to worker_service_user).
+type Function struct {
+	Name, Args string
+	Worker     bool
+}
+
+// Functions lists the functions the process's file defines, each once, in the order of the
+// file's grants; none for a process Render refuses.
+func (p Process) Functions() []Function {
+	if p.defaults() != nil { // p is a copy
+		return nil
+	}
+	s, n := p.Schema, p.Name
+	if p.DBFunction() {
+		return []Function{
+			{Name: s + ".has_" + n + "_succeeded_attempt", Args: "bigint"},
+			{Name: s + ".count_" + n + "_failed_attempts", Args: "bigint"},
+			{Name: s + ".count_" + n + "_attempts", Args: "bigint"},
+			{Name: s + ".is_" + n + "_stuck", Args: "bigint"},
+			{Name: s + ".kickoff_" + n, Args: "bigint, timestamp with time zone"},
+			{Name: s + "." + n + "_attempt_work", Args: "bigint, bigint"},
+			{Name: s + "." + n + "_supervisor", Args: "jsonb", Worker: true},
+			{Name: s + "." + n + "_wait_until", Args: "bigint"},
+		}
+	}
+	var fs []Function
+	for _, o := range p.Kit().objects() {
+		if !o.view {
+			fs = append(fs, Function{Name: o.name, Args: o.args, Worker: o.toWorker})
+		}
+	}
+	return append(fs, Function{Name: s + ".is_" + n + "_stuck", Args: "bigint"},
+		Function{Name: s + ".get_" + n + "_payload", Args: "jsonb", Worker: true})
+}
+
+// WorkerFunctions are the Functions the worker runs.
+func (p Process) WorkerFunctions() []Function {
+	var fs []Function
+	for _, f := range p.Functions() {
+		if f.Worker {
+			fs = append(fs, f)
+		}
+	}
+	return fs
 }
 
 // Title is the process's name for people, registered in queues.process: "send_reminder" ->

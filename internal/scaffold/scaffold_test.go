@@ -193,8 +193,8 @@ func TestRenderRefusesBadNames(t *testing.T) {
 }
 
 // A generated channel process with a wait step: after the provider accepted the attempt, the
-// process waits for its signal; queues.signal ends it at once, and without a signal the wait
-// times out into failure.
+// process waits for its signal, keyed by the key the kickoff named; queues.signal ends it at
+// once, and without a signal the wait times out into failure.
 func TestGeneratedChannelProcessWaitsForSignal(t *testing.T) {
 	t.Parallel()
 	accept := map[string]taskorch.ChannelProvider{taskorch.TypeEmail: taskorch.ChannelProviderFunc(
@@ -220,7 +220,7 @@ func TestGeneratedChannelProcessWaitsForSignal(t *testing.T) {
 			from crm.confirm_email_instances where instance_id = $1`, id), "the instances view says it waits, and until when")
 
 		start := time.Now()
-		require.True(t, scalar[bool](t, pool, `select queues.signal('email.confirmed', $1::bigint::text, '{"ip": "203.0.113.7"}')`, id))
+		require.True(t, scalar[bool](t, pool, `select queues.signal('email.confirmed', '7', '{"ip": "203.0.113.7"}')`), "keyed by the signup_id")
 		waitTrue(t, pool, "the signal ends the process", `select exists (select 1 from crm.confirm_email_task_succeeded where confirm_email_task_id = $1)`, id)
 		took := time.Since(start)
 		t.Logf("signal to terminal fact: %s", took)
@@ -235,8 +235,60 @@ func TestGeneratedChannelProcessWaitsForSignal(t *testing.T) {
 		run(t, pool, accept)
 		id := scalar[int64](t, pool, `select confirm_email_task_id from crm.kickoff_confirm_email(8)`)
 		waitTrue(t, pool, "the wait times out", `select exists (select 1 from crm.confirm_email_task_failed where confirm_email_task_id = $1)`, id)
-		require.Equal(t, "no email.confirmed signal within 1 second",
+		require.Equal(t, "no email.confirmed signal within 00:00:01",
 			scalar[string](t, pool, `select error_message from crm.confirm_email_task_failed where confirm_email_task_id = $1`, id))
 		require.Equal(t, int64(1), scalar[int64](t, pool, terminal, id))
 	})
+}
+
+// A scaffolded process's facts helpers count the current run only: run 1's attempt succeeded
+// and the run failed waiting for its signal; retried by hand, run 2 fails both its attempts, and
+// the process is stuck, run 1's success notwithstanding.
+func TestGeneratedFactsHelpersCountTheCurrentRun(t *testing.T) {
+	t.Parallel()
+	p := scaffold.Process{Name: "confirm_email", Schema: "crm", Key: "signup_id", Channel: taskorch.TypeEmail,
+		MaxAttempts: 2, WaitSignal: "email.confirmed", WaitTimeout: "1 second"}
+	pool := apply(t, p)
+	var calls atomic.Int32
+	run(t, pool, map[string]taskorch.ChannelProvider{taskorch.TypeEmail: taskorch.ChannelProviderFunc(
+		func(context.Context, taskorch.ChannelCall) (json.RawMessage, error) {
+			if calls.Add(1) == 1 {
+				return json.RawMessage(`{"id":"m-1"}`), nil
+			}
+			return nil, errors.New("provider down")
+		})})
+
+	id := scalar[int64](t, pool, `select confirm_email_task_id from crm.kickoff_confirm_email(9)`)
+	waitTrue(t, pool, "run 1 timed out waiting", `select exists (select 1 from crm.confirm_email_task_failed where confirm_email_task_id = $1)`, id)
+	require.False(t, scalar[bool](t, pool, `select crm.is_confirm_email_stuck($1)`, id), "run 1's attempt succeeded")
+	require.Equal(t, 2, scalar[int](t, pool, `select run from queues.retry_process('crm.confirm_email', $1, 'resend')`, id))
+	waitTrue(t, pool, "run 2 failed", `select exists (select 1 from crm.confirm_email_task_failed where confirm_email_task_id = $1 and run = 2)`, id)
+	require.False(t, scalar[bool](t, pool, `select crm.has_confirm_email_succeeded_attempt($1)`, id))
+	require.Equal(t, 2, scalar[int](t, pool, `select crm.count_confirm_email_failed_attempts($1)`, id))
+	require.True(t, scalar[bool](t, pool, `select crm.is_confirm_email_stuck($1)`, id))
+}
+
+// A wait step's signal that arrives before the attempt skips it: the process ends succeeded with
+// no attempt and nothing sent (an invoice paid before its reminder).
+func TestGeneratedWaitStepSignalFirstSkipsAttempt(t *testing.T) {
+	t.Parallel()
+	p := scaffold.Process{Name: "remind_unpaid", Schema: "billing", Key: "invoice_id", Channel: taskorch.TypeEmail,
+		WaitSignal: "invoice.paid", WaitTimeout: "1 hour"}
+	pool := apply(t, p)
+	var calls atomic.Int32
+	run(t, pool, map[string]taskorch.ChannelProvider{taskorch.TypeEmail: taskorch.ChannelProviderFunc(
+		func(context.Context, taskorch.ChannelCall) (json.RawMessage, error) {
+			calls.Add(1)
+			return json.RawMessage(`{"id":"m-1"}`), nil
+		})})
+
+	require.True(t, scalar[bool](t, pool, `select queues.signal('invoice.paid', '31', '{}')`))
+	paid := scalar[int64](t, pool, `select remind_unpaid_task_id from billing.kickoff_remind_unpaid(31)`)
+	unpaid := scalar[int64](t, pool, `select remind_unpaid_task_id from billing.kickoff_remind_unpaid(32)`)
+	waitTrue(t, pool, "the paid invoice's process ends", `select exists (select 1 from billing.remind_unpaid_task_succeeded where remind_unpaid_task_id = $1)`, paid)
+	require.Zero(t, scalar[int](t, pool, `select count(*)::int from billing.remind_unpaid_attempt where remind_unpaid_task_id = $1`, paid), "no attempt")
+	waitTrue(t, pool, "the unpaid invoice's reminder is sent", `select billing.has_remind_unpaid_succeeded_attempt($1)`, unpaid)
+	require.EqualValues(t, 1, calls.Load(), "one reminder: the unpaid invoice's")
+	require.Equal(t, "succeeded 0", scalar[string](t, pool, `
+		select state || ' ' || attempts from queues.process_instances(_process => 'billing.remind_unpaid') where instance_id = $1`, paid))
 }

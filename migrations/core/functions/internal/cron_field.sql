@@ -25,7 +25,7 @@ begin
     foreach _range in array coalesce(array_remove(string_to_array(_field, ','), ''), '{}') loop
         _parts := string_to_array(_range, '/');
         if cardinality(_parts) > 2 then
-            raise exception '%: cron % field % has too many slashes', _label, _what, quote_literal(_range)
+            raise exception '%: _cron: % field % has too many slashes', _label, _what, quote_literal(_range)
                 using errcode = 'invalid_parameter_value';
         end if;
         _bounds := string_to_array(_parts[1], '-');
@@ -35,7 +35,7 @@ begin
             _hi := _max;
         else
             if cardinality(_bounds) > 2 then
-                raise exception '%: cron % field % has too many hyphens', _label, _what, quote_literal(_range)
+                raise exception '%: _cron: % field % has too many hyphens', _label, _what, quote_literal(_range)
                     using errcode = 'invalid_parameter_value';
             end if;
             _lo := null;
@@ -48,7 +48,7 @@ begin
                 elsif _v ~ '^\+?[0-9]{1,9}$' then
                     _n := _v::integer;
                 else
-                    raise exception '%: cron % field %: % is not a number%', _label, _what, quote_literal(_range),
+                    raise exception '%: _cron: % field %: % is not a number%', _label, _what, quote_literal(_range),
                         quote_literal(_bounds[_i]), case when _names is not null then ' or a name' else '' end
                         using errcode = 'invalid_parameter_value';
                 end if;
@@ -59,7 +59,7 @@ begin
         _step := 1;
         if cardinality(_parts) = 2 then
             if _parts[2] !~ '^\+?[0-9]{1,9}$' then
-                raise exception '%: cron % field %: step % is not a number', _label, _what, quote_literal(_range),
+                raise exception '%: _cron: % field %: step % is not a number', _label, _what, quote_literal(_range),
                     quote_literal(_parts[2]) using errcode = 'invalid_parameter_value';
             end if;
             _step := _parts[2]::integer;
@@ -68,18 +68,18 @@ begin
             end if;
         end if;
         if _lo < _min or _hi > _max or _lo > _hi then
-            raise exception '%: cron % field % is out of range: % to %, from % to %', _label, _what, quote_literal(_range),
+            raise exception '%: _cron: % field % is out of range: % to %, from % to %', _label, _what, quote_literal(_range),
                 _min, _max, _lo, _hi using errcode = 'invalid_parameter_value';
         end if;
         if _step = 0 then
-            raise exception '%: cron % field %: the step must be positive', _label, _what, quote_literal(_range)
+            raise exception '%: _cron: % field %: the step must be positive', _label, _what, quote_literal(_range)
                 using errcode = 'invalid_parameter_value';
         end if;
         _star := _star or (_any and _step = 1);
         _values := _values || array(select generate_series(_lo, _hi, _step));
     end loop;
     if cardinality(_values) = 0 then
-        raise exception '%: cron % field % is empty', _label, _what, coalesce(quote_literal(_field), 'NULL')
+        raise exception '%: _cron: % field % is empty', _label, _what, coalesce(quote_literal(_field), 'NULL')
             using errcode = 'invalid_parameter_value';
     end if;
 end $$;

@@ -1,5 +1,5 @@
 -- Stuck (seed 002: accounts.is_account_anonymization_stuck(account_id)): every allowed attempt
--- failed and none succeeded.
+-- of the current run failed and none of them succeeded.
 create or replace function accounts.is_account_anonymization_stuck(_account_id bigint) returns boolean
 language sql stable set search_path = pg_catalog, pg_temp as $$
     select exists (

@@ -2,12 +2,15 @@
 -- internal/scaffold/*.sql.tmpl): do not edit; change the kit, run genkit, then make schema (a test
 -- checks this file is what the kit renders).
 --
--- Facts helper: whether an attempt of the instance succeeded.
+-- Facts helper: whether an attempt of the instance's current run succeeded (a retry by hand starts
+-- a new run: docs/processes.md, "Retrying a failed process").
 create or replace function comms.has_send_sms_succeeded_attempt(_send_sms_task_id bigint) returns boolean
 language plpgsql stable set search_path = pg_catalog, pg_temp set enable_seqscan = off set enable_hashjoin = off set enable_mergejoin = off as $$
 begin
     return exists (select 1 from comms.send_sms_attempt a
                    join comms.send_sms_attempt_succeeded s using (send_sms_attempt_id)
-                   where a.send_sms_task_id = _send_sms_task_id);
+                   where a.send_sms_task_id = _send_sms_task_id
+                     and a.send_sms_attempt_id > coalesce((select max(z.last_attempt_id) from comms.send_sms_task_restarted z
+                                                        where z.send_sms_task_id = _send_sms_task_id), 0));
 end $$;
 revoke all on function comms.has_send_sms_succeeded_attempt(bigint) from public;

@@ -2,12 +2,15 @@
 -- internal/scaffold/*.sql.tmpl): do not edit; change the kit, run genkit, then make schema (a test
 -- checks this file is what the kit renders).
 --
--- Facts helper: whether an attempt of the instance succeeded.
+-- Facts helper: whether an attempt of the instance's current run succeeded (a retry by hand starts
+-- a new run: docs/processes.md, "Retrying a failed process").
 create or replace function files.has_file_deletion_succeeded_attempt(_file_deletion_task_id bigint) returns boolean
 language plpgsql stable set search_path = pg_catalog, pg_temp set enable_seqscan = off set enable_hashjoin = off set enable_mergejoin = off as $$
 begin
     return exists (select 1 from files.file_deletion_attempt a
                    join files.file_deletion_attempt_succeeded s using (file_deletion_attempt_id)
-                   where a.file_deletion_task_id = _file_deletion_task_id);
+                   where a.file_deletion_task_id = _file_deletion_task_id
+                     and a.file_deletion_attempt_id > coalesce((select max(z.last_attempt_id) from files.file_deletion_task_restarted z
+                                                        where z.file_deletion_task_id = _file_deletion_task_id), 0));
 end $$;
 revoke all on function files.has_file_deletion_succeeded_attempt(bigint) from public;
