@@ -111,7 +111,7 @@ type enqueueRequest struct {
 	Type            string          `json:"type"`
 	Payload         json.RawMessage `json:"payload"`
 	IdempotencyKey  string          `json:"idempotency_key"`
-	RunAt           *time.Time      `json:"run_at"`
+	RunAt           *string         `json:"run_at"`
 	Priority        *int            `json:"priority"`
 	MaxAttempts     int             `json:"max_attempts"`
 	After           []int64         `json:"after"`
@@ -143,11 +143,16 @@ func (h *Handler) enqueue(w http.ResponseWriter, r *http.Request, role string) {
 		After: req.After, OnParentFailure: taskorch.ParentFailurePolicy(req.OnParentFailure),
 	}
 	if req.RunAt != nil {
-		if req.RunAt.IsZero() {
+		at, err := time.Parse(time.RFC3339Nano, *req.RunAt)
+		if err != nil {
+			h.fail(w, r, badRequest("run_at must be an RFC 3339 time (2026-11-27T10:00:00Z), got %q", *req.RunAt))
+			return
+		}
+		if at.IsZero() {
 			h.fail(w, r, badRequest("run_at must be a time after the year 1"))
 			return
 		}
-		opts.ScheduledAt = *req.RunAt
+		opts.ScheduledAt = at
 	}
 	if req.MaxAttempts < 0 {
 		h.fail(w, r, badRequest("max_attempts must be at least 1, got %d", req.MaxAttempts))
