@@ -106,8 +106,8 @@ func jsonTypeName(kind string) string {
 	return "of another type"
 }
 
-// enqueueRequest is POST /v1/tasks's body.
-type enqueueRequest struct {
+// EnqueueRequest is POST /v1/tasks's body (openapi.yaml's EnqueueRequest).
+type EnqueueRequest struct {
 	Type            string          `json:"type"`
 	Payload         json.RawMessage `json:"payload"`
 	IdempotencyKey  string          `json:"idempotency_key"`
@@ -118,14 +118,14 @@ type enqueueRequest struct {
 	OnParentFailure string          `json:"on_parent_failure"`
 }
 
-// enqueueResponse is POST /v1/tasks's answer.
-type enqueueResponse struct {
+// EnqueueResponse is POST /v1/tasks's answer.
+type EnqueueResponse struct {
 	TaskID    int64 `json:"task_id"`
 	Duplicate bool  `json:"duplicate"`
 }
 
 func (h *Handler) enqueue(w http.ResponseWriter, r *http.Request, role string) {
-	var req enqueueRequest
+	var req EnqueueRequest
 	if err := decodeBody(r, &req); err != nil {
 		h.fail(w, r, err)
 		return
@@ -171,7 +171,7 @@ func (h *Handler) enqueue(w http.ResponseWriter, r *http.Request, role string) {
 	if res.Duplicate {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, enqueueResponse{TaskID: res.TaskID, Duplicate: res.Duplicate})
+	writeJSON(w, status, EnqueueResponse{TaskID: res.TaskID, Duplicate: res.Duplicate})
 }
 
 // taskID reads the {id} path value: a positive integer.
@@ -234,8 +234,8 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, role string) {
 	writeJSON(w, http.StatusOK, t)
 }
 
-// taskList is GET /v1/tasks's answer.
-type taskList struct {
+// TaskList is GET /v1/tasks's answer.
+type TaskList struct {
 	Tasks []*Task `json:"tasks"`
 	Next  *int64  `json:"next"`
 }
@@ -283,7 +283,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, role string) {
 		h.fail(w, r, err)
 		return
 	}
-	out := taskList{Tasks: make([]*Task, 0, len(l.Tasks))}
+	out := TaskList{Tasks: make([]*Task, 0, len(l.Tasks))}
 	for _, t := range l.Tasks {
 		out.Tasks = append(out.Tasks, fromTask(t))
 	}
@@ -400,15 +400,20 @@ func emptyBody(r *http.Request) error {
 	return nil
 }
 
-// signalRequest is POST /v1/signals's body.
-type signalRequest struct {
+// SignalRequest is POST /v1/signals's body.
+type SignalRequest struct {
 	Name    string          `json:"name"`
 	Key     string          `json:"key"`
 	Payload json.RawMessage `json:"payload"`
 }
 
+// SignalResponse is POST /v1/signals's answer.
+type SignalResponse struct {
+	Recorded bool `json:"recorded"`
+}
+
 func (h *Handler) signal(w http.ResponseWriter, r *http.Request, role string) {
-	var req signalRequest
+	var req SignalRequest
 	if err := decodeBody(r, &req); err != nil {
 		h.fail(w, r, err)
 		return
@@ -426,5 +431,5 @@ func (h *Handler) signal(w http.ResponseWriter, r *http.Request, role string) {
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]bool{"recorded": recorded})
+	writeJSON(w, http.StatusOK, SignalResponse{Recorded: recorded})
 }
