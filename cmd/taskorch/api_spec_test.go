@@ -128,4 +128,3 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		}
 	}
 }
-
