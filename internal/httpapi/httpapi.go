@@ -73,14 +73,15 @@ type Handler struct {
 	routes []Route
 }
 
-// rolePattern is what a role name may be: a plain SQL identifier of at most 63 bytes.
-var rolePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]{0,62}$`)
+// rolePattern is what a role name may be: 1 to 63 ASCII letters, digits, "_", "$" and "-",
+// starting with a letter or "_". It is quoted as an identifier whatever it is.
+var rolePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$-]{0,62}$`)
 
-// ValidRole returns an error unless role is a plain SQL identifier (letters, digits, "_" and
-// "$", starting with a letter or "_", at most 63 characters).
+// ValidRole returns an error unless role is a plain role name: 1 to 63 ASCII letters, digits,
+// "_", "$" or "-", starting with a letter or "_".
 func ValidRole(role string) error {
 	if !rolePattern.MatchString(role) {
-		return fmt.Errorf("role %q is not a plain SQL identifier: use 1 to 63 letters, digits, \"_\" or \"$\", starting with a letter or \"_\"", role)
+		return fmt.Errorf("role %q is not a plain SQL identifier: use 1 to 63 letters, digits, \"_\", \"$\" or \"-\", starting with a letter or \"_\"", role)
 	}
 	return nil
 }
