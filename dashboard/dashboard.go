@@ -24,7 +24,7 @@ type Handler struct {
 	cfg    Config
 	mux    *http.ServeMux
 	tpl    *templates
-	dbName string // user@host:port/database, never the password
+	dbName string           // user@host:port/database, never the password
 	api    *httpapi.Handler // the HTTP API under /api; nil when off
 
 	procMu    sync.Mutex
