@@ -49,6 +49,7 @@ func TestAPIBadInput(t *testing.T) {
 		{"GET", fmt.Sprintf("/v1/tasks/%d/wait?timeout=soon", id), "", "timeout"},
 		{"GET", fmt.Sprintf("/v1/tasks/%d/wait?timeout=-1", id), "", "timeout"},
 		{"GET", fmt.Sprintf("/v1/tasks/%d/wait?timeout=NaN", id), "", "timeout"},
+		{"GET", fmt.Sprintf("/v1/tasks/%d/wait?timeout=Inf", id), "", "timeout"},
 		{"GET", fmt.Sprintf("/v1/tasks/%d/wait?tmeout=1", id), "", "unknown query parameter"},
 		{"GET", "/v1/tasks?limit=0", "", "limit"},
 		{"GET", "/v1/tasks?limit=10001", "", "limit"},

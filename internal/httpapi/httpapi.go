@@ -146,9 +146,6 @@ func (h *Handler) Close() { _ = h.client.Close() }
 // Routes returns the routes the handler serves, in the order they were registered.
 func (h *Handler) Routes() []Route { return slices.Clone(h.routes) }
 
-// requestKey carries the request's role in its context.
-type requestKey struct{}
-
 // route registers one route: authentication, the allow-list, read-only mode, then fn.
 func (h *Handler) route(method, path string, writes bool, fn func(w http.ResponseWriter, r *http.Request, role string)) {
 	h.routes = append(h.routes, Route{Method: method, Path: path})

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -315,11 +316,14 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, role string) {
 	}
 	if s := r.URL.Query().Get("timeout"); s != "" {
 		secs, err := strconv.ParseFloat(s, 64)
-		if err != nil || secs < 0 || secs != secs {
+		if err != nil || secs < 0 || math.IsNaN(secs) || math.IsInf(secs, 0) {
 			h.fail(w, r, badRequest("timeout must be a number of seconds, 0 or more, got %q", s))
 			return
 		}
-		timeout = min(time.Duration(secs*float64(time.Second)), h.cfg.MaxWait)
+		timeout = h.cfg.MaxWait
+		if secs < h.cfg.MaxWait.Seconds() {
+			timeout = time.Duration(secs * float64(time.Second))
+		}
 	}
 	var t *Task
 	read := func() error {
