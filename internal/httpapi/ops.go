@@ -49,10 +49,15 @@ func fromTask(t *taskorch.Task) *Task {
 		Attempt: t.Attempt, MaxAttempts: t.MaxAttempts, Result: t.Result, LastError: t.LastError,
 		EnqueuedAt: t.EnqueuedAt, RunAt: t.RunAt, ParentIDs: t.ParentIDs, WorkflowID: t.WorkflowID,
 	}
-	for _, at := range []*time.Time{t.CompletedAt, t.FailedAt, t.DeadAt, t.CancelledAt} {
-		if at != nil && t.Status.Finished() {
-			out.FinishedAt = at
-		}
+	switch t.Status { // the time of the status it has: a retried task may hold older ones
+	case taskorch.StatusCompleted:
+		out.FinishedAt = t.CompletedAt
+	case taskorch.StatusFailed:
+		out.FinishedAt = t.FailedAt
+	case taskorch.StatusDead:
+		out.FinishedAt = t.DeadAt
+	case taskorch.StatusCancelled:
+		out.FinishedAt = t.CancelledAt
 	}
 	return out
 }

@@ -75,6 +75,11 @@ func TestAPIAsOperatorRole(t *testing.T) {
 	require.NoError(t, f.pool.QueryRow(context.Background(),
 		`select lease_id from queues.claim_tasks('w1', 10, interval '5 minutes') where task_id = $1`, appTask).Scan(&lease))
 	mustExec(t, f.pool, `select queues.complete_task($1, $2)`, appTask, lease)
+	r = f.call(t, f.opsTok, "GET", fmt.Sprintf("/v1/tasks/%d", appTask), "")
+	finishedAt, err := time.Parse(time.RFC3339Nano, r.json(t)["finished_at"].(string))
+	require.NoError(t, err)
+	require.True(t, finishedAt.Equal(scalar[time.Time](t, f.pool, `select completed_at from queues.task where task_id = $1`, appTask)),
+		"finished_at is the completion's time, not the earlier cancellation's")
 	for _, op := range []string{"cancel", "retry"} {
 		r = f.call(t, f.opsTok, "POST", fmt.Sprintf("/v1/tasks/%d/%s", appTask, op), "")
 		require.Equal(t, http.StatusConflict, r.status, op+": "+string(r.body))
