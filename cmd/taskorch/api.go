@@ -8,8 +8,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -49,7 +52,7 @@ role: the request runs in a transaction as that role (SET LOCAL ROLE), so it can
 what the role's grants allow (403 otherwise). Tokens come from TASKORCH_API_TOKENS (ROLE=TOKEN
 pairs, comma-separated; no flag, so they never show in ps) and from --tokens-file
 (TASKORCH_API_TOKENS_FILE: a ROLE=TOKEN line each, # comments); a role may have several tokens,
-which is how a token is rotated. --roles (TASKORCH_API_ROLES) is the allow-list: every role a
+which is how a token is rotated, and SIGHUP reads the file again without a restart. --roles (TASKORCH_API_ROLES) is the allow-list: every role a
 token names must be in it. At start each role must exist, must not be a superuser, and the
 login role of DATABASE_URL must be a member of it (grant ROLE to LOGIN): the command refuses to
 start otherwise, naming the role, never a token. GET /healthz answers ok.`,
@@ -91,7 +94,10 @@ start otherwise, naming the role, never a token. GET /healthz answers ok.`,
 			if err != nil {
 				return usageErrorf("API tokens: %v", err)
 			}
-			h, err := httpapi.New(pool, httpapi.Config{Authenticate: auth, Roles: roles, MaxWait: f.maxWait, Logger: log})
+			var current atomic.Pointer[func(*http.Request) (string, bool)]
+			current.Store(&auth)
+			authenticate := func(r *http.Request) (string, bool) { return (*current.Load())(r) }
+			h, err := httpapi.New(pool, httpapi.Config{Authenticate: authenticate, Roles: roles, MaxWait: f.maxWait, Logger: log})
 			if err != nil {
 				return usageErrorf("%v", err)
 			}
@@ -111,6 +117,10 @@ start otherwise, naming the role, never a token. GET /healthz answers ok.`,
 			}
 			done := make(chan error, 1)
 			go func() { done <- srv.Serve(ln) }()
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			go reloadAPITokens(ctx, hup, f, roles, &current, log)
 			log.Info("serving the HTTP API", "addr", ln.Addr().String(), "roles", strings.Join(roles, ","), "tokens", len(tokens))
 			_, _ = fmt.Fprintf(cmd.OutOrStdout(), "api: http://%s/\n", ln.Addr())
 			select {
@@ -164,6 +174,35 @@ start otherwise, naming the role, never a token. GET /healthz answers ok.`,
 	fl.StringVar(&f.logFormat, "log-format", envString("TASKORCH_LOG_FORMAT", "text"), "text or json (env TASKORCH_LOG_FORMAT)")
 	fl.StringVar(&f.logLevel, "log-level", envString("TASKORCH_LOG_LEVEL", "info"), "debug, info, warn or error (env TASKORCH_LOG_LEVEL)")
 	return cmd
+}
+
+// reloadAPITokens reads the tokens again at each SIGHUP (TASKORCH_API_TOKENS as the process
+// got it, and --tokens-file as it is now) and serves with them from then on: a rotation without
+// a restart. Tokens that cannot be read, or that name a role not on the allow-list, are
+// refused with a log line naming the problem (never a token), and the tokens in use stay.
+func reloadAPITokens(ctx context.Context, hup <-chan os.Signal, f apiFlags, roles []string,
+	current *atomic.Pointer[func(*http.Request) (string, bool)], log *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		tokens, newRoles, err := apiTokens(f)
+		if err == nil && !slices.Equal(newRoles, roles) {
+			err = errors.New("the allow-list (--roles, " + envAPIRoles + ") changed: restart to change it")
+		}
+		var auth func(*http.Request) (string, bool)
+		if err == nil {
+			auth, err = httpapi.TokenAuth(tokens)
+		}
+		if err != nil {
+			log.Error("API tokens not reloaded: the tokens in use stay", "error", err.Error())
+			continue
+		}
+		current.Store(&auth)
+		log.Info("API tokens reloaded", "tokens", len(tokens))
+	}
 }
 
 // apiOwnRoutes are the routes `taskorch api` serves besides the API's (openapi.yaml has both).
