@@ -147,3 +147,18 @@ screenshots: deps ## Retake docs/images/dashboard.png and workflow-graph.png: th
 .PHONY: demo-nonroot
 demo-nonroot: ## demo-smoke as a new unprivileged user whose PATH has Go and no test tools (root; CI runs it)
 	scripts/demo-nonroot.sh
+
+# The HTTP API's description (openapi.yaml) and the Node tools that check it, pinned in
+# api/package-lock.json (docs/api.md, "The OpenAPI description").
+.PHONY: api-tools
+api-tools: ## Install api/'s pinned Node tools (npm ci): redocly, openapi-typescript, openapi-fetch, tsx, typescript
+	@command -v npm >/dev/null 2>&1 || { echo "api-tools needs node and npm (scripts/install-deps.sh test installs them)" >&2; exit 1; }
+	cd api && npm ci --no-audit --no-fund
+
+.PHONY: api-lint
+api-lint: api-tools ## Validate openapi.yaml with redocly lint (its recommended rules, strict: api/redocly.yaml)
+	cd api && ./node_modules/.bin/redocly lint --format=stylish ../openapi.yaml
+
+.PHONY: api-check
+api-check: api-lint deps-demo ## api-lint, then the spec against the server and a client generated from it in TypeScript driving a real taskorch api
+	$(WITHPG) -- $(GO) test -count=1 -run 'TestOpenAPIMatchesServer|TestE2EAPIGeneratedTypeScriptClient' -v ./cmd/taskorch

@@ -100,7 +100,7 @@ func room(r string) string {
 		return "transport"
 	case under("contrib"):
 		return "contrib"
-	case under("dashboard", "webhooks"):
+	case under("dashboard", "webhooks", "internal/httpapi"):
 		return "dashboard"
 	case under("internal/worker"):
 		return "worker"

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/internal/httpapi"
 )
 
 // Handler is the dashboard: an http.Handler serving every page, action and asset under
@@ -23,7 +24,8 @@ type Handler struct {
 	cfg    Config
 	mux    *http.ServeMux
 	tpl    *templates
-	dbName string // user@host:port/database, never the password
+	dbName string           // user@host:port/database, never the password
+	api    *httpapi.Handler // the HTTP API under /api; nil when off
 
 	procMu    sync.Mutex
 	procAt    time.Time
@@ -105,6 +107,8 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST /queues/{type}/resume", h.action(h.resumeQueue))
 	m.HandleFunc("POST /processes/{process}/{id}/retry", h.action(h.retryProcess))
 	m.HandleFunc("POST /workflows/{id}/cancel", h.action(h.cancelWorkflow))
+
+	h.mountAPI(m)
 
 	m.HandleFunc("GET /login", h.loginPage)
 	m.HandleFunc("POST /login", h.login)

@@ -5,7 +5,8 @@
 #   scripts/install-deps.sh demo   that, and PostgreSQL's server and client (make demo, make build)
 #   scripts/install-deps.sh test   that, and what only the tests use (the default): redis-server,
 #                                  chromium, pgbouncer, iproute2, postfix, prometheus (apt: its
-#                                  promtool), versitygw and toxiproxy-server (go install)
+#                                  promtool), nodejs and npm (the HTTP API's checks), versitygw and
+#                                  toxiproxy-server (go install)
 #
 # As root with apt it installs what is missing; otherwise it names what is missing and the command
 # that installs it, and exits 1. GO names the go command (default: go), as in the Makefile.
@@ -103,8 +104,15 @@ if [ "$level" = test ]; then
   command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
   # docs/python.md's test (cmd/taskorch TestE2EDocPython) runs its snippets with Debian's python3 and psycopg2.
   /usr/bin/python3 -c 'import psycopg2' >/dev/null 2>&1 || missing+=(python3-psycopg2)
-  # docs/typescript.md's test (TestE2EDocTypeScript) runs its snippets on Node.js (npm brings nodejs).
-  { command -v node && command -v npm; } >/dev/null 2>&1 || missing+=(npm)
+  # docs/typescript.md's test (TestE2EDocTypeScript) runs its snippets on Node.js.
+  # The HTTP API's checks (make api-check; cmd/taskorch TestE2EAPIGeneratedTypeScriptClient) run
+  # redocly, openapi-typescript and tsx, pinned in api/package-lock.json, on Node 18.17 or newer.
+  command -v node >/dev/null 2>&1 || missing+=(nodejs)
+  command -v npm >/dev/null 2>&1 || missing+=(npm)
+  if command -v node >/dev/null 2>&1 && ! node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 18 || (a === 18 && b >= 17) ? 0 : 1)'; then
+    echo "the HTTP API's checks need Node 18.17 or newer, and node is $(node --version): install a newer one (https://nodejs.org/en/download)" >&2
+    exit 1
+  fi
 fi
 
 # snippet_packages installs the npm packages of docs/snippets/typescript (TestE2EDocTypeScript) from
@@ -128,7 +136,7 @@ if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   if [ "$level" = demo ]; then
     what="taskorch's demo needs PostgreSQL's server and client (15 or newer)"
   else
-    what="taskorch's tests need PostgreSQL, redis-server, chromium, pgbouncer, iproute2, postfix and prometheus (promtool)"
+    what="taskorch's tests need PostgreSQL, redis-server, chromium, pgbouncer, iproute2, postfix, prometheus (promtool), nodejs and npm"
   fi
   echo "$what, and this machine lacks: ${missing[*]}. Install with:" >&2
   if command -v apt-get >/dev/null 2>&1; then
@@ -142,7 +150,7 @@ if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
       pgbouncer) brew+=(pgbouncer) ;;
       chromium) brew+=(--cask chromium) ;;
       prometheus) brew+=(prometheus) ;;
-      npm) brew+=(node) ;;
+      nodejs|npm) brew+=(node) ;;
       esac
     done
     [ ${#brew[@]} -eq 0 ] || echo "  macOS: brew install ${brew[*]}" >&2

@@ -154,6 +154,7 @@ type runningDashboard struct {
 	ReadOnly       bool
 
 	srv  *http.Server
+	h    *dashboard.Handler
 	done chan error
 }
 
@@ -183,6 +184,7 @@ func startDashboard(ctx context.Context, pool *pgxpool.Pool, opts dashboardOptio
 		return nil, fmt.Errorf("dashboard: listen on %s: %w", opts.Addr, err)
 	}
 	d.URL = "http://" + ln.Addr().String() + "/"
+	d.h = h
 	d.srv = &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -203,6 +205,7 @@ func startDashboard(ctx context.Context, pool *pgxpool.Pool, opts dashboardOptio
 
 // Stop stops serving, letting requests in flight finish until ctx is done.
 func (d *runningDashboard) Stop(ctx context.Context) error {
+	d.h.Close() // the API's waits answer at once: Shutdown need not wait for them
 	err := d.srv.Shutdown(ctx)
 	if serveErr := <-d.done; serveErr != nil && err == nil {
 		err = serveErr

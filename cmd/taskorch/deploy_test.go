@@ -46,7 +46,7 @@ func unitFiles(t *testing.T) []string {
 	t.Helper()
 	files, err := filepath.Glob("../../deploy/systemd/*.service")
 	require.NoError(t, err)
-	require.Len(t, files, 2, "deploy/systemd: the worker's and the dashboard's units")
+	require.Len(t, files, 3, "deploy/systemd: the worker's, the dashboard's and the HTTP API's units")
 	return files
 }
 
@@ -76,7 +76,7 @@ func TestSystemdUnits(t *testing.T) {
 		require.True(t, cmd.Runnable() && cmd.HasParent(), "%s: %v is not a taskorch command", path, args[1:])
 		require.NoError(t, cmd.ParseFlags(rest), "%s: %s", path, svc["ExecStart"][0])
 		require.Empty(t, cmd.Flags().Args(), "%s: stray arguments", path)
-		require.Contains(t, []string{"worker", "dashboard"}, cmd.Name(), path)
+		require.Contains(t, []string{"worker", "dashboard", "api"}, cmd.Name(), path)
 
 		// Every variable the unit names, set or in a comment, is documented.
 		raw, err := os.ReadFile(path)
@@ -108,7 +108,7 @@ func TestSystemdUnits(t *testing.T) {
 			require.Greater(t, stop, grace+10*time.Second, "%s: TimeoutStopSec must exceed the grace plus 10 s", path)
 			require.Equal(t, "false", env["TASKORCH_MIGRATE"], "%s: the least-privilege user may not migrate", path)
 		} else {
-			require.Greater(t, stop, 10*time.Second, "%s: the dashboard waits up to 10 s for requests in flight", path)
+			require.Greater(t, stop, 10*time.Second, "%s: the dashboard and the API wait up to 10 s for requests in flight", path)
 		}
 	}
 }

@@ -75,6 +75,7 @@ Every command that talks to a database reads DATABASE_URL (or --database-url).`,
 		newLimitsCmd(g),
 		newDashboardCmd(g),
 		newWebhooksCmd(g),
+		newAPICmd(g),
 		newBenchCmd(g),
 		newVersionCmd(g),
 	)

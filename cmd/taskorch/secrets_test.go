@@ -45,6 +45,7 @@ func secretEnv() (env, secrets []string) {
 	add("TASKORCH_SQS_QUEUE_URL", "https://u:sqs-url-s3cr3t@127.0.0.1:1/q")
 	add("TASKORCH_SQS_ENDPOINT", "http://u:sqs-endpoint-s3cr3t@127.0.0.1:1")
 	add(envDashboardToken, "dashboard-s3cr3t-token")
+	add(envAPITokens, "app_user=api-s3cr3t-token-0123456789")
 	add("AWS_SECRET_ACCESS_KEY", "aws-s3cr3t-key")
 	add(envHTTPTargets, "push.x=https://u:push-s3cr3t@127.0.0.1:1/hook")
 	add(envHTTPSecrets, "whsec_cHVzaC1zaWduaW5nLXMzY3IzdC1rZXk=")
