@@ -5452,6 +5452,8 @@ end $$;
 CREATE FUNCTION queues.claim_tasks(_worker_id text, _limit integer, _lease_duration interval DEFAULT '00:05:00'::interval, _task_types text[] DEFAULT NULL::text[]) RETURNS SETOF queues.task
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
     AS $$
 declare
     _paused text[];
@@ -5474,18 +5476,34 @@ begin
 
     _limited := array(select l.task_type from queues.task_limit l);
 
-    -- Unlimited tasks, as before: no limit governs them, and their type has none either.
-    _ids := array(
-        select t.task_id
-        from queues.task t
-        where t.status = 'pending'
-          and t.run_at <= now()
-          and (_task_types is null or t.task_type = any (_task_types))
-          and (cardinality(_paused) = 0 or t.task_type <> all (_paused))
-          and (cardinality(_limited) = 0 or (t.limit_name is null and t.task_type <> all (_limited)))
-        order by t.priority desc, t.run_at, t.task_id
-        limit _limit
-        for update skip locked);
+    -- Unlimited tasks: no limit governs them, and their type has none either. The claim index
+    -- puts them first ((limit_name is null) desc), so that their scan stops where the tasks of
+    -- limited types begin, however many of those wait; without limits, every pending task.
+    if cardinality(_limited) = 0 then
+        _ids := array(
+            select t.task_id
+            from queues.task t
+            where t.status = 'pending'
+              and t.run_at <= now()
+              and (_task_types is null or t.task_type = any (_task_types))
+              and (cardinality(_paused) = 0 or t.task_type <> all (_paused))
+            order by (t.limit_name is null) desc, t.priority desc, t.run_at, t.task_id
+            limit _limit
+            for update skip locked);
+    else
+        _ids := array(
+            select t.task_id
+            from queues.task t
+            where t.status = 'pending'
+              and t.run_at <= now()
+              and t.limit_name is null
+              and t.task_type <> all (_limited)
+              and (_task_types is null or t.task_type = any (_task_types))
+              and (cardinality(_paused) = 0 or t.task_type <> all (_paused))
+            order by t.priority desc, t.run_at, t.task_id
+            limit _limit
+            for update skip locked);
+    end if;
 
     if cardinality(_limited) > 0 then
         _clock := clock_timestamp();
@@ -6012,6 +6030,8 @@ CREATE FUNCTION queues.dispatch_tasks(_transport text, _limit integer DEFAULT 50
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_sort TO 'off'
     SET jit TO 'off'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
     AS $$
 declare
     _paused text[];
@@ -6030,21 +6050,40 @@ begin
     _window := greatest(coalesce(_min_window, 100),
                         2 * coalesce((select sum(w.pool_size) from queues.worker w where w.transport = _transport), 0))::integer;
 
-    -- The window, in claim order; of it, the tasks not dispatched yet (at most _limit).
-    select (array_agg(a.task_id order by a.ord) filter (where not a.dispatched))[1:_limit] into _ids
-    from (
-        select t.task_id,
-               internal.is_dispatched(t.dispatched_at, t.dispatch_lease_id, t.lease_id) as dispatched,
-               row_number() over (order by t.priority desc, t.run_at, t.task_id) as ord
-        from queues.task t
-        where t.status = 'pending'
-          and t.run_at <= now()
-          and (_task_types is null or t.task_type = any (_task_types))
-          and (cardinality(_paused) = 0 or t.task_type <> all (_paused))
-          and (cardinality(_limited) = 0 or (t.limit_name is null and t.task_type <> all (_limited)))
-        order by t.priority desc, t.run_at, t.task_id
-        limit _window
-    ) a;
+    -- The window, in claim order; of it, the tasks not dispatched yet (at most _limit). The claim
+    -- index puts the unlimited tasks first ((limit_name is null) desc): with limits, the scan
+    -- stops where the tasks of limited types begin (queues.claim_tasks).
+    if cardinality(_limited) = 0 then
+        select (array_agg(a.task_id order by a.ord) filter (where not a.dispatched))[1:_limit] into _ids
+        from (
+            select t.task_id,
+                   internal.is_dispatched(t.dispatched_at, t.dispatch_lease_id, t.lease_id) as dispatched,
+                   row_number() over (order by (t.limit_name is null) desc, t.priority desc, t.run_at, t.task_id) as ord
+            from queues.task t
+            where t.status = 'pending'
+              and t.run_at <= now()
+              and (_task_types is null or t.task_type = any (_task_types))
+              and (cardinality(_paused) = 0 or t.task_type <> all (_paused))
+            order by (t.limit_name is null) desc, t.priority desc, t.run_at, t.task_id
+            limit _window
+        ) a;
+    else
+        select (array_agg(a.task_id order by a.ord) filter (where not a.dispatched))[1:_limit] into _ids
+        from (
+            select t.task_id,
+                   internal.is_dispatched(t.dispatched_at, t.dispatch_lease_id, t.lease_id) as dispatched,
+                   row_number() over (order by t.priority desc, t.run_at, t.task_id) as ord
+            from queues.task t
+            where t.status = 'pending'
+              and t.run_at <= now()
+              and t.limit_name is null
+              and t.task_type <> all (_limited)
+              and (_task_types is null or t.task_type = any (_task_types))
+              and (cardinality(_paused) = 0 or t.task_type <> all (_paused))
+            order by t.priority desc, t.run_at, t.task_id
+            limit _window
+        ) a;
+    end if;
     if coalesce(cardinality(_ids), 0) = 0 then
         return;
     end if;
@@ -11818,7 +11857,7 @@ CREATE INDEX task_after_ids_idx ON queues.task USING gin (after_ids) WHERE (afte
 -- Name: task_claim_idx; Type: INDEX; Schema: queues; Owner: -
 --
 
-CREATE INDEX task_claim_idx ON queues.task USING btree (priority DESC, run_at, task_id) WHERE (status = 'pending'::queues.task_status);
+CREATE INDEX task_claim_idx ON queues.task USING btree (((limit_name IS NULL)) DESC, priority DESC, run_at, task_id) WHERE (status = 'pending'::queues.task_status);
 
 
 --
