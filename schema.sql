@@ -3791,40 +3791,52 @@ begin
         -- looked at makes successive claims rotate through all of them.
         _window := case when _only_ids is not null then cardinality(_only_ids) else greatest(4 * _want, 64) end;
         _cursor := case when _only_ids is null then _l.key_cursor end;
-        with recursive after_cursor(k, n) as (
-            select (select t.limit_key from queues.task t
-                    where t.limit_name = _l.task_type and t.status = 'pending'
-                      and (_cursor is null or t.limit_key > _cursor)
-                      and (_only_ids is null or t.task_id = any (_only_ids))
-                    order by t.limit_key limit 1), 1
+        with recursive after_cursor(k, head, due, n) as (
+            -- Each step finds the next key and, in the same probe of the index, its first task
+            -- in claim order (head), which is all a key with one free slot needs.
+            (select t.limit_key, t.task_id, t.run_at <= now(), 1
+             from queues.task t
+             where t.limit_name = _l.task_type and t.status = 'pending'
+               and (_cursor is null or t.limit_key > _cursor)
+               and (_only_ids is null or t.task_id = any (_only_ids))
+             order by t.limit_key, t.priority desc, t.run_at, t.task_id limit 1)
             union all
-            select (select t.limit_key from queues.task t
-                    where t.limit_name = _l.task_type and t.status = 'pending' and t.limit_key > a.k
-                      and (_only_ids is null or t.task_id = any (_only_ids))
-                    order by t.limit_key limit 1), a.n + 1
-            from after_cursor a where a.k is not null and a.n < _window
-        ), before_cursor(k, n) as (
-            select (select t.limit_key from queues.task t
-                    where t.limit_name = _l.task_type and t.status = 'pending' and t.limit_key <= _cursor
-                    order by t.limit_key limit 1), 1
-            where _cursor is not null
+            select h.limit_key, h.task_id, h.due, a.n + 1
+            from after_cursor a
+            cross join lateral (
+                select t.limit_key, t.task_id, t.run_at <= now() as due
+                from queues.task t
+                where t.limit_name = _l.task_type and t.status = 'pending' and t.limit_key > a.k
+                  and (_only_ids is null or t.task_id = any (_only_ids))
+                order by t.limit_key, t.priority desc, t.run_at, t.task_id limit 1) h
+            where a.n < _window
+        ), before_cursor(k, head, due, n) as (
+            (select t.limit_key, t.task_id, t.run_at <= now(), 1
+             from queues.task t
+             where _cursor is not null
+               and t.limit_name = _l.task_type and t.status = 'pending' and t.limit_key <= _cursor
+             order by t.limit_key, t.priority desc, t.run_at, t.task_id limit 1)
             union all
-            select (select t.limit_key from queues.task t
-                    where t.limit_name = _l.task_type and t.status = 'pending' and t.limit_key > b.k and t.limit_key <= _cursor
-                    order by t.limit_key limit 1), b.n + 1
-            from before_cursor b where b.k is not null and b.n < _window
-        ), keys(k, ord) as (
-            select a.k, a.n from after_cursor a where a.k is not null
+            select h.limit_key, h.task_id, h.due, b.n + 1
+            from before_cursor b
+            cross join lateral (
+                select t.limit_key, t.task_id, t.run_at <= now() as due
+                from queues.task t
+                where t.limit_name = _l.task_type and t.status = 'pending' and t.limit_key > b.k and t.limit_key <= _cursor
+                order by t.limit_key, t.priority desc, t.run_at, t.task_id limit 1) h
+            where b.n < _window
+        ), keys(k, head, due, ord) as (
+            select a.k, a.head, a.due, a.n from after_cursor a
             union all
-            select b.k, _window + b.n from before_cursor b
-            where b.k is not null and b.n <= _window - (select count(*) from after_cursor a where a.k is not null)
+            select b.k, b.head, b.due, _window + b.n from before_cursor b
+            where b.n <= _window - (select count(*) from after_cursor a)
         ), running as (
             select t.limit_key as k, count(*) as n
             from queues.task t
             where t.limit_name = _l.task_type and t.status = 'running'
             group by t.limit_key
         ), room as (
-            select keys.k, keys.ord, coalesce(r.n, 0) as busy,
+            select keys.k, keys.head, keys.due, keys.ord, coalesce(r.n, 0) as busy,
                    least(_want::bigint,
                          coalesce(_l.max_running - coalesce(r.n, 0), _want),
                          case when _l.rate_per_second is null then _want
@@ -3835,9 +3847,14 @@ begin
             from keys
             left join running r on r.k = keys.k
             left join queues.limit_bucket b on b.task_type = _l.task_type and b.limit_key = keys.k
-            where keys.k is not null
         )
         , candidates as (
+            -- A key with one slot (or token) free takes its head; one with more, or whose head
+            -- is not due yet, reads its tasks.
+            select room.head as task_id, room.busy + 1 as rank, 1::bigint as rn, room.ord, room.k
+            from room
+            where room.n = 1 and room.due
+            union all
             select c.task_id, c.rank, c.rn, room.ord, room.k
             from room
             cross join lateral (
@@ -3851,7 +3868,7 @@ begin
                       order by t.priority desc, t.run_at, t.task_id
                       limit room.n) t
             ) c
-            where room.n > 0
+            where room.n > 1 or (room.n = 1 and not room.due)
         ), picked as (
             -- Fewest running first; among equals, keys in order from the cursor, so that
             -- successive claims rotate through the keys; within a key, priority then age.
@@ -4797,9 +4814,13 @@ end $$;
 --
 
 CREATE FUNCTION internal.take_limit_tokens(_task_ids bigint[], _clock timestamp with time zone) RETURNS void
-    LANGUAGE sql SECURITY DEFINER
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+begin
+    if not exists (select from queues.task_limit r where r.rate_per_second is not null) then
+        return;
+    end if;
     with taken as (
         select t.limit_name as task_type, t.limit_key, count(*) as n,
                coalesce(max(t.claimed_at) filter (where t.status = 'running'), _clock) as at
@@ -4817,8 +4838,8 @@ CREATE FUNCTION internal.take_limit_tokens(_task_ids bigint[], _clock timestamp 
     join queues.task_limit l on l.task_type = x.task_type and l.rate_per_second is not null
     left join queues.limit_bucket o on o.task_type = x.task_type and o.limit_key = x.limit_key
     on conflict (task_type, limit_key) do update
-    set tokens = excluded.tokens, refilled_at = excluded.refilled_at
-$$;
+    set tokens = excluded.tokens, refilled_at = excluded.refilled_at;
+end $$;
 
 
 --
@@ -4946,6 +4967,31 @@ begin
     end loop;
     return _names;
 end $$;
+
+
+--
+-- Name: unlimited_claimable(text[], text[], text[], integer); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.unlimited_claimable(_limited text[], _task_types text[], _paused text[], _limit integer) RETURNS bigint[]
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    AS $$
+    select array(
+        select t.task_id
+        from queues.task t
+        where t.status = 'pending'
+          and t.run_at <= now()
+          and t.limit_name is null
+          and t.task_type <> all (_limited)
+          and (_task_types is null or t.task_type = any (_task_types))
+          and (coalesce(cardinality(_paused), 0) = 0 or t.task_type <> all (_paused))
+        order by t.priority desc, t.run_at, t.task_id
+        limit _limit
+        for update skip locked)
+$$;
 
 
 --
@@ -5452,8 +5498,6 @@ end $$;
 CREATE FUNCTION queues.claim_tasks(_worker_id text, _limit integer, _lease_duration interval DEFAULT '00:05:00'::interval, _task_types text[] DEFAULT NULL::text[]) RETURNS SETOF queues.task
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET enable_seqscan TO 'off'
-    SET enable_bitmapscan TO 'off'
     AS $$
 declare
     _paused text[];
@@ -5476,9 +5520,8 @@ begin
 
     _limited := array(select l.task_type from queues.task_limit l);
 
-    -- Unlimited tasks: no limit governs them, and their type has none either. The claim index
-    -- puts them first ((limit_name is null) desc), so that their scan stops where the tasks of
-    -- limited types begin, however many of those wait; without limits, every pending task.
+    -- Unlimited tasks: no limit governs them, and their type has none either; without limits,
+    -- every pending task (an ordered scan of the claim index that stops after _limit rows).
     if cardinality(_limited) = 0 then
         _ids := array(
             select t.task_id
@@ -5491,18 +5534,7 @@ begin
             limit _limit
             for update skip locked);
     else
-        _ids := array(
-            select t.task_id
-            from queues.task t
-            where t.status = 'pending'
-              and t.run_at <= now()
-              and t.limit_name is null
-              and t.task_type <> all (_limited)
-              and (_task_types is null or t.task_type = any (_task_types))
-              and (cardinality(_paused) = 0 or t.task_type <> all (_paused))
-            order by t.priority desc, t.run_at, t.task_id
-            limit _limit
-            for update skip locked);
+        _ids := internal.unlimited_claimable(_limited, _task_types, _paused, _limit);
     end if;
 
     if cardinality(_limited) > 0 then
@@ -13815,6 +13847,13 @@ REVOKE ALL ON FUNCTION internal.task_action_statuses(_action text) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION internal.task_function_names(_label text, _task_type text, _payload jsonb) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION unlimited_claimable(_limited text[], _task_types text[], _paused text[], _limit integer); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.unlimited_claimable(_limited text[], _task_types text[], _paused text[], _limit integer) FROM PUBLIC;
 
 
 --

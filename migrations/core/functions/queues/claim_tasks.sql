@@ -4,21 +4,13 @@
 -- limited candidates (internal.limited_claimable) join the unlimited ones and the first _limit of
 -- both, in claim order, are leased. Every claim first returns expired leases
 -- (queues.rescue_expired_leases). Returns the leased tasks (internal.lease_tasks).
---
--- The unlimited candidates are an ordered scan of the claim index that stops after _limit rows,
--- whatever the planner guesses (enable_seqscan and enable_bitmapscan off, for this function and
--- what it calls, which read queues.task by its indexes too): with a backlog of limited tasks it
--- guessed that no unlimited task is due and read the whole table instead, 27 ms a claim with
--- 50,000 limited tasks pending. (A limited enqueue leaves a dead entry among the unlimited ones
--- until VACUUM; an index scan marks it dead as it passes, and later scans skip it.)
 create or replace function queues.claim_tasks(
     _worker_id text,
     _limit integer,
     _lease_duration interval default interval '5 minutes',
     _task_types text[] default null)
 returns setof queues.task
-language plpgsql volatile security definer set search_path = pg_catalog, pg_temp
-set enable_seqscan = off set enable_bitmapscan = off as $$
+language plpgsql volatile security definer set search_path = pg_catalog, pg_temp as $$
 declare
     _paused text[];
     _limited text[];
@@ -40,9 +32,8 @@ begin
 
     _limited := array(select l.task_type from queues.task_limit l);
 
-    -- Unlimited tasks: no limit governs them, and their type has none either. The claim index
-    -- puts them first ((limit_name is null) desc), so that their scan stops where the tasks of
-    -- limited types begin, however many of those wait; without limits, every pending task.
+    -- Unlimited tasks: no limit governs them, and their type has none either; without limits,
+    -- every pending task (an ordered scan of the claim index that stops after _limit rows).
     if cardinality(_limited) = 0 then
         _ids := array(
             select t.task_id
@@ -55,18 +46,7 @@ begin
             limit _limit
             for update skip locked);
     else
-        _ids := array(
-            select t.task_id
-            from queues.task t
-            where t.status = 'pending'
-              and t.run_at <= now()
-              and t.limit_name is null
-              and t.task_type <> all (_limited)
-              and (_task_types is null or t.task_type = any (_task_types))
-              and (cardinality(_paused) = 0 or t.task_type <> all (_paused))
-            order by t.priority desc, t.run_at, t.task_id
-            limit _limit
-            for update skip locked);
+        _ids := internal.unlimited_claimable(_limited, _task_types, _paused, _limit);
     end if;
 
     if cardinality(_limited) > 0 then
