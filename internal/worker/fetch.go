@@ -392,14 +392,9 @@ func (f *fetcher) dueLanded(r landing) {
 	s.hinted, s.slotsHeld, s.empty = false, false, len(r.tasks) == 0
 	if r.err == nil {
 		if hint, slots, ok := w.limitWait(f.inner, w.types); ok {
+			// With slots, an end of one of this worker's tasks wakes the source (run): one
+			// that came during this claim is kept, as the claim may have missed its slot.
 			d, s.hinted, s.slotsHeld = hint, true, slots
-			if slots {
-				// Drop an end that came before this claim: it freed nothing the claim missed.
-				select {
-				case <-w.settled:
-				default:
-				}
-			}
 		}
 	}
 	if s.unsure {
