@@ -3797,6 +3797,8 @@ declare
     _window integer;
     _cursor text;
     _last text;
+    _busy jsonb;
+    _stop integer;
 begin
     for _l in
         select * from queues.task_limit l
@@ -3810,53 +3812,84 @@ begin
         -- looked at makes successive claims rotate through all of them.
         _window := case when _only_ids is not null then cardinality(_only_ids) else greatest(4 * _want, 64) end;
         _cursor := case when _only_ids is null then _l.key_cursor end;
-        with recursive after_cursor(k, n) as (
-            select (select t.limit_key from queues.task t
-                    where t.limit_name = _l.task_type and t.status = 'pending'
-                      and (_cursor is null or t.limit_key > _cursor)
-                      and (_only_ids is null or t.task_id = any (_only_ids))
-                    order by t.limit_key limit 1), 1
+        -- The running tasks of each busy key, looked up by key as the window is read.
+        _busy := coalesce((select jsonb_object_agg(r.k, r.n) from (
+                               select t.limit_key as k, count(*) as n
+                               from queues.task t
+                               where t.limit_name = _l.task_type and t.status = 'running'
+                               group by t.limit_key) r), '{}');
+        -- The window ends early once it holds _want idle keys with a due first task: each of
+        -- those has a task of rank 1, the lowest there is, so no key further on could be picked
+        -- before them (without a rate: a key with no running task has a free slot). A claim then
+        -- reads about as many keys as it takes tasks, however many keys have tasks.
+        _stop := case when _only_ids is null and _l.rate_per_second is null then _want end;
+        with recursive after_cursor(k, head, due, n, idle) as (
+            -- Each step finds the next key and, in the same probe of the index, its first task
+            -- in claim order (head), which is all a key with one free slot needs.
+            (select t.limit_key, t.task_id, t.run_at <= now(), 1,
+                    case when t.run_at <= now() and not _busy ? t.limit_key then 1 else 0 end
+             from queues.task t
+             where t.limit_name = _l.task_type and t.status = 'pending'
+               and (_cursor is null or t.limit_key > _cursor)
+               and (_only_ids is null or t.task_id = any (_only_ids))
+             order by t.limit_key, t.priority desc, t.run_at, t.task_id limit 1)
             union all
-            select (select t.limit_key from queues.task t
-                    where t.limit_name = _l.task_type and t.status = 'pending' and t.limit_key > a.k
-                      and (_only_ids is null or t.task_id = any (_only_ids))
-                    order by t.limit_key limit 1), a.n + 1
-            from after_cursor a where a.k is not null and a.n < _window
-        ), before_cursor(k, n) as (
-            select (select t.limit_key from queues.task t
-                    where t.limit_name = _l.task_type and t.status = 'pending' and t.limit_key <= _cursor
-                    order by t.limit_key limit 1), 1
-            where _cursor is not null
+            select h.limit_key, h.task_id, h.due, a.n + 1,
+                   a.idle + case when h.due and not _busy ? h.limit_key then 1 else 0 end
+            from after_cursor a
+            cross join lateral (
+                select t.limit_key, t.task_id, t.run_at <= now() as due
+                from queues.task t
+                where t.limit_name = _l.task_type and t.status = 'pending' and t.limit_key > a.k
+                  and (_only_ids is null or t.task_id = any (_only_ids))
+                order by t.limit_key, t.priority desc, t.run_at, t.task_id limit 1) h
+            where a.n < _window and (_stop is null or a.idle < _stop)
+        ), after_idle(idle) as (
+            select coalesce(max(a.idle), 0) from after_cursor a
+        ), before_cursor(k, head, due, n, idle) as (
+            (select t.limit_key, t.task_id, t.run_at <= now(), 1,
+                    (select i.idle from after_idle i)
+                        + case when t.run_at <= now() and not _busy ? t.limit_key then 1 else 0 end
+             from queues.task t
+             where _cursor is not null
+               and (_stop is null or (select i.idle from after_idle i) < _stop)
+               and t.limit_name = _l.task_type and t.status = 'pending' and t.limit_key <= _cursor
+             order by t.limit_key, t.priority desc, t.run_at, t.task_id limit 1)
             union all
-            select (select t.limit_key from queues.task t
-                    where t.limit_name = _l.task_type and t.status = 'pending' and t.limit_key > b.k and t.limit_key <= _cursor
-                    order by t.limit_key limit 1), b.n + 1
-            from before_cursor b where b.k is not null and b.n < _window
-        ), keys(k, ord) as (
-            select a.k, a.n from after_cursor a where a.k is not null
+            select h.limit_key, h.task_id, h.due, b.n + 1,
+                   b.idle + case when h.due and not _busy ? h.limit_key then 1 else 0 end
+            from before_cursor b
+            cross join lateral (
+                select t.limit_key, t.task_id, t.run_at <= now() as due
+                from queues.task t
+                where t.limit_name = _l.task_type and t.status = 'pending' and t.limit_key > b.k and t.limit_key <= _cursor
+                order by t.limit_key, t.priority desc, t.run_at, t.task_id limit 1) h
+            where b.n < _window and (_stop is null or b.idle < _stop)
+        ), keys(k, head, due, ord) as (
+            select a.k, a.head, a.due, a.n from after_cursor a
             union all
-            select b.k, _window + b.n from before_cursor b
-            where b.k is not null and b.n <= _window - (select count(*) from after_cursor a where a.k is not null)
-        ), running as (
-            select t.limit_key as k, count(*) as n
-            from queues.task t
-            where t.limit_name = _l.task_type and t.status = 'running'
-            group by t.limit_key
+            select b.k, b.head, b.due, _window + b.n from before_cursor b
+            where b.n <= _window - (select count(*) from after_cursor a)
         ), room as (
-            select keys.k, keys.ord, coalesce(r.n, 0) as busy,
+            select keys.k, keys.head, keys.due, keys.ord, r.n as busy,
                    least(_want::bigint,
-                         coalesce(_l.max_running - coalesce(r.n, 0), _want),
+                         coalesce(_l.max_running - r.n, _want),
                          case when _l.rate_per_second is null then _want
                               else floor(least(_l.burst::double precision,
                                                coalesce(b.tokens, _l.burst) + _l.rate_per_second
                                                    * greatest(0, extract(epoch from _clock - coalesce(b.refilled_at, _clock))))
                                          + internal.limit_slack(_l.rate_per_second))::bigint end) as n
             from keys
-            left join running r on r.k = keys.k
+            cross join lateral (select coalesce((_busy ->> keys.k)::bigint, 0) as n) r
             left join queues.limit_bucket b on b.task_type = _l.task_type and b.limit_key = keys.k
-            where keys.k is not null
         )
         , candidates as (
+            -- A key with one slot (or token) free takes its head; one with more, or whose head
+            -- is not due yet, reads its tasks.
+            select room.head as task_id, room.busy + 1 as rank, 1::bigint as rn, room.ord, room.k
+            from room
+            where room.n = 1 and room.due
+            union all
             select c.task_id, c.rank, c.rn, room.ord, room.k
             from room
             cross join lateral (
@@ -3870,7 +3903,7 @@ begin
                       order by t.priority desc, t.run_at, t.task_id
                       limit room.n) t
             ) c
-            where room.n > 0
+            where room.n > 1 or (room.n = 1 and not room.due)
         ), picked as (
             -- Fewest running first; among equals, keys in order from the cursor, so that
             -- successive claims rotate through the keys; within a key, priority then age.
@@ -4816,9 +4849,13 @@ end $$;
 --
 
 CREATE FUNCTION internal.take_limit_tokens(_task_ids bigint[], _clock timestamp with time zone) RETURNS void
-    LANGUAGE sql SECURITY DEFINER
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+begin
+    if not exists (select from queues.task_limit r where r.rate_per_second is not null) then
+        return;
+    end if;
     with taken as (
         select t.limit_name as task_type, t.limit_key, count(*) as n,
                coalesce(max(t.claimed_at) filter (where t.status = 'running'), _clock) as at
@@ -4836,8 +4873,8 @@ CREATE FUNCTION internal.take_limit_tokens(_task_ids bigint[], _clock timestamp 
     join queues.task_limit l on l.task_type = x.task_type and l.rate_per_second is not null
     left join queues.limit_bucket o on o.task_type = x.task_type and o.limit_key = x.limit_key
     on conflict (task_type, limit_key) do update
-    set tokens = excluded.tokens, refilled_at = excluded.refilled_at
-$$;
+    set tokens = excluded.tokens, refilled_at = excluded.refilled_at;
+end $$;
 
 
 --
@@ -4965,6 +5002,31 @@ begin
     end loop;
     return _names;
 end $$;
+
+
+--
+-- Name: unlimited_claimable(text[], text[], text[], integer); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.unlimited_claimable(_limited text[], _task_types text[], _paused text[], _limit integer) RETURNS bigint[]
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    AS $$
+    select array(
+        select t.task_id
+        from queues.task t
+        where t.status = 'pending'
+          and t.run_at <= now()
+          and t.limit_name is null
+          and t.task_type <> all (_limited)
+          and (_task_types is null or t.task_type = any (_task_types))
+          and (coalesce(cardinality(_paused), 0) = 0 or t.task_type <> all (_paused))
+        order by t.priority desc, t.run_at, t.task_id
+        limit _limit
+        for update skip locked)
+$$;
 
 
 --
@@ -5493,18 +5555,22 @@ begin
 
     _limited := array(select l.task_type from queues.task_limit l);
 
-    -- Unlimited tasks, as before: no limit governs them, and their type has none either.
-    _ids := array(
-        select t.task_id
-        from queues.task t
-        where t.status = 'pending'
-          and t.run_at <= now()
-          and (_task_types is null or t.task_type = any (_task_types))
-          and (cardinality(_paused) = 0 or t.task_type <> all (_paused))
-          and (cardinality(_limited) = 0 or (t.limit_name is null and t.task_type <> all (_limited)))
-        order by t.priority desc, t.run_at, t.task_id
-        limit _limit
-        for update skip locked);
+    -- Unlimited tasks: no limit governs them, and their type has none either; without limits,
+    -- every pending task (an ordered scan of the claim index that stops after _limit rows).
+    if cardinality(_limited) = 0 then
+        _ids := array(
+            select t.task_id
+            from queues.task t
+            where t.status = 'pending'
+              and t.run_at <= now()
+              and (_task_types is null or t.task_type = any (_task_types))
+              and (cardinality(_paused) = 0 or t.task_type <> all (_paused))
+            order by (t.limit_name is null) desc, t.priority desc, t.run_at, t.task_id
+            limit _limit
+            for update skip locked);
+    else
+        _ids := internal.unlimited_claimable(_limited, _task_types, _paused, _limit);
+    end if;
 
     if cardinality(_limited) > 0 then
         _clock := clock_timestamp();
@@ -6031,6 +6097,8 @@ CREATE FUNCTION queues.dispatch_tasks(_transport text, _limit integer DEFAULT 50
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_sort TO 'off'
     SET jit TO 'off'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
     AS $$
 declare
     _paused text[];
@@ -6049,21 +6117,40 @@ begin
     _window := greatest(coalesce(_min_window, 100),
                         2 * coalesce((select sum(w.pool_size) from queues.worker w where w.transport = _transport), 0))::integer;
 
-    -- The window, in claim order; of it, the tasks not dispatched yet (at most _limit).
-    select (array_agg(a.task_id order by a.ord) filter (where not a.dispatched))[1:_limit] into _ids
-    from (
-        select t.task_id,
-               internal.is_dispatched(t.dispatched_at, t.dispatch_lease_id, t.lease_id) as dispatched,
-               row_number() over (order by t.priority desc, t.run_at, t.task_id) as ord
-        from queues.task t
-        where t.status = 'pending'
-          and t.run_at <= now()
-          and (_task_types is null or t.task_type = any (_task_types))
-          and (cardinality(_paused) = 0 or t.task_type <> all (_paused))
-          and (cardinality(_limited) = 0 or (t.limit_name is null and t.task_type <> all (_limited)))
-        order by t.priority desc, t.run_at, t.task_id
-        limit _window
-    ) a;
+    -- The window, in claim order; of it, the tasks not dispatched yet (at most _limit). The claim
+    -- index puts the unlimited tasks first ((limit_name is null) desc): with limits, the scan
+    -- stops where the tasks of limited types begin (queues.claim_tasks).
+    if cardinality(_limited) = 0 then
+        select (array_agg(a.task_id order by a.ord) filter (where not a.dispatched))[1:_limit] into _ids
+        from (
+            select t.task_id,
+                   internal.is_dispatched(t.dispatched_at, t.dispatch_lease_id, t.lease_id) as dispatched,
+                   row_number() over (order by (t.limit_name is null) desc, t.priority desc, t.run_at, t.task_id) as ord
+            from queues.task t
+            where t.status = 'pending'
+              and t.run_at <= now()
+              and (_task_types is null or t.task_type = any (_task_types))
+              and (cardinality(_paused) = 0 or t.task_type <> all (_paused))
+            order by (t.limit_name is null) desc, t.priority desc, t.run_at, t.task_id
+            limit _window
+        ) a;
+    else
+        select (array_agg(a.task_id order by a.ord) filter (where not a.dispatched))[1:_limit] into _ids
+        from (
+            select t.task_id,
+                   internal.is_dispatched(t.dispatched_at, t.dispatch_lease_id, t.lease_id) as dispatched,
+                   row_number() over (order by t.priority desc, t.run_at, t.task_id) as ord
+            from queues.task t
+            where t.status = 'pending'
+              and t.run_at <= now()
+              and t.limit_name is null
+              and t.task_type <> all (_limited)
+              and (_task_types is null or t.task_type = any (_task_types))
+              and (cardinality(_paused) = 0 or t.task_type <> all (_paused))
+            order by t.priority desc, t.run_at, t.task_id
+            limit _window
+        ) a;
+    end if;
     if coalesce(cardinality(_ids), 0) = 0 then
         return;
     end if;
@@ -11933,7 +12020,7 @@ CREATE INDEX task_after_ids_idx ON queues.task USING gin (after_ids) WHERE ((aft
 -- Name: task_claim_idx; Type: INDEX; Schema: queues; Owner: -
 --
 
-CREATE INDEX task_claim_idx ON queues.task USING btree (priority DESC, run_at, task_id) WHERE (status = 'pending'::queues.task_status);
+CREATE INDEX task_claim_idx ON queues.task USING btree (((limit_name IS NULL)) DESC, priority DESC, run_at, task_id) WHERE (status = 'pending'::queues.task_status);
 
 
 --
@@ -13891,6 +13978,13 @@ REVOKE ALL ON FUNCTION internal.task_action_statuses(_action text) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION internal.task_function_names(_label text, _task_type text, _payload jsonb) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION unlimited_claimable(_limited text[], _task_types text[], _paused text[], _limit integer); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.unlimited_claimable(_limited text[], _task_types text[], _paused text[], _limit integer) FROM PUBLIC;
 
 
 --

@@ -54,7 +54,7 @@ func claimPages(t *testing.T, pool *pgxpool.Pool) int {
 	var raw []byte
 	require.NoError(t, pool.QueryRow(t.Context(), `explain (analyze, buffers, format json)
 		select task_id from queues.task where status = 'pending' and run_at <= now()
-		order by priority desc, run_at, task_id limit 10 for update skip locked`).Scan(&raw))
+		order by (limit_name is null) desc, priority desc, run_at, task_id limit 10 for update skip locked`).Scan(&raw))
 	require.NoError(t, json.Unmarshal(raw, &plan))
 	return plan[0].Plan.Hit + plan[0].Plan.Read
 }

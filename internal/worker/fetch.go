@@ -70,6 +70,7 @@ type source struct {
 	wait  time.Duration // due: the poll interval, backing off; transport: the retry backoff
 
 	hinted, empty bool // due: the wait is a limit's hint; the last claim returned nothing
+	slotsHeld     bool // due: the hint is that running slots hold limited tasks back
 	short         bool // due: a claim came back short while another was in flight
 	probed        bool // limited: queues.limit_wait said a limited task may be claimed now
 
@@ -212,9 +213,12 @@ func (f *fetcher) run() {
 				f.send(s)
 			}
 		}
-		var wake <-chan struct{}
+		var wake, settled <-chan struct{}
 		if f.due.active && f.due.idle {
 			wake = w.wake
+			if f.due.slotsHeld {
+				settled = w.settled
+			}
 		}
 		var limTimer, trTimer <-chan time.Time
 		if f.tr != nil {
@@ -242,6 +246,12 @@ func (f *fetcher) run() {
 				s.idle = false
 			}
 		case <-up:
+		case <-settled:
+			// Limits' running slots held the due tasks back, and one of this worker's tasks
+			// has just ended: its slot is free, claim again (claimSize decides how much).
+			f.due.timer.Stop()
+			f.due.idle, f.due.wait = false, w.cfg.PollInterval
+			f.due.announce = !w.cfg.PollOnly
 		case <-wake:
 			f.due.timer.Stop()
 			f.due.idle, f.due.wait = false, w.cfg.PollInterval
@@ -379,10 +389,12 @@ func (f *fetcher) dueLanded(r landing) {
 		return
 	}
 	d := s.wait
-	s.hinted, s.empty = false, len(r.tasks) == 0
+	s.hinted, s.slotsHeld, s.empty = false, false, len(r.tasks) == 0
 	if r.err == nil {
-		if hint, ok := w.limitWait(f.inner, w.types); ok {
-			d, s.hinted = hint, true
+		if hint, slots, ok := w.limitWait(f.inner, w.types); ok {
+			// With slots, an end of one of this worker's tasks wakes the source (run): one
+			// that came during this claim is kept, as the claim may have missed its slot.
+			d, s.hinted, s.slotsHeld = hint, true, slots
 		}
 	}
 	if s.unsure {

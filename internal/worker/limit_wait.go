@@ -11,22 +11,23 @@ import (
 const limitWaitSQL = `select queues.limit_wait($1)`
 
 // limitWait is how long the fetcher should wait after a short claim when limits hold tasks back:
-// until the next token of a rate limit, or PollInterval when running slots hold them (a slot
-// frees when a task finishes, anywhere). ok is false when no task is held back; the answer is
-// then kept for a second, so an idle worker without limits asks once a second at most.
-func (w *Worker) limitWait(ctx context.Context, types []string) (time.Duration, bool) {
+// until the next token of a rate limit, or PollInterval when running slots hold them (slots is
+// then true: a slot frees when a task finishes, anywhere, and the fetcher also claims again as
+// soon as one of this worker's own outcomes commits). ok is false when no task is held back; the
+// answer is then kept for a second, so an idle worker without limits asks once a second at most.
+func (w *Worker) limitWait(ctx context.Context, types []string) (d time.Duration, slots, ok bool) {
 	if time.Now().UnixNano() < w.noLimitWaitUntil.Load() {
-		return 0, false
+		return 0, false, false
 	}
 	d, due, err := w.askLimitWait(ctx, types)
 	if err != nil || !due {
 		w.noLimitWaitUntil.Store(time.Now().Add(time.Second).UnixNano())
-		return 0, false
+		return 0, false, false
 	}
 	if d == 0 {
-		return w.cfg.PollInterval, true
+		return w.cfg.PollInterval, true, true
 	}
-	return d, true
+	return d, false, true
 }
 
 // askLimitWait asks queues.limit_wait: due is false when no task of a limited type is due; d is

@@ -278,6 +278,12 @@ func (w *Worker) finish(r *runningTask, o *outcome) {
 	w.mu.Lock()
 	delete(w.running, *t.LeaseID) // by lease: a stale run of the task never removes a newer one
 	w.mu.Unlock()
+	if o.committed() {
+		select { // a fetcher waiting for a limit's running slots claims again (fetch.go)
+		case w.settled <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // errRecord is a failure to record in queues.error with an outcome; what names it in the

@@ -34,6 +34,7 @@ type Worker struct {
 	busy         atomic.Int64                         // nanoseconds those slots were held by their tasks
 	staleAhead   atomic.Int64                         // times the renewer gave back buffered tasks that waited too long
 	wake         chan struct{}                        // a NOTIFY arrived
+	settled      chan struct{}                        // an outcome of this worker's committed: a limit's running slot may have freed
 	leaseCheck   chan struct{}                        // a running task may have been cancelled (lease_check.go)
 	listening    atomic.Bool                          // the LISTEN connection is up: cancel notifications arrive
 	completions  *completions                         // succeeded tasks, for the completer
@@ -118,6 +119,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 		ready:        newReadyBuffer(),
 		room:         make(chan struct{}, 1),
 		wake:         make(chan struct{}, 1),
+		settled:      make(chan struct{}, 1),
 		leaseCheck:   make(chan struct{}, 1),
 		completions:  newCompletions(2*cfg.Concurrency + maxCompletionBatch),
 		checkpoints:  newCheckpoints(pool),

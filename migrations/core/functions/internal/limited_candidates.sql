@@ -22,6 +22,8 @@ declare
     _window integer;
     _cursor text;
     _last text;
+    _busy jsonb;
+    _stop integer;
 begin
     for _l in
         select * from queues.task_limit l
@@ -35,53 +37,84 @@ begin
         -- looked at makes successive claims rotate through all of them.
         _window := case when _only_ids is not null then cardinality(_only_ids) else greatest(4 * _want, 64) end;
         _cursor := case when _only_ids is null then _l.key_cursor end;
-        with recursive after_cursor(k, n) as (
-            select (select t.limit_key from queues.task t
-                    where t.limit_name = _l.task_type and t.status = 'pending'
-                      and (_cursor is null or t.limit_key > _cursor)
-                      and (_only_ids is null or t.task_id = any (_only_ids))
-                    order by t.limit_key limit 1), 1
+        -- The running tasks of each busy key, looked up by key as the window is read.
+        _busy := coalesce((select jsonb_object_agg(r.k, r.n) from (
+                               select t.limit_key as k, count(*) as n
+                               from queues.task t
+                               where t.limit_name = _l.task_type and t.status = 'running'
+                               group by t.limit_key) r), '{}');
+        -- The window ends early once it holds _want idle keys with a due first task: each of
+        -- those has a task of rank 1, the lowest there is, so no key further on could be picked
+        -- before them (without a rate: a key with no running task has a free slot). A claim then
+        -- reads about as many keys as it takes tasks, however many keys have tasks.
+        _stop := case when _only_ids is null and _l.rate_per_second is null then _want end;
+        with recursive after_cursor(k, head, due, n, idle) as (
+            -- Each step finds the next key and, in the same probe of the index, its first task
+            -- in claim order (head), which is all a key with one free slot needs.
+            (select t.limit_key, t.task_id, t.run_at <= now(), 1,
+                    case when t.run_at <= now() and not _busy ? t.limit_key then 1 else 0 end
+             from queues.task t
+             where t.limit_name = _l.task_type and t.status = 'pending'
+               and (_cursor is null or t.limit_key > _cursor)
+               and (_only_ids is null or t.task_id = any (_only_ids))
+             order by t.limit_key, t.priority desc, t.run_at, t.task_id limit 1)
             union all
-            select (select t.limit_key from queues.task t
-                    where t.limit_name = _l.task_type and t.status = 'pending' and t.limit_key > a.k
-                      and (_only_ids is null or t.task_id = any (_only_ids))
-                    order by t.limit_key limit 1), a.n + 1
-            from after_cursor a where a.k is not null and a.n < _window
-        ), before_cursor(k, n) as (
-            select (select t.limit_key from queues.task t
-                    where t.limit_name = _l.task_type and t.status = 'pending' and t.limit_key <= _cursor
-                    order by t.limit_key limit 1), 1
-            where _cursor is not null
+            select h.limit_key, h.task_id, h.due, a.n + 1,
+                   a.idle + case when h.due and not _busy ? h.limit_key then 1 else 0 end
+            from after_cursor a
+            cross join lateral (
+                select t.limit_key, t.task_id, t.run_at <= now() as due
+                from queues.task t
+                where t.limit_name = _l.task_type and t.status = 'pending' and t.limit_key > a.k
+                  and (_only_ids is null or t.task_id = any (_only_ids))
+                order by t.limit_key, t.priority desc, t.run_at, t.task_id limit 1) h
+            where a.n < _window and (_stop is null or a.idle < _stop)
+        ), after_idle(idle) as (
+            select coalesce(max(a.idle), 0) from after_cursor a
+        ), before_cursor(k, head, due, n, idle) as (
+            (select t.limit_key, t.task_id, t.run_at <= now(), 1,
+                    (select i.idle from after_idle i)
+                        + case when t.run_at <= now() and not _busy ? t.limit_key then 1 else 0 end
+             from queues.task t
+             where _cursor is not null
+               and (_stop is null or (select i.idle from after_idle i) < _stop)
+               and t.limit_name = _l.task_type and t.status = 'pending' and t.limit_key <= _cursor
+             order by t.limit_key, t.priority desc, t.run_at, t.task_id limit 1)
             union all
-            select (select t.limit_key from queues.task t
-                    where t.limit_name = _l.task_type and t.status = 'pending' and t.limit_key > b.k and t.limit_key <= _cursor
-                    order by t.limit_key limit 1), b.n + 1
-            from before_cursor b where b.k is not null and b.n < _window
-        ), keys(k, ord) as (
-            select a.k, a.n from after_cursor a where a.k is not null
+            select h.limit_key, h.task_id, h.due, b.n + 1,
+                   b.idle + case when h.due and not _busy ? h.limit_key then 1 else 0 end
+            from before_cursor b
+            cross join lateral (
+                select t.limit_key, t.task_id, t.run_at <= now() as due
+                from queues.task t
+                where t.limit_name = _l.task_type and t.status = 'pending' and t.limit_key > b.k and t.limit_key <= _cursor
+                order by t.limit_key, t.priority desc, t.run_at, t.task_id limit 1) h
+            where b.n < _window and (_stop is null or b.idle < _stop)
+        ), keys(k, head, due, ord) as (
+            select a.k, a.head, a.due, a.n from after_cursor a
             union all
-            select b.k, _window + b.n from before_cursor b
-            where b.k is not null and b.n <= _window - (select count(*) from after_cursor a where a.k is not null)
-        ), running as (
-            select t.limit_key as k, count(*) as n
-            from queues.task t
-            where t.limit_name = _l.task_type and t.status = 'running'
-            group by t.limit_key
+            select b.k, b.head, b.due, _window + b.n from before_cursor b
+            where b.n <= _window - (select count(*) from after_cursor a)
         ), room as (
-            select keys.k, keys.ord, coalesce(r.n, 0) as busy,
+            select keys.k, keys.head, keys.due, keys.ord, r.n as busy,
                    least(_want::bigint,
-                         coalesce(_l.max_running - coalesce(r.n, 0), _want),
+                         coalesce(_l.max_running - r.n, _want),
                          case when _l.rate_per_second is null then _want
                               else floor(least(_l.burst::double precision,
                                                coalesce(b.tokens, _l.burst) + _l.rate_per_second
                                                    * greatest(0, extract(epoch from _clock - coalesce(b.refilled_at, _clock))))
                                          + internal.limit_slack(_l.rate_per_second))::bigint end) as n
             from keys
-            left join running r on r.k = keys.k
+            cross join lateral (select coalesce((_busy ->> keys.k)::bigint, 0) as n) r
             left join queues.limit_bucket b on b.task_type = _l.task_type and b.limit_key = keys.k
-            where keys.k is not null
         )
         , candidates as (
+            -- A key with one slot (or token) free takes its head; one with more, or whose head
+            -- is not due yet, reads its tasks.
+            select room.head as task_id, room.busy + 1 as rank, 1::bigint as rn, room.ord, room.k
+            from room
+            where room.n = 1 and room.due
+            union all
             select c.task_id, c.rank, c.rn, room.ord, room.k
             from room
             cross join lateral (
@@ -95,7 +128,7 @@ begin
                       order by t.priority desc, t.run_at, t.task_id
                       limit room.n) t
             ) c
-            where room.n > 0
+            where room.n > 1 or (room.n = 1 and not room.due)
         ), picked as (
             -- Fewest running first; among equals, keys in order from the cursor, so that
             -- successive claims rotate through the keys; within a key, priority then age.

@@ -7,9 +7,13 @@
 -- types' limit rows (internal.limited_candidates locked them, until its transaction ends), so
 -- claims of one limit take their tokens one after another, in lease order. Taking at the lease's
 -- time, later than the clock the candidates were chosen by, never takes a token that was not
--- there: the bucket has only refilled since.
+-- there: the bucket has only refilled since. Without a rate limit it reads nothing.
 create or replace function internal.take_limit_tokens(_task_ids bigint[], _clock timestamptz) returns void
-language sql volatile security definer set search_path = pg_catalog, pg_temp as $$
+language plpgsql volatile security definer set search_path = pg_catalog, pg_temp as $$
+begin
+    if not exists (select from queues.task_limit r where r.rate_per_second is not null) then
+        return;
+    end if;
     with taken as (
         select t.limit_name as task_type, t.limit_key, count(*) as n,
                coalesce(max(t.claimed_at) filter (where t.status = 'running'), _clock) as at
@@ -27,6 +31,6 @@ language sql volatile security definer set search_path = pg_catalog, pg_temp as 
     join queues.task_limit l on l.task_type = x.task_type and l.rate_per_second is not null
     left join queues.limit_bucket o on o.task_type = x.task_type and o.limit_key = x.limit_key
     on conflict (task_type, limit_key) do update
-    set tokens = excluded.tokens, refilled_at = excluded.refilled_at
-$$;
+    set tokens = excluded.tokens, refilled_at = excluded.refilled_at;
+end $$;
 revoke all on function internal.take_limit_tokens(bigint[], timestamp with time zone) from public;
