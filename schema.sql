@@ -5009,24 +5009,49 @@ end $$;
 --
 
 CREATE FUNCTION internal.unlimited_claimable(_limited text[], _task_types text[], _paused text[], _limit integer) RETURNS bigint[]
-    LANGUAGE sql SECURITY DEFINER
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
     AS $$
-    select array(
-        select t.task_id
+declare
+    _ids bigint[] := '{}';
+    _priority integer;
+    _unlimited boolean;
+begin
+    -- Without limits, the tasks that still name one (a limit removed while they waited) come
+    -- after the others, as the index orders them; with limits, limited_candidates takes those.
+    foreach _unlimited in array case when coalesce(cardinality(_limited), 0) = 0 then array[true, false] else array[true] end loop
+        select t.priority into _priority
         from queues.task t
-        where t.status = 'pending'
-          and t.run_at <= now()
-          and t.limit_name is null
-          and t.task_type <> all (_limited)
-          and (_task_types is null or t.task_type = any (_task_types))
-          and (coalesce(cardinality(_paused), 0) = 0 or t.task_type <> all (_paused))
-        order by t.priority desc, t.run_at, t.task_id
-        limit _limit
-        for update skip locked)
-$$;
+        where t.status = 'pending' and (t.limit_name is null) = _unlimited
+        order by (t.limit_name is null) desc, t.priority desc
+        limit 1;
+        while _priority is not null and cardinality(_ids) < _limit loop
+            _ids := _ids || array(
+                select t.task_id
+                from queues.task t
+                where t.status = 'pending'
+                  and (t.limit_name is null) = _unlimited
+                  and t.priority = _priority
+                  and t.run_at <= now()
+                  and (coalesce(cardinality(_limited), 0) = 0 or t.task_type <> all (_limited))
+                  and (_task_types is null or t.task_type = any (_task_types))
+                  and (coalesce(cardinality(_paused), 0) = 0 or t.task_type <> all (_paused))
+                order by (t.limit_name is null) desc, t.priority desc, t.run_at, t.task_id
+                limit _limit - cardinality(_ids)
+                for update skip locked);
+            exit when cardinality(_ids) >= _limit;
+            select t.priority into _priority
+            from queues.task t
+            where t.status = 'pending' and (t.limit_name is null) = _unlimited and t.priority < _priority
+            order by (t.limit_name is null) desc, t.priority desc
+            limit 1;
+        end loop;
+        exit when cardinality(_ids) >= _limit;
+    end loop;
+    return _ids;
+end $$;
 
 
 --
@@ -5555,22 +5580,10 @@ begin
 
     _limited := array(select l.task_type from queues.task_limit l);
 
-    -- Unlimited tasks: no limit governs them, and their type has none either; without limits,
-    -- every pending task (an ordered scan of the claim index that stops after _limit rows).
-    if cardinality(_limited) = 0 then
-        _ids := array(
-            select t.task_id
-            from queues.task t
-            where t.status = 'pending'
-              and t.run_at <= now()
-              and (_task_types is null or t.task_type = any (_task_types))
-              and (cardinality(_paused) = 0 or t.task_type <> all (_paused))
-            order by (t.limit_name is null) desc, t.priority desc, t.run_at, t.task_id
-            limit _limit
-            for update skip locked);
-    else
-        _ids := internal.unlimited_claimable(_limited, _task_types, _paused, _limit);
-    end if;
+    -- Unlimited tasks: no limit governs them, and their type has none either (without limits,
+    -- every pending task), in claim order (internal.unlimited_claimable reads the claim index one
+    -- priority at a time, and no task that is not due).
+    _ids := internal.unlimited_claimable(_limited, _task_types, _paused, _limit);
 
     if cardinality(_limited) > 0 then
         _clock := clock_timestamp();

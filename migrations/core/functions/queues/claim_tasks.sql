@@ -32,22 +32,10 @@ begin
 
     _limited := array(select l.task_type from queues.task_limit l);
 
-    -- Unlimited tasks: no limit governs them, and their type has none either; without limits,
-    -- every pending task (an ordered scan of the claim index that stops after _limit rows).
-    if cardinality(_limited) = 0 then
-        _ids := array(
-            select t.task_id
-            from queues.task t
-            where t.status = 'pending'
-              and t.run_at <= now()
-              and (_task_types is null or t.task_type = any (_task_types))
-              and (cardinality(_paused) = 0 or t.task_type <> all (_paused))
-            order by (t.limit_name is null) desc, t.priority desc, t.run_at, t.task_id
-            limit _limit
-            for update skip locked);
-    else
-        _ids := internal.unlimited_claimable(_limited, _task_types, _paused, _limit);
-    end if;
+    -- Unlimited tasks: no limit governs them, and their type has none either (without limits,
+    -- every pending task), in claim order (internal.unlimited_claimable reads the claim index one
+    -- priority at a time, and no task that is not due).
+    _ids := internal.unlimited_claimable(_limited, _task_types, _paused, _limit);
 
     if cardinality(_limited) > 0 then
         _clock := clock_timestamp();
