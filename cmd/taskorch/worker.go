@@ -328,6 +328,9 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 
 	hs := taskorch.NewHandlers()
 	builtinhandlers.Register(hs)
+	if err := registerChaosWorkflows(hs, pool); err != nil {
+		return err
+	}
 	if err := registerPush(hs, pool, push, f, log); err != nil {
 		return err
 	}
