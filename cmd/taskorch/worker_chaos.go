@@ -4,27 +4,22 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/taskorch/taskorch"
-	"github.com/taskorch/taskorch/cmd/taskorch/internal/chaos/durableflow"
+	"github.com/taskorch/taskorch/cmd/taskorch/internal/chaosflow"
 )
 
-// registerChaosWorkflows registers the chaos harness's durable Go workflow (chaos.durable) when
-// TASKORCH_CHAOS_WORKFLOWS is true: the harness sets it on the workers it starts
-// (docs/testing.md, "Chaos"); it is no setting for a deployment, and a worker without it has no
-// such task type. A value that is not a boolean is a usage error.
-func registerChaosWorkflows(hs *taskorch.Handlers, pool *pgxpool.Pool) error {
-	v := os.Getenv(durableflow.EnvVar)
+// chaosWorkflowsEnabled reports whether TASKORCH_CHAOS_WORKFLOWS is true: the worker then
+// registers the chaos harness's durable Go workflow, chaos.durable (internal/chaosflow). The
+// harness sets it on the workers it starts (docs/testing.md, "Chaos"); it is no setting for a
+// deployment, and a worker without it has no such task type. A value that is not a boolean is a
+// usage error, before the worker connects.
+func chaosWorkflowsEnabled() (bool, error) {
+	v := os.Getenv(chaosflow.EnvVar)
 	if v == "" {
-		return nil
+		return false, nil
 	}
 	on, err := strconv.ParseBool(v)
 	if err != nil {
-		return usageErrorf("%s=%q is not a boolean (true or false)", durableflow.EnvVar, v)
+		return false, usageErrorf("%s=%q is not a boolean (true or false)", chaosflow.EnvVar, v)
 	}
-	if on {
-		durableflow.Register(hs, pool)
-	}
-	return nil
+	return on, nil
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch"
-	"github.com/taskorch/taskorch/cmd/taskorch/internal/chaos/durableflow"
+	"github.com/taskorch/taskorch/cmd/taskorch/internal/chaosflow"
 	"github.com/taskorch/taskorch/internal/builtinhandlers"
 	"github.com/taskorch/taskorch/internal/testing/dbtest"
 	"github.com/taskorch/taskorch/providers"
@@ -49,7 +49,7 @@ func drainedWorkload(t *testing.T) (*pgxpool.Pool, Expected) {
 
 	hs := taskorch.NewHandlers()
 	builtinhandlers.Register(hs)
-	durableflow.Register(hs, pool)
+	chaosflow.Register(hs, pool)
 	outbox, err := providers.NewOutbox(pool, taskorch.TypeEmail)
 	require.NoError(t, err)
 	w, err := taskorch.NewWorker(pool, &taskorch.WorkerConfig{

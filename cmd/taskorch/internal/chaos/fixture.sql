@@ -129,7 +129,7 @@ begin
     return _n;
 end $$;
 
--- The durable Go workflows' witnesses (durableflow/durableflow.go). No unique constraint on
+-- The durable Go workflows' witnesses (cmd/taskorch/internal/chaosflow). No unique constraint on
 -- either table on purpose: a StepTx effect committed twice, or a Step run again, must be recorded
 -- (and counted by the checker), not raise.
 --

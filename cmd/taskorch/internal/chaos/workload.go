@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/taskorch/taskorch/cmd/taskorch/internal/chaos/durableflow"
+	"github.com/taskorch/taskorch/cmd/taskorch/internal/chaosflow"
 )
 
 // Kinds of workload item.
@@ -21,7 +21,7 @@ const (
 	itemDBFunction        // chaos.apply_effect: an effect row, maybe a child task
 	itemEmail             // an email process (comms.send_email) delivered by the outbox
 	itemWorkflow          // chaos.enqueue_workflows: a diamond or a chain of chaos.apply_effect tasks
-	itemDurable           // chaos.durable: a durable Go workflow (durableflow), then its signal
+	itemDurable           // chaos.durable: a durable Go workflow (chaosflow), then its signal
 )
 
 // item is one unit of workload.
@@ -43,7 +43,7 @@ type item struct {
 // db_function tasks that wait for one another (docs/workflows.md; half diamonds a → b, c → d,
 // half chains a → b → c; chaos.enqueue_workflows), 4% durable Go workflows (chaos.durable:
 // StepTx, Step, a Sleep of 0.5-3 s, Spawn and Await of a child, AwaitSignal — the signal sent
-// 0-8 s after the workflow — Step, StepTx; durableflow), 10% email processes (a tenth to a
+// 0-8 s after the workflow — Step, StepTx; chaosflow), 10% email processes (a tenth to a
 // recipient whose first delivery fails, 3% to one that always fails, so the process gives up).
 func makeWorkload(n int, rng *rand.Rand) []item {
 	items := make([]item, n)
@@ -81,8 +81,8 @@ func makeWorkload(n int, rng *rand.Rand) []item {
 				it.key, it.typ = fmt.Sprintf("wc%d", i), "chain"
 			}
 		case r < 0.94:
-			it.kind, it.key, it.typ = itemDurable, fmt.Sprintf("f%d", i), durableflow.TaskType
-			it.payload, _ = json.Marshal(durableflow.Args{Key: it.key, SleepMS: 500 + rng.IntN(2501),
+			it.kind, it.key, it.typ = itemDurable, fmt.Sprintf("f%d", i), chaosflow.TaskType
+			it.payload, _ = json.Marshal(chaosflow.Args{Key: it.key, SleepMS: 500 + rng.IntN(2501),
 				LingerMS: rng.IntN(301), ChildMS: rng.IntN(501)})
 			it.signalAfter = time.Duration(rng.IntN(8001)) * time.Millisecond
 		default:

@@ -1,10 +1,10 @@
-// Package durableflow is the chaos harness's durable Go workflow (docs/testing.md, "Chaos"): a
+// Package chaosflow is the chaos harness's durable Go workflow (docs/testing.md, "Chaos"): a
 // stock `taskorch worker` registers it only when TASKORCH_CHAOS_WORKFLOWS=true, which the
 // harness sets and nothing else should. Each durable call leaves a witness in the chaos fixture's
 // tables (cmd/taskorch/internal/chaos/fixture.sql), from which the checker proves that every
 // StepTx's effect committed exactly once, every Step ran at least once and always with the same
 // StepKey, and every workflow completed once.
-package durableflow
+package chaosflow
 
 import (
 	"context"
