@@ -66,7 +66,7 @@ terminal. The method and the figures: docs/benchmarks.md.
 	cmd.AddCommand(newBenchThroughputCmd(g, f), newBenchLatencyCmd(g, f), newBenchBacklogCmd(g, f),
 		newBenchProcessesCmd(g, f), newBenchMemoryCmd(g, f), newBenchSlotsCmd(g, f), newBenchPressureCmd(g, f),
 		newBenchAppTxCmd(g, f), newBenchRateCmd(g, f), newBenchWorkflowCmd(g, f), newBenchWorkflowsCmd(g, f),
-		newBenchPushCmd(g, f))
+		newBenchPushCmd(g, f), newBenchSleepersCmd(g, f))
 	return cmd
 }
 
@@ -358,6 +358,43 @@ func newBenchAppTxCmd(g *globals, f *benchFlags) *cobra.Command {
 	fl.IntVar(&c.Rounds, "rounds", 3, "runs of each side, alternating; the medians are reported")
 	fl.IntVar(&c.Workers, "workers", 0, "in-process workers working the tasks as they come (0: none; the tasks wait)")
 	fl.IntVar(&c.Concurrency, "concurrency", 100, "task slots per worker (with --workers)")
+	return cmd
+}
+
+func newBenchSleepersCmd(g *globals, f *benchFlags) *cobra.Command {
+	c := bench.SleepersConfig{}
+	cmd := &cobra.Command{
+		Use:   "sleepers",
+		Short: "What durable workflows asleep cost: an idle worker's RSS and the claims' p99, without and with --sleepers of them",
+		Long: `Measures, first on the empty database and then with --sleepers durable workflows asleep (rows
+as a workflow's Sleep leaves them: pending, due in 30 days, a sleep checkpoint each), the highest
+RSS of a fresh, idle taskorch worker process over --sample, and the durations of an in-process
+worker's claim statements while it runs --tasks no-op tasks, in --rounds alternating rounds (the
+sleepers deleted after each); it reports both ratios of the medians, with over without
+(docs/benchmarks.md, "Durable workflows asleep").`,
+		Example: `  taskorch bench sleepers --sleepers 100000`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if c.WorkerBinary == "" {
+				self, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("find this binary to run as the worker (pass --worker-bin): %w", err)
+				}
+				c.WorkerBinary = self
+			}
+			if c.Sleepers < 1 || c.Tasks < 1 || c.Rounds < 1 {
+				return usageErrorf("--sleepers, --tasks and --rounds must be at least 1, got %d, %d and %d", c.Sleepers, c.Tasks, c.Rounds)
+			}
+			return f.run(cmd, g, nil, func(ctx context.Context, e *bench.Env) (bench.Result, error) {
+				return bench.Sleepers(ctx, e, c)
+			})
+		},
+	}
+	cmd.Flags().IntVar(&c.Sleepers, "sleepers", 100000, "durable workflows asleep in the second half")
+	cmd.Flags().IntVar(&c.Tasks, "tasks", 20000, "no-op tasks run in each half while the claims are timed")
+	cmd.Flags().DurationVar(&c.Sample, "sample", 3*time.Second, "how long the idle worker's RSS is sampled")
+	cmd.Flags().IntVar(&c.Rounds, "rounds", 3, "rounds, each without then with the sleepers (deleted after); the medians are reported")
+	cmd.Flags().StringVar(&c.WorkerBinary, "worker-bin", "", "the taskorch binary to run as the worker (default: this one)")
 	return cmd
 }
 

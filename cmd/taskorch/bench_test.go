@@ -66,11 +66,33 @@ func TestBenchCommand(t *testing.T) {
 		{[]string{"app-tx", "--rounds", "0"}, "--rounds must be at least 1, got 0"},
 		{[]string{"app-tx", "--duration", "0s"}, "--duration must be positive"},
 		{[]string{"app-tx", "--workers", "-1"}, "--workers must not be negative, got -1"},
+		{[]string{"sleepers", "--sleepers", "0"}, "--sleepers, --tasks and --rounds must be at least 1, got 0, 20000 and 3"},
+		{[]string{"sleepers", "--rounds", "0"}, "--sleepers, --tasks and --rounds must be at least 1, got 100000, 20000 and 0"},
 	} {
 		r = run(t, append(append([]string{"bench"}, c.args...), "--database-url", "postgres://nobody@127.0.0.1:1/none")...)
 		require.Equal(t, exitUsage, r.code, c.args)
 		require.Contains(t, r.err, c.want, c.args)
 	}
+}
+
+// The sleepers mode measures an idle worker process's RSS and the claims' durations, without and
+// with durable workflows asleep, in alternating rounds; the sleepers are gone after each.
+func TestBenchSleepers(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDBURL(t)
+	res := runJSON[map[string]any](t, "bench", "sleepers", "--sleepers", "500", "--tasks", "200", "--rounds", "2",
+		"--sample", "300ms", "--worker-bin", taskorchBinary(t), "--database-url", url)
+	require.Equal(t, "sleepers", res["mode"])
+	require.EqualValues(t, 500, res["sleepers"])
+	require.EqualValues(t, 2, res["rounds"])
+	require.Greater(t, res["idle_rss_mb_without"], 5.0)
+	require.Greater(t, res["idle_rss_mb_with"], 5.0)
+	require.GreaterOrEqual(t, res["claims_without"], 40.0, "10 tasks a claim at most: 2 rounds of 200 tasks")
+	require.GreaterOrEqual(t, res["claims_with"], 40.0)
+	require.Len(t, res["claim_p99_ms_without"], 2)
+	require.Len(t, res["claim_p99_ms_with"], 2)
+	require.Positive(t, res["rss_ratio"])
+	require.Positive(t, res["claim_p99_ratio"])
 }
 
 // The memory mode measures a separate `taskorch worker` process.
