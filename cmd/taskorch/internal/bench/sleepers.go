@@ -189,10 +189,12 @@ func idleWorkerRSS(ctx context.Context, e *Env, cfg SleepersConfig) (float64, er
 	defer func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-exited:
+		case err := <-exited:
+			e.log.Debug("worker exited", "error", err)
 		case <-time.After(15 * time.Second):
 			_ = cmd.Process.Kill()
-			<-exited
+			err := <-exited
+			e.log.Warn("the worker did not stop within 15 s of SIGTERM; killed it", "error", err)
 		}
 	}()
 	deadline := time.Now().Add(30 * time.Second)
