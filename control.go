@@ -11,11 +11,25 @@ import (
 // worker loses its lease and is told at commit: it cancels the handler's context within a second
 // (cause ErrTaskCancelled), and the handler's outcome is refused (docs/worker.md, "Cancellation"). Cancelling a cancelled task is a
 // no-op; a completed task gives ErrWrongState; an unknown id gives ErrNotFound.
+//
+// A durable workflow's cancel reaches the tasks it spawned (and those they spawned): once the
+// workflow's cancel has committed, those not ended are cancelled too, in short transactions that
+// never wait for a lock (queues.cancel_spawned_tasks), when the Client's role may execute that
+// function. A spawned task whose row stayed busy for about two seconds is left, and the error
+// says how many: call Cancel again. docs/workflows.md, "Cancelling a durable workflow".
 func (c *Client) Cancel(ctx context.Context, id int64) (*Task, error) {
-	return c.control(ctx, c.pool, "cancel", id)
+	t, err := c.control(ctx, c.pool, "cancel", id)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.cancelSpawned(ctx, id); err != nil {
+		return t, err
+	}
+	return t, nil
 }
 
-// CancelTx is Cancel in the caller's transaction.
+// CancelTx is Cancel in the caller's transaction. It cancels the task alone: after the commit,
+// cancel the tasks a durable workflow spawned with Cancel (again) or queues.cancel_spawned_tasks.
 func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, id int64) (*Task, error) {
 	return c.control(ctx, tx, "cancel", id)
 }

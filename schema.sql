@@ -5399,6 +5399,57 @@ COMMENT ON FUNCTION queues.backfill_schedule(_name text, _ticks timestamp with t
 
 
 --
+-- Name: cancel_spawned_tasks(bigint, text, text); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.cancel_spawned_tasks(_task_id bigint, _actor text DEFAULT NULL::text, _reason text DEFAULT NULL::text) RETURNS TABLE(matched integer, done integer, skipped integer)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _statuses queues.task_status[] := internal.task_action_statuses('cancel');
+    _ids bigint[];
+    _n integer;
+begin
+    if _task_id is null or _task_id <= 0 then
+        raise exception 'cancel_spawned_tasks: _task_id must be a task''s id, got %', coalesce(_task_id::text, 'NULL')
+            using errcode = 'invalid_parameter_value';
+    end if;
+    _actor := internal.operator_actor('cancel_spawned_tasks', _actor);
+    if not exists (select from queues.task t where t.task_id = _task_id) then
+        raise exception 'cancel_spawned_tasks: task % does not exist', _task_id using errcode = 'no_data_found';
+    end if;
+    with recursive spawned(id) as (
+        select (s.result ->> 'task_id')::bigint
+        from queues.workflow_step s
+        where s.task_id = _task_id and s.kind = 'spawn'
+        union
+        select (s.result ->> 'task_id')::bigint
+        from spawned p
+        join queues.workflow_step s on s.task_id = p.id and s.kind = 'spawn'
+    )
+    select coalesce(array_agg(t.task_id order by t.task_id), '{}') into _ids
+    from queues.task t
+    where t.task_id in (select id from spawned) and t.status = any (_statuses);
+    if cardinality(_ids) = 0 then
+        return query select 0, 0, 0;
+        return;
+    end if;
+    select count(*) into _n
+    from internal.apply_task_action('cancel', _ids, _statuses, _actor,
+                                    coalesce(nullif(_reason, ''), format('spawned by workflow task %s, cancelled', _task_id)));
+    return query select cardinality(_ids), _n, cardinality(_ids) - _n;
+end $$;
+
+
+--
+-- Name: FUNCTION cancel_spawned_tasks(_task_id bigint, _actor text, _reason text); Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON FUNCTION queues.cancel_spawned_tasks(_task_id bigint, _actor text, _reason text) IS 'Cancels the waiting, pending, running, failed or dead tasks durable workflow task _task_id spawned, and those they spawned (a running one''s worker is told at commit), recording _actor and _reason; returns matched, done and skipped (row locked by another transaction: call again). Never locks the workflow''s row nor waits for a spawned one''s. P0002 for an unknown id.';
+
+
+--
 -- Name: cancel_task(bigint, text); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -14081,6 +14132,13 @@ GRANT ALL ON FUNCTION queues.await_workflow_tasks(_task_id bigint, _lease_id big
 --
 
 REVOKE ALL ON FUNCTION queues.backfill_schedule(_name text, _ticks timestamp with time zone[], _actor text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION cancel_spawned_tasks(_task_id bigint, _actor text, _reason text); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.cancel_spawned_tasks(_task_id bigint, _actor text, _reason text) FROM PUBLIC;
 
 
 --

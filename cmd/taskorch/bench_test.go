@@ -66,6 +66,8 @@ func TestBenchCommand(t *testing.T) {
 		{[]string{"app-tx", "--rounds", "0"}, "--rounds must be at least 1, got 0"},
 		{[]string{"app-tx", "--duration", "0s"}, "--duration must be positive"},
 		{[]string{"app-tx", "--workers", "-1"}, "--workers must not be negative, got -1"},
+		{[]string{"sleepers", "--sleepers", "0"}, "--sleepers and --rate must be at least 1, --phase positive and --concurrency between 1 and 1000, got 0, 1000, 20s and 100"},
+		{[]string{"sleepers", "--phase", "0s"}, "--sleepers and --rate must be at least 1, --phase positive and --concurrency between 1 and 1000, got 100000, 1000, 0s and 100"},
 	} {
 		r = run(t, append(append([]string{"bench"}, c.args...), "--database-url", "postgres://nobody@127.0.0.1:1/none")...)
 		require.Equal(t, exitUsage, r.code, c.args)

@@ -61,6 +61,15 @@ completed): a duration ago (90m, 1h, 7d) or a time (2030-01-02T15:04:05Z, 2030-0
 
 Each task ` + pastTense(action) + ` gets an event naming --actor (TASKORCH_ACTOR, else the OS user), shown by
 taskorch tasks show and the dashboard's task page.`
+	if action == admin.ActionCancel {
+		long += `
+
+By id, a durable Go workflow's cancel reaches the tasks it spawned (docs/workflows.md, "Cancelling
+a durable workflow"): once its own cancel has committed, those not ended are cancelled too, in
+short transactions that never wait for a lock, when the role may execute
+queues.cancel_spawned_tasks; one still busy after about two seconds is reported (exit code 1): run
+the command again.`
+	}
 	if action == admin.ActionDelete {
 		long += `
 
@@ -142,6 +151,13 @@ func runTaskActionByID(cmd *cobra.Command, g *globals, action admin.TaskAction, 
 		return mapAdminError(err)
 	}
 	var problems []error
+	var spawned map[int64]int64
+	var busy []error // spawned tasks that stayed busy: reported after the tasks' own refusals
+	if action == admin.ActionCancel {
+		if spawned, busy, err = cancelSpawned(cmd.Context(), c.Pool(), outs, resolveActor(f.actor)); err != nil {
+			return err
+		}
+	}
 	w := cmd.OutOrStdout()
 	single := len(outs) == 1
 	var list []admin.TaskOutcome
@@ -170,6 +186,9 @@ func runTaskActionByID(cmd *cobra.Command, g *globals, action admin.TaskAction, 
 			fmt.Fprintf(w, "task %d is deleted\n", o.TaskID)
 		default:
 			fmt.Fprintf(w, "task %d is %s\n", o.TaskID, deref(o.Status))
+			if n := spawned[o.TaskID]; n > 0 {
+				fmt.Fprintf(w, "task %d: %d task(s) it spawned cancelled\n", o.TaskID, n)
+			}
 		}
 	}
 	if g.jsonOut && !single {
@@ -177,7 +196,7 @@ func runTaskActionByID(cmd *cobra.Command, g *globals, action admin.TaskAction, 
 			return err
 		}
 	}
-	return joinOutcomeErrors(problems)
+	return joinOutcomeErrors(append(problems, busy...))
 }
 
 // outcomeError turns a task's outcome into the error the command reports for it: nil when the

@@ -25,6 +25,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/cmd/taskorch/internal/chaosflow"
 	"github.com/taskorch/taskorch/cmd/taskorch/internal/failover"
 	taskorchotel "github.com/taskorch/taskorch/contrib/otel"
 	taskorchprom "github.com/taskorch/taskorch/contrib/prometheus"
@@ -233,6 +234,10 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 	if err := f.providers.check(); err != nil {
 		return err
 	}
+	chaosFlows, err := chaosWorkflowsEnabled()
+	if err != nil {
+		return err
+	}
 	push, err := f.pushTargets()
 	if err != nil {
 		return err
@@ -328,6 +333,9 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 
 	hs := taskorch.NewHandlers()
 	builtinhandlers.Register(hs)
+	if chaosFlows {
+		chaosflow.Register(hs, pool)
+	}
 	if err := registerPush(hs, pool, push, f, log); err != nil {
 		return err
 	}

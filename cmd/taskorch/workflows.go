@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -48,10 +50,14 @@ workflow's id is the id of its first task (docs/workflows.md, "Workflows").`,
 
 	show := &cobra.Command{
 		Use:   "show ID",
-		Short: "Show a workflow's tasks and the edges between them",
+		Short: "Show a workflow's tasks and the edges between them, or a durable workflow's steps",
 		Long: `Show a workflow's tasks in id order (parents before children), each with its status, attempt
 and the tasks it waits for (AFTER): the graph's edges. ID is the workflow's, the id of its first
-task; an id that is no workflow's exits with code 3.`,
+task. When task ID is a durable Go workflow that has completed a durable call, it shows its steps
+in call order (docs/workflows.md, "Durable workflows in Go"), each with its status (completed,
+sleeping, waiting, received, timed_out, or running: the run in flight), attempt, duration, what it
+waits for (time, a signal's name and key, tasks) and until when (a sleep's end, a signal wait's
+deadline), and its result, masked. An id that is neither exits with code 3.`,
 		Example: `  taskorch workflows show 41
   taskorch workflows show 41 --json`,
 		Args: exactArgs(1),
@@ -66,13 +72,33 @@ task; an id that is no workflow's exits with code 3.`,
 			}
 			defer closeFn()
 			w, err := c.Workflow(cmd.Context(), id)
-			if err != nil {
+			if err != nil && !errors.Is(err, taskorch.ErrNotFound) {
 				return err
 			}
-			if g.jsonOut {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"workflow": w})
+			d, derr := loadDurableWorkflow(cmd.Context(), c, id, time.Now())
+			if derr != nil {
+				return derr
 			}
-			return printWorkflow(cmd.OutOrStdout(), w)
+			if w == nil && d == nil {
+				return err // no workflow's
+			}
+			if g.jsonOut {
+				out := map[string]any{}
+				if w != nil {
+					out["workflow"] = w
+				}
+				if d != nil {
+					out["durable"] = d
+				}
+				return writeJSON(cmd.OutOrStdout(), out)
+			}
+			if w != nil {
+				if err := printWorkflow(cmd.OutOrStdout(), w); err != nil || d == nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout())
+			}
+			return printDurableWorkflow(cmd.OutOrStdout(), d)
 		},
 	}
 	addJSONFlag(show, g)

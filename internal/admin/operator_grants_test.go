@@ -25,6 +25,7 @@ func TestOperatorFunctionsNotGrantedToWorker(t *testing.T) {
 			`select * from queues.retry_tasks(array[1::bigint])`,
 			`select * from queues.cancel_tasks(array[1::bigint])`,
 			`select * from queues.cancel_workflow(1)`,
+			`select * from queues.cancel_spawned_tasks(1)`,
 			`select * from queues.delete_tasks(array[1::bigint])`,
 			`select * from queues.retry_tasks_matching(_statuses => '{dead}')`,
 			`select * from queues.cancel_tasks_matching(_statuses => '{pending}')`,

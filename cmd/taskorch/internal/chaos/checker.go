@@ -76,10 +76,15 @@ type Expected struct {
 	// Workflows is the number of workflows (diamonds and chains of tasks that wait for one
 	// another; their first node's idempotency key is chaos-w*.a).
 	Workflows int
+	// DurableWorkflows is the number of durable Go workflows (chaos.durable, idempotency keys
+	// chaos-f*).
+	DurableWorkflows int
 }
 
 // Total is the number of workload items.
-func (e Expected) Total() int { return e.GoTasks + e.DBFunctionTasks + e.EmailProcesses + e.Workflows }
+func (e Expected) Total() int {
+	return e.GoTasks + e.DBFunctionTasks + e.EmailProcesses + e.Workflows + e.DurableWorkflows
+}
 
 // CheckResult is the outcome of one check.
 type CheckResult struct {
@@ -121,7 +126,8 @@ func (r *Result) missingWorkload() int64 {
 	return int64(max(0, r.Expected.GoTasks-r.Found.GoTasks) +
 		max(0, r.Expected.DBFunctionTasks-r.Found.DBFunctionTasks) +
 		max(0, r.Expected.EmailProcesses-r.Found.EmailProcesses) +
-		max(0, r.Expected.Workflows-r.Found.Workflows))
+		max(0, r.Expected.Workflows-r.Found.Workflows) +
+		max(0, r.Expected.DurableWorkflows-r.Found.DurableWorkflows))
 }
 
 func (r *Result) sum(kind string) int64 {
@@ -186,9 +192,11 @@ func Check(ctx context.Context, db Querier, exp Expected) (*Result, error) {
 		       (select count(*) from chaos.email_request),
 		       (select count(*) from comms.send_email_task_succeeded s join chaos.email_request r using (send_email_task_id)),
 		       (select count(*) from comms.send_email_task_failed f join chaos.email_request r using (send_email_task_id)),
-		       count(*) filter (where idempotency_key like 'chaos-w%.a')
+		       count(*) filter (where idempotency_key like 'chaos-w%.a'),
+		       count(*) filter (where idempotency_key like 'chaos-f%')
 		from queues.task where idempotency_key like 'chaos-%'`).Scan(
-		&r.Found.GoTasks, &r.Found.DBFunctionTasks, &r.Found.EmailProcesses, &r.EmailsSent, &r.EmailsGaveUp, &r.Found.Workflows); err != nil {
+		&r.Found.GoTasks, &r.Found.DBFunctionTasks, &r.Found.EmailProcesses, &r.EmailsSent, &r.EmailsGaveUp, &r.Found.Workflows,
+		&r.Found.DurableWorkflows); err != nil {
 		return nil, fmt.Errorf("count the workload: %w", err)
 	}
 	for _, c := range checks {

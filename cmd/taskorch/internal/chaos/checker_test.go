@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -9,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/cmd/taskorch/internal/chaosflow"
 	"github.com/taskorch/taskorch/internal/builtinhandlers"
 	"github.com/taskorch/taskorch/internal/testing/dbtest"
 	"github.com/taskorch/taskorch/providers"
@@ -46,6 +49,7 @@ func drainedWorkload(t *testing.T) (*pgxpool.Pool, Expected) {
 
 	hs := taskorch.NewHandlers()
 	builtinhandlers.Register(hs)
+	chaosflow.Register(hs, pool)
 	outbox, err := providers.NewOutbox(pool, taskorch.TypeEmail)
 	require.NoError(t, err)
 	w, err := taskorch.NewWorker(pool, &taskorch.WorkerConfig{
@@ -68,22 +72,40 @@ func drainedWorkload(t *testing.T) (*pgxpool.Pool, Expected) {
 	require.Positive(t, exp.DBFunctionTasks)
 	require.Positive(t, exp.EmailProcesses)
 	require.Positive(t, exp.Workflows)
-	require.Eventually(t, func() bool {
+	require.Positive(t, exp.DurableWorkflows)
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		var open int
 		require.NoError(t, pool.QueryRow(ctx, `select count(*) from queues.task where status in ('pending', 'running')`).Scan(&open))
-		return open == 0
-	}, 90*time.Second, 50*time.Millisecond, "the workload drains")
+		if open == 0 {
+			break
+		}
+		require.False(t, time.Now().After(deadline), "the workload drains; still open: %v", openTasks(ctx, t, pool))
+	}
 	return pool, exp
+}
+
+// openTasks describes the tasks still pending or running, and their last errors.
+func openTasks(ctx context.Context, t *testing.T, pool *pgxpool.Pool) []string {
+	t.Helper()
+	rows, err := pool.Query(ctx, `select format('%s %s %s due %s, last error %s, last durable call %s', t.task_id, t.task_type, t.status, t.run_at,
+	           (select e.error_message from queues.error e where e.task_id = t.task_id order by e.error_id desc limit 1),
+	           (select w.kind || ' ' || w.name from queues.workflow_step w where w.task_id = t.task_id order by w.seq desc limit 1))
+	    from queues.task t where t.status in ('pending', 'running') order by t.task_id limit 10`)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return out
 }
 
 // variedWorkload returns a workload of n items with every variant: sleeping Go tasks,
 // db_function tasks with children, emails to fail-once and always-failing recipients, and
-// workflows of both shapes.
+// workflows of both shapes, and at least 7 durable Go workflows.
 func variedWorkload(t *testing.T, n int) []item {
 	t.Helper()
 	for seed := uint64(1); seed < 1000; seed++ {
 		items := makeWorkload(n, rand.New(rand.NewPCG(seed, 1)))
 		var sleep, child, once, always, diamond, chain bool
+		durable := 0
 		for _, it := range items {
 			sleep = sleep || it.typ == "taskorch.sleep"
 			child = child || strings.Contains(string(it.payload), `"child":true`)
@@ -91,8 +113,11 @@ func variedWorkload(t *testing.T, n int) []item {
 			always = always || it.expect == "gave_up"
 			diamond = diamond || it.typ == "diamond"
 			chain = chain || it.typ == "chain"
+			if it.kind == itemDurable {
+				durable++
+			}
 		}
-		if sleep && child && once && always && diamond && chain {
+		if sleep && child && once && always && diamond && chain && durable >= 7 { // TestCheck plants a violation in each of 7
 			return items
 		}
 	}
@@ -141,6 +166,23 @@ func TestCheck(t *testing.T) {
 	exec(`select queues.enqueue('db_function', '{"db_function": "chaos.apply_effect", "key": "wd999999.a"}', _idempotency_key => 'chaos-wd999999.a',
 	      _after => array[(select queues.enqueue('taskorch.noop', '{}'))])`)
 
+	// Durable workflows, each violation on a workflow of its own (the n-th key): a StepTx effect
+	// committed twice, and one committed without its checkpoint; a Step that ran under another
+	// key; a workflow without its first StepTx's effect, one without its second Step, one whose
+	// signal's payload is not its own; a child spawned twice (left pending); a workflow left
+	// pending.
+	nth := func(n int) string {
+		return fmt.Sprintf(`(select key from chaos.durable_effect group by key order by key limit 1 offset %d)`, n)
+	}
+	exec(`insert into chaos.durable_effect (key, step, payload) select key, step, payload from chaos.durable_effect where key = ` + nth(0) + ` and step = 'effect-1'`)
+	exec(`insert into chaos.durable_effect (key, step) select ` + nth(1) + `, 'effect-3'`)
+	exec(`insert into chaos.durable_step (key, step, step_key) select key, step, step_key || 'x' from chaos.durable_step where key = ` + nth(2) + ` and step = 'step-1' limit 1`)
+	exec(`delete from chaos.durable_effect where key = ` + nth(3) + ` and step = 'effect-1'`)
+	exec(`delete from chaos.durable_step where key = ` + nth(4) + ` and step = 'step-2'`)
+	exec(`update chaos.durable_effect set payload = '{"key": "someone else"}' where key = ` + nth(5) + ` and step = 'effect-2'`)
+	exec(`select queues.enqueue('taskorch.sleep', jsonb_build_object('spawned_by', ` + nth(6) + `, 'ms', 1))`)
+	exec(`select queues.enqueue('chaos.durable', '{"key": "f999999"}', _idempotency_key => 'chaos-f999999')`)
+
 	missing := exp
 	missing.GoTasks++ // the producer says it committed one more than there is
 	res, err = Check(ctx, pool, missing)
@@ -148,14 +190,19 @@ func TestCheck(t *testing.T) {
 	require.False(t, res.OK())
 	for name, want := range map[string]int64{
 		"completed_twice": 1, "completed_under_stale_lease": 1, "effect_twice": 1,
-		"not_terminal": 3, "unexplained_failure": 1, "email_not_terminal": 1,
+		"not_terminal": 5, "unexplained_failure": 1, "email_not_terminal": 1,
 		"workflow_node_not_completed": 1, "workflow_incomplete": 1, "workflow_child_before_parent": 1,
+		"durable_step_tx_twice": 1, "durable_step_tx_without_checkpoint": 1, "durable_step_key_changed": 1,
+		"durable_step_tx_missing": 1, "durable_step_missing": 1, "durable_signal_not_received": 1,
+		"durable_child_twice": 1, "durable_workflow_not_completed": 1, "durable_child_missing": 0,
 	} {
 		require.Equal(t, want, res.count(name), name)
 	}
-	require.Equal(t, int64(3+1+1+1+1), res.Lost(),
-		"pending tasks and a waiting one, email process, missing workload item, workflow node not completed, workflow incomplete")
-	require.Equal(t, int64(4), res.Duplicates(), "two completions, one of them stale; one effect twice; a child before its parent")
+	require.Equal(t, int64(5+1+1+1+1+4), res.Lost(),
+		"pending tasks and a waiting one, email process, missing workload item, workflow node not completed, workflow incomplete, "+
+			"durable workflow not completed, StepTx effect missing, Step missing, signal not received")
+	require.Equal(t, int64(4+4), res.Duplicates(), "two completions, one of them stale; one effect twice; a child before its parent; "+
+		"a StepTx effect twice, one without its checkpoint, a Step under another key, a child spawned twice")
 	require.Equal(t, int64(1), res.Unexplained())
 
 	rep := &Report{Tasks: 120, Result: res, Faults: map[string]int{FaultKill: 1}, Required: []string{FaultKill, FaultPause},

@@ -35,6 +35,80 @@ join chaos.effect ce on ce.key = c.payload ->> 'key'
 join chaos.effect pe on pe.key = pt.payload ->> 'key'
 where c.idempotency_key like 'chaos-w%' and ce.effect_id < pe.effect_id;
 
+-- check: durable_workflow_not_completed lost
+-- A durable Go workflow (chaos.durable) that did not complete: every one must end completed (none failed, dead, cancelled or left waiting for its signal or child).
+select task_id from queues.task where task_type = 'chaos.durable' and status <> 'completed';
+
+-- check: durable_step_tx_missing lost
+-- A completed durable workflow without the effect of one of its StepTx (effect-1, effect-2), as workload key:step.
+select t.payload ->> 'key' || ':' || s.step
+from queues.task t
+cross join (values ('effect-1'), ('effect-2')) as s(step)
+where t.task_type = 'chaos.durable' and t.status = 'completed'
+  and not exists (select from chaos.durable_effect e where e.key = t.payload ->> 'key' and e.step = s.step);
+
+-- check: durable_step_tx_twice duplicate
+-- A StepTx effect committed more than once (chaos.durable_effect, by workload key:step): the effect and its checkpoint must commit together, once.
+select key || ':' || step from chaos.durable_effect group by key, step having count(*) > 1;
+
+-- check: durable_step_tx_without_checkpoint duplicate
+-- A StepTx effect with no step_tx checkpoint of that name in queues.workflow_step: the effect committed without its checkpoint, so a re-run would apply it again.
+select e.key || ':' || e.step
+from chaos.durable_effect e
+join queues.task t on t.task_type = 'chaos.durable' and t.idempotency_key = 'chaos-' || e.key
+where not exists (select from queues.workflow_step w where w.task_id = t.task_id and w.kind = 'step_tx' and w.name = e.step);
+
+-- check: durable_step_missing lost
+-- A completed durable workflow one of whose Steps (step-1, step-2) never ran (no chaos.durable_step row), as workload key:step.
+select t.payload ->> 'key' || ':' || s.step
+from queues.task t
+cross join (values ('step-1'), ('step-2')) as s(step)
+where t.task_type = 'chaos.durable' and t.status = 'completed'
+  and not exists (select from chaos.durable_step d where d.key = t.payload ->> 'key' and d.step = s.step);
+
+-- check: durable_step_key_changed duplicate
+-- A Step that ran under two StepKeys, or under a key other than the one its checkpoint recorded: every run of a step must carry the same key.
+select key || ':' || step from chaos.durable_step group by key, step having count(distinct step_key) > 1
+union
+select d.key || ':' || d.step
+from chaos.durable_step d
+join queues.task t on t.task_type = 'chaos.durable' and t.idempotency_key = 'chaos-' || d.key
+join queues.workflow_step w on w.task_id = t.task_id and w.kind = 'step' and w.name = d.step
+where w.result #>> '{}' is distinct from d.step_key;
+
+-- check: durable_child_missing lost
+-- A completed durable workflow without its completed spawned child (a taskorch.sleep task whose payload names it in spawned_by).
+select t.task_id
+from queues.task t
+where t.task_type = 'chaos.durable' and t.status = 'completed'
+  and not exists (select from queues.task c where c.task_type = 'taskorch.sleep' and c.payload ->> 'spawned_by' = t.payload ->> 'key'
+                  and c.status = 'completed');
+
+-- check: durable_child_twice duplicate
+-- A durable workflow whose Spawn enqueued more than one child (its workload key).
+select payload ->> 'spawned_by' from queues.task
+where task_type = 'taskorch.sleep' and payload ? 'spawned_by'
+group by 1 having count(*) > 1;
+
+-- check: durable_signal_not_received lost
+-- A completed durable workflow whose last StepTx did not record its own signal's payload (AwaitSignal returned something else).
+select t.task_id
+from queues.task t
+where t.task_type = 'chaos.durable' and t.status = 'completed'
+  and not exists (select from chaos.durable_effect e where e.key = t.payload ->> 'key' and e.step = 'effect-2'
+                  and e.payload ->> 'key' = t.payload ->> 'key');
+
+-- check: durable_steps_rerun info
+-- Steps that ran more than once (a fault fell between the step's effect and its checkpoint), each time with the same key: at least once.
+select key || ':' || step from chaos.durable_step group by key, step having count(*) > 1;
+
+-- check: durable_runs_cut info
+-- Durable workflows a run of which a fault ended: a lease expired and rescued, or recovered from a dead worker.
+select distinct e.task_id
+from queues.task_event e
+join queues.task t using (task_id)
+where t.task_type = 'chaos.durable' and e.event in ('lease_expired', 'recovered');
+
 -- check: completed_twice duplicate
 -- Tasks completed more than once (chaos.completion, the fixture's trigger): completed under two leases.
 select task_id from chaos.completion group by task_id having count(*) > 1;

@@ -129,6 +129,50 @@ begin
     return _n;
 end $$;
 
+-- The durable Go workflows' witnesses (cmd/taskorch/internal/chaosflow). No unique constraint on
+-- either table on purpose: a StepTx effect committed twice, or a Step run again, must be recorded
+-- (and counted by the checker), not raise.
+--
+-- One row per commit of a StepTx's effect: by workload key and step name, in the step's
+-- transaction (with its checkpoint); effect-2 carries the signal's payload.
+create table chaos.durable_effect (
+    durable_effect_id bigint      generated always as identity primary key,
+    key               text        not null,
+    step              text        not null,
+    payload           jsonb,
+    recorded_at       timestamptz not null default clock_timestamp()
+);
+create index durable_effect_key_idx on chaos.durable_effect (key, step);
+
+-- One row per run of a Step's function, with its StepKey, written outside any transaction (at
+-- least once: a run whose checkpoint was lost runs the step again, with the same key).
+create table chaos.durable_step (
+    durable_step_id bigint      generated always as identity primary key,
+    key             text        not null,
+    step            text        not null,
+    step_key        text        not null,
+    recorded_at     timestamptz not null default clock_timestamp()
+);
+create index durable_step_key_idx on chaos.durable_step (key, step);
+
+create function chaos.record_durable_effect(_key text, _step text, _payload jsonb) returns void
+language sql volatile security definer set search_path = pg_catalog, pg_temp as $$
+    insert into chaos.durable_effect (key, step, payload) values (_key, _step, _payload)
+$$;
+
+create function chaos.record_durable_step(_key text, _step text, _step_key text) returns void
+language sql volatile security definer set search_path = pg_catalog, pg_temp as $$
+    insert into chaos.durable_step (key, step, step_key) values (_key, _step, _step_key)
+$$;
+
+-- Sends each key's durable workflow its signal (first emit wins: a batch sent again changes
+-- nothing); returns how many it was given.
+create function chaos.signal_durable(_keys text[]) returns integer
+language sql volatile set search_path = pg_catalog, pg_temp as $$
+    select count(queues.signal('chaos.durable', k, jsonb_build_object('key', k)))::integer
+    from unnest(_keys) as k
+$$;
+
 -- Email processes retry fast under chaos; one recipient always fails (the process gives up).
 update comms.process_config
 set max_attempts = 5, backoff_base = interval '200 milliseconds', backoff_max = interval '2 seconds',
@@ -140,3 +184,5 @@ values ('email', 'always@fail.chaos.test', 'always', 'chaos: this recipient alwa
 revoke all on all functions in schema chaos from public;
 grant usage on schema chaos to worker_service_user;
 grant execute on function chaos.apply_effect(jsonb) to worker_service_user;
+grant execute on function chaos.record_durable_effect(text, text, jsonb), chaos.record_durable_step(text, text, text)
+    to worker_service_user;

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/cmd/taskorch/internal/chaosflow"
 	"github.com/taskorch/taskorch/internal/pgcluster"
 )
 
@@ -232,6 +233,7 @@ func (e *env) setup(ctx context.Context) error {
 		"TASKORCH_SHUTDOWN_GRACE=5s",
 		"TASKORCH_LOG_FORMAT=json",
 		"TASKORCH_LOG_LEVEL=info",
+		chaosflow.EnvVar + "=true", // the durable Go workflows of the workload (chaosflow)
 	}}
 	e.pgProxyURL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/chaos?sslmode=disable", proxyPort)
 	e.prod = &producer{pool: e.pool, log: e.log, items: makeWorkload(e.cfg.Tasks, rand.New(rand.NewPCG(e.cfg.Seed, 1)))} //nolint:gosec // a reproducible workload

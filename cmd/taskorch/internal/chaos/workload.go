@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/taskorch/taskorch/cmd/taskorch/internal/chaosflow"
 )
 
 // Kinds of workload item.
@@ -19,6 +21,7 @@ const (
 	itemDBFunction        // chaos.apply_effect: an effect row, maybe a child task
 	itemEmail             // an email process (comms.send_email) delivered by the outbox
 	itemWorkflow          // chaos.enqueue_workflows: a diamond or a chain of chaos.apply_effect tasks
+	itemDurable           // chaos.durable: a durable Go workflow (chaosflow), then its signal
 )
 
 // item is one unit of workload.
@@ -29,20 +32,25 @@ type item struct {
 	payload []byte // task payload (Go and db_function items)
 	to      string // recipient (email items)
 	expect  string // email items: "sent" or "gave_up"
+	// signalAfter is how long after its commit a durable workflow's signal is sent (at most a
+	// twentieth of the run: see producer.run).
+	signalAfter time.Duration
 }
 
-// makeWorkload returns n items: 70% Go tasks (15% of them sleeping 100-1000 ms, so faults
+// makeWorkload returns n items: 66% Go tasks (15% of them sleeping 100-1000 ms, so faults
 // find them running), 16% db_function tasks (a fifth sleeping 50-500 ms in the database, 2%
 // sleeping 4-8 s there, past the workers' lease; 30% enqueueing a child), 4% workflows of
 // db_function tasks that wait for one another (docs/workflows.md; half diamonds a → b, c → d,
-// half chains a → b → c; chaos.enqueue_workflows), 10% email processes (a tenth to a recipient
-// whose first delivery fails, 3% to one that always fails, so the process gives up).
+// half chains a → b → c; chaos.enqueue_workflows), 4% durable Go workflows (chaos.durable:
+// StepTx, Step, a Sleep of 0.5-3 s, Spawn and Await of a child, AwaitSignal — the signal sent
+// 0-8 s after the workflow — Step, StepTx; chaosflow), 10% email processes (a tenth to a
+// recipient whose first delivery fails, 3% to one that always fails, so the process gives up).
 func makeWorkload(n int, rng *rand.Rand) []item {
 	items := make([]item, n)
 	for i := range items {
 		it := &items[i]
 		switch r := rng.Float64(); {
-		case r < 0.70:
+		case r < 0.66:
 			it.kind, it.key = itemGo, fmt.Sprintf("g%d", i)
 			if rng.Float64() < 0.15 {
 				it.typ = "taskorch.sleep"
@@ -72,6 +80,11 @@ func makeWorkload(n int, rng *rand.Rand) []item {
 			if rng.Float64() < 0.5 {
 				it.key, it.typ = fmt.Sprintf("wc%d", i), "chain"
 			}
+		case r < 0.94:
+			it.kind, it.key, it.typ = itemDurable, fmt.Sprintf("f%d", i), chaosflow.TaskType
+			it.payload, _ = json.Marshal(chaosflow.Args{Key: it.key, SleepMS: 500 + rng.IntN(2501),
+				LingerMS: rng.IntN(301), ChildMS: rng.IntN(501)})
+			it.signalAfter = time.Duration(rng.IntN(8001)) * time.Millisecond
 		default:
 			it.kind, it.key, it.expect = itemEmail, fmt.Sprintf("e%d", i), "sent"
 			switch r := rng.Float64(); {
@@ -95,15 +108,28 @@ type producer struct {
 	items []item
 	log   *slog.Logger
 
+	// signals are the durable workflows committed whose signal is not sent yet, oldest first;
+	// maxSignalAfter caps an item's signalAfter (run sets it). Only run's goroutine uses them.
+	signals        []pendingSignal
+	maxSignalAfter time.Duration
+
 	mu      sync.Mutex
 	sent    int      // items committed
 	done    Expected // committed, by kind
 	retries int      // batches sent again after an error
 }
 
-// run enqueues items[:n*elapsed/over] as time passes, until all are sent or ctx is done.
+// pendingSignal is a durable workflow's signal, to be sent at due.
+type pendingSignal struct {
+	key string
+	due time.Time
+}
+
+// run enqueues items[:n*elapsed/over] as time passes, and sends each durable workflow its
+// signal when it is due (at most over/20 after the workflow), until all are sent or ctx is done.
 func (p *producer) run(ctx context.Context, over time.Duration) error {
 	start := time.Now()
+	p.maxSignalAfter = over / 20
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -116,7 +142,10 @@ func (p *producer) run(ctx context.Context, over time.Duration) error {
 				return err
 			}
 		}
-		if p.progress() == len(p.items) {
+		if err := p.sendSignals(ctx); err != nil {
+			return err
+		}
+		if p.progress() == len(p.items) && len(p.signals) == 0 {
 			return nil
 		}
 		select {
@@ -154,9 +183,12 @@ func (p *producer) send(ctx context.Context, batch []item) error {
 			exp.Workflows++
 		default:
 			types, payloads, keys = append(types, it.typ), append(payloads, string(it.payload)), append(keys, "chaos-"+it.key)
-			if it.kind == itemGo {
+			switch it.kind {
+			case itemGo:
 				exp.GoTasks++
-			} else {
+			case itemDurable:
+				exp.DurableWorkflows++
+			default:
 				exp.DBFunctionTasks++
 			}
 		}
@@ -189,7 +221,14 @@ func (p *producer) send(ctx context.Context, batch []item) error {
 			p.done.DBFunctionTasks += exp.DBFunctionTasks
 			p.done.EmailProcesses += exp.EmailProcesses
 			p.done.Workflows += exp.Workflows
+			p.done.DurableWorkflows += exp.DurableWorkflows
 			p.mu.Unlock()
+			now := time.Now()
+			for _, it := range batch {
+				if it.kind == itemDurable {
+					p.signals = append(p.signals, pendingSignal{key: it.key, due: now.Add(min(it.signalAfter, p.maxSignalAfter))})
+				}
+			}
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -199,6 +238,45 @@ func (p *producer) send(ctx context.Context, batch []item) error {
 		p.retries++
 		p.mu.Unlock()
 		p.log.Debug("producer: batch not committed; sending it again", "error", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// sendSignals sends the signals that are due, in one transaction, retrying (idempotently: first
+// emit wins) until it commits.
+func (p *producer) sendSignals(ctx context.Context) error {
+	var keys []string
+	var rest []pendingSignal
+	now := time.Now()
+	for _, s := range p.signals {
+		if s.due.After(now) {
+			rest = append(rest, s)
+		} else {
+			keys = append(keys, s.key)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	backoff := 100 * time.Millisecond
+	for {
+		_, err := p.pool.Exec(ctx, `select chaos.signal_durable($1)`, keys)
+		if err == nil {
+			p.signals = rest
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		p.mu.Lock()
+		p.retries++
+		p.mu.Unlock()
+		p.log.Debug("producer: signals not sent; sending them again", "error", err)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
