@@ -75,12 +75,19 @@ func removeWhenDone(dir string) error {
 		return err
 	}
 	go func() { _ = cmd.Wait() }()
-	cleanupPipe = pw // kept open, and referenced, until the process exits
+	cleanupMu.Lock()
+	cleanupPipes = append(cleanupPipes, pw) // kept open, and referenced, until the process exits
+	cleanupMu.Unlock()
 	return nil
 }
 
-// cleanupPipe is the write end of removeWhenDone's pipe.
-var cleanupPipe *os.File
+// cleanupPipes are the write ends of removeWhenDone's pipes, one per directory: each is kept
+// referenced, since a pipe's *os.File that is garbage-collected is closed, which would remove its
+// directory while the tests still use it.
+var (
+	cleanupMu    sync.Mutex
+	cleanupPipes []*os.File
+)
 
 type buildError struct {
 	out string
