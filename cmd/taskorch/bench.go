@@ -128,15 +128,22 @@ func newBenchSleepersCmd(g *globals, f *benchFlags) *cobra.Command {
 		Long: `Runs one in-process worker under a steady load of --rate no-op tasks a second for --phase, then
 idle; then puts --sleepers durable workflows (docs/workflows.md, "Durable workflows in Go") to
 sleep for 30 days, each after one Step; then the same load and idle again. Prints, per phase, the
-claim statements' durations under the load and while idle, and the process's resident memory
-once idle (after a garbage collection), and the ratios with the sleepers to without
-(docs/benchmarks.md).`,
+claim statements' durations under the load and while idle, the resident memory of a fresh
+taskorch worker process started in each idle time, and the ratios with the sleepers to without
+(docs/benchmarks.md, "Durable workflows asleep").`,
 		Example: `  taskorch bench sleepers --sleepers 100000`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if c.Sleepers < 1 || c.Rate < 1 || c.Phase <= 0 || c.Concurrency < 1 || c.Concurrency > 1000 {
 				return usageErrorf("--sleepers and --rate must be at least 1, --phase positive and --concurrency between 1 and 1000, got %d, %d, %s and %d",
 					c.Sleepers, c.Rate, c.Phase, c.Concurrency)
+			}
+			if c.WorkerBinary == "" {
+				self, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("find this binary to run as the idle worker (pass --worker-bin): %w", err)
+				}
+				c.WorkerBinary = self
 			}
 			return f.run(cmd, g, nil, func(ctx context.Context, e *bench.Env) (bench.Result, error) {
 				return bench.Sleepers(ctx, e, c)
@@ -147,6 +154,8 @@ once idle (after a garbage collection), and the ratios with the sleepers to with
 	cmd.Flags().IntVar(&c.Sleepers, "sleepers", 100_000, "durable workflows to put to sleep between the phases")
 	cmd.Flags().IntVar(&c.Rate, "rate", 1000, "no-op tasks enqueued a second in each phase")
 	cmd.Flags().DurationVar(&c.Phase, "phase", 20*time.Second, "how long each phase enqueues")
+	cmd.Flags().DurationVar(&c.Idle, "idle", 5*time.Second, "how long the worker idles after each phase's load (a fresh taskorch worker process's RSS is read meanwhile)")
+	cmd.Flags().StringVar(&c.WorkerBinary, "worker-bin", "", "the taskorch binary to run as the idle worker process (default: this one)")
 	return cmd
 }
 

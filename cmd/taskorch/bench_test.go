@@ -75,6 +75,23 @@ func TestBenchCommand(t *testing.T) {
 	}
 }
 
+// The sleepers mode reads a fresh `taskorch worker` process's RSS in each phase's idle time,
+// without and with the workflows asleep.
+func TestBenchSleepers(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDBURL(t)
+	res := runJSON[map[string]any](t, "bench", "sleepers", "--sleepers", "200", "--rate", "100", "--phase", "1s", "--idle", "1s",
+		"--concurrency", "10", "--worker-bin", taskorchBinary(t), "--database-url", url, "--in-place")
+	require.Equal(t, "sleepers", res["mode"])
+	phases, ok := res["phases"].([]any)
+	require.True(t, ok)
+	require.Len(t, phases, 2)
+	for _, p := range phases {
+		require.Greater(t, p.(map[string]any)["worker_rss_mb"], 5.0)
+	}
+	require.Positive(t, res["rss_ratio"])
+}
+
 // The memory mode measures a separate `taskorch worker` process.
 func TestBenchMemory(t *testing.T) {
 	t.Parallel()

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"syscall"
 	"time"
 
 	"github.com/taskorch/taskorch"
@@ -26,6 +28,10 @@ type SleepersConfig struct {
 	Phase time.Duration
 	// Idle is how long the worker idles after each phase's load. Defaults to 5 s.
 	Idle time.Duration
+	// WorkerBinary is a taskorch binary to run as a separate `taskorch worker` process in each
+	// phase's idle time, whose resident memory is the phase's idle worker RSS. Without it, only
+	// this process's own figures are taken.
+	WorkerBinary string
 }
 
 // SleepersPhase is one phase of Sleepers: a steady load of no-op tasks, the claims' durations
@@ -36,8 +42,12 @@ type SleepersPhase struct {
 	Tasks    int64       `json:"tasks"`
 	Claims   int         `json:"claims"`
 	Claim    Percentiles `json:"claim_ms"`
-	// IdleRSSMB is the process's VmRSS, idle after the phase, after a garbage collection that
-	// returned freed memory to the system; HeapMB the Go heap in use then.
+	// WorkerRSSMB is the highest VmRSS of a separate, fresh `taskorch worker` process, idle
+	// after the phase (0 without SleepersConfig.WorkerBinary).
+	WorkerRSSMB float64 `json:"worker_rss_mb"`
+	// IdleRSSMB is this process's VmRSS (its in-process worker's and the benchmark's own), idle
+	// after the phase, after a garbage collection that returned freed memory to the system;
+	// HeapMB the Go heap in use then.
 	IdleRSSMB float64 `json:"idle_rss_mb"`
 	HeapMB    float64 `json:"heap_mb"`
 	// IdleClaim is the claim durations while the worker waited, idle, after the phase (it
@@ -56,7 +66,9 @@ type SleepersResult struct {
 	// PutToSleepSeconds is how long the Sleepers workflows took from enqueue to all asleep.
 	PutToSleepSeconds float64         `json:"put_to_sleep_seconds"`
 	Phases            []SleepersPhase `json:"phases"`
-	// RSSRatio and ClaimP99Ratio divide the second phase's (with the sleepers) by the first's.
+	// RSSRatio and ClaimP99Ratio divide the second phase's (with the sleepers) by the first's:
+	// the separate worker process's RSS (this process's without WorkerBinary) and the claims'
+	// p99 under the load.
 	RSSRatio      float64 `json:"rss_ratio"`
 	ClaimP99Ratio float64 `json:"claim_p99_ratio"`
 }
@@ -70,10 +82,11 @@ func (r *SleepersResult) Table() []Row {
 	for _, p := range r.Phases {
 		rows = append(rows,
 			Row{p.Name, fmt.Sprintf("%s asleep; %s tasks; %d claims: %s", humanize.Thousands(p.Sleeping), humanize.Thousands(p.Tasks), p.Claims, p.Claim)},
-			Row{p.Name + ", idle", fmt.Sprintf("RSS %.1f MiB (Go heap %.1f MiB); %d idle claims: %s", p.IdleRSSMB, p.HeapMB, p.IdleClaims, p.IdleClaim)},
+			Row{p.Name + ", idle", fmt.Sprintf("a fresh taskorch worker process: RSS %.1f MiB; this process: RSS %.1f MiB (Go heap %.1f MiB); %d idle claims: %s",
+				p.WorkerRSSMB, p.IdleRSSMB, p.HeapMB, p.IdleClaims, p.IdleClaim)},
 		)
 	}
-	rows = append(rows, Row{"with ÷ without", fmt.Sprintf("idle RSS %.2f, claim p99 %.2f", r.RSSRatio, r.ClaimP99Ratio)})
+	rows = append(rows, Row{"with ÷ without", fmt.Sprintf("idle worker RSS %.3f, claim p99 %.2f", r.RSSRatio, r.ClaimP99Ratio)})
 	return rows
 }
 
@@ -183,10 +196,16 @@ func Sleepers(ctx context.Context, e *Env, cfg SleepersConfig) (*SleepersResult,
 		ds := tracer.next(i + 1)
 		p.Claims, p.Claim = len(ds), percentiles(ds)
 		e.progress.phase("%s: idle", name)
+		idleEnd := time.Now().Add(cfg.Idle)
+		if cfg.WorkerBinary != "" {
+			if p.WorkerRSSMB, err = idleWorkerRSS(ctx, e, cfg.WorkerBinary); err != nil {
+				return p, err
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return p, ctx.Err()
-		case <-time.After(cfg.Idle):
+		case <-time.After(time.Until(idleEnd)):
 		}
 		ids := tracer.next(-1)
 		p.IdleClaims, p.IdleClaim = len(ids), percentiles(ids)
@@ -253,7 +272,10 @@ func Sleepers(ctx context.Context, e *Env, cfg SleepersConfig) (*SleepersResult,
 		return nil, err
 	}
 	r.Phases = []SleepersPhase{without, with}
-	if without.IdleRSSMB > 0 {
+	switch {
+	case without.WorkerRSSMB > 0:
+		r.RSSRatio = round3(with.WorkerRSSMB / without.WorkerRSSMB)
+	case without.IdleRSSMB > 0:
 		r.RSSRatio = round3(with.IdleRSSMB / without.IdleRSSMB)
 	}
 	if without.Claim.P99 > 0 {
@@ -262,4 +284,72 @@ func Sleepers(ctx context.Context, e *Env, cfg SleepersConfig) (*SleepersResult,
 	e.progress.clear()
 	r.finish()
 	return r, nil
+}
+
+// idleWorkerRSS starts a `taskorch worker` process of binary on the benchmark's database, waits
+// until it has registered and a second more (its start-up settles, its idle poll backs off),
+// and returns its highest VmRSS over the next 2 s, in MiB; then stops it.
+func idleWorkerRSS(ctx context.Context, e *Env, binary string) (float64, error) {
+	id := "bench-sleepers-" + randomHex(3)
+	var out limitedBuffer
+	cmd := exec.Command(binary, "worker") //nolint:gosec // the binary is the caller's choice
+	cmd.Env = append(withoutTaskorchEnv(os.Environ()),
+		"DATABASE_URL="+e.URL,
+		"TASKORCH_MIGRATE=false",
+		"TASKORCH_CONCURRENCY=10",
+		"TASKORCH_WORKER_ID="+id,
+		"TASKORCH_SHUTDOWN_GRACE=1ms",
+		"TASKORCH_LOG_LEVEL=warn",
+	)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("bench: start %s worker: %w", binary, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			e.log.Debug("the idle worker exited", "error", err)
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			e.log.Warn("the idle worker did not stop within 15 s of SIGTERM; killed it", "error", <-exited)
+		}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var ok bool
+		if err := e.admin.QueryRow(ctx, `select exists (select 1 from queues.worker where worker_id = $1)`, id).Scan(&ok); err != nil {
+			return 0, err
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("bench: the worker did not register within 30 s; its output:\n%s", out.String())
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case err := <-exited:
+			exited <- err
+			return 0, fmt.Errorf("bench: the worker exited (%v); its output:\n%s", err, out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	select {
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-time.After(time.Second):
+	}
+	var most int64
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		rss, _, err := procMemory(cmd.Process.Pid)
+		if err != nil {
+			return 0, err
+		}
+		most = max(most, rss)
+	}
+	return mib(most), nil
 }
