@@ -3951,7 +3951,7 @@ CREATE FUNCTION internal.limited_claimable(_limited text[], _task_types text[], 
     select coalesce(array(select internal.limited_candidates(
         array(select l from unnest(_limited) l
               where (_task_types is null or internal.limit_task_type(l) = any (_task_types))
-                and (coalesce(cardinality(_paused), 0) = 0 or internal.limit_task_type(l) <> all (_paused))),
+                and (coalesce(cardinality(_paused), 0) = 0 or (internal.limit_task_type(l) <> all (_paused) and l <> all (_paused)))),
         _limit, null, _clock)), '{}')
 $$;
 
@@ -5037,7 +5037,7 @@ begin
                   and t.run_at <= now()
                   and (coalesce(cardinality(_limited), 0) = 0 or t.task_type <> all (_limited))
                   and (_task_types is null or t.task_type = any (_task_types))
-                  and (coalesce(cardinality(_paused), 0) = 0 or t.task_type <> all (_paused))
+                  and (coalesce(cardinality(_paused), 0) = 0 or (t.task_type <> all (_paused) and (t.key_scope = '' or t.task_type || ':' || t.key_scope <> all (_paused))))
                 order by (t.limit_name is null) desc, t.priority desc, t.run_at, t.task_id
                 limit _limit - cardinality(_ids)
                 for update skip locked);
@@ -5697,7 +5697,7 @@ begin
           and t.status = 'pending'
           and t.run_at <= now()
           and (_task_types is null or t.task_type = any (_task_types))
-          and (cardinality(_paused) = 0 or t.task_type <> all (_paused))
+          and (cardinality(_paused) = 0 or (t.task_type <> all (_paused) and (t.key_scope = '' or t.task_type || ':' || t.key_scope <> all (_paused))))
           and t.limit_name is null
           and not exists (select from queues.task_limit l where l.task_type = t.task_type)
         order by t.task_id
@@ -5707,7 +5707,7 @@ begin
         select l.task_type from queues.task_limit l
         where exists (select from queues.task t where t.task_id = any (_task_ids) and t.limit_name = l.task_type)
           and (_task_types is null or internal.limit_task_type(l.task_type) = any (_task_types))
-          and (cardinality(_paused) = 0 or internal.limit_task_type(l.task_type) <> all (_paused)));
+          and (cardinality(_paused) = 0 or (internal.limit_task_type(l.task_type) <> all (_paused) and l.task_type <> all (_paused))));
     if cardinality(_limited) > 0 then
         _clock := clock_timestamp();
         _lim := array(select internal.limited_candidates(_limited, cardinality(_task_ids), _task_ids, _clock));
@@ -6194,7 +6194,7 @@ begin
             where t.status = 'pending'
               and t.run_at <= now()
               and (_task_types is null or t.task_type = any (_task_types))
-              and (cardinality(_paused) = 0 or t.task_type <> all (_paused))
+              and (cardinality(_paused) = 0 or (t.task_type <> all (_paused) and (t.key_scope = '' or t.task_type || ':' || t.key_scope <> all (_paused))))
             order by (t.limit_name is null) desc, t.priority desc, t.run_at, t.task_id
             limit _window
         ) a;
@@ -6210,7 +6210,7 @@ begin
               and t.limit_name is null
               and t.task_type <> all (_limited)
               and (_task_types is null or t.task_type = any (_task_types))
-              and (cardinality(_paused) = 0 or t.task_type <> all (_paused))
+              and (cardinality(_paused) = 0 or (t.task_type <> all (_paused) and (t.key_scope = '' or t.task_type || ':' || t.key_scope <> all (_paused))))
             order by t.priority desc, t.run_at, t.task_id
             limit _window
         ) a;
@@ -7110,19 +7110,23 @@ COMMENT ON FUNCTION queues.parent_results(_task_id bigint) IS 'A task''s parents
 CREATE FUNCTION queues.pause_queue(_task_type text, _paused_by text DEFAULT NULL::text) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+    AS $_$
 declare
     _n integer;
 begin
     if _task_type is null or btrim(_task_type) = '' then
         raise exception 'pause_queue: _task_type is required' using errcode = 'invalid_parameter_value';
     end if;
+    if _task_type like 'db_function:%' and _task_type !~ '^db_function:[a-z_][a-z0-9_$]*[.][a-z_][a-z0-9_$]*$' then
+        raise exception 'pause_queue: % does not name a function: db_function:schema.name, two lowercase SQL identifiers', _task_type
+            using errcode = 'invalid_parameter_value';
+    end if;
     insert into queues.queue_pause (task_type, paused_by)
     values (_task_type, coalesce(_paused_by, session_user))
     on conflict (task_type) do nothing;
     get diagnostics _n = row_count;
     return _n = 1;
-end $$;
+end $_$;
 
 
 --
@@ -7411,7 +7415,9 @@ CREATE FUNCTION queues.queue_depth(_task_types text[] DEFAULT NULL::text[]) RETU
          + (select count(*) from queues.task t
             where t.status = 'pending' and t.run_at <= now()
               and (_task_types is null or t.task_type = any (_task_types))
-              and not exists (select from queues.queue_pause qp where qp.task_type = t.task_type))
+              and not exists (select from queues.queue_pause qp
+                              where qp.task_type = t.task_type
+                                 or (t.key_scope <> '' and qp.task_type = t.task_type || ':' || t.key_scope)))
 $$;
 
 
@@ -7900,7 +7906,7 @@ begin
     with stale as (
         select t.task_id,
                internal.is_dispatched(t.dispatched_at, t.dispatch_lease_id, t.lease_id) as lost,
-               t.run_at <= now() and (cardinality(_paused) = 0 or t.task_type <> all (_paused)) as send
+               t.run_at <= now() and (cardinality(_paused) = 0 or (t.task_type <> all (_paused) and (t.key_scope = '' or t.task_type || ':' || t.key_scope <> all (_paused)))) as send
         from queues.task t
         where t.status = 'pending' and t.dispatched_at is not null  -- task_dispatched_idx's predicate
           and t.dispatched_at < now() - _older_than

@@ -19,7 +19,12 @@ func newQueuesCmd(g *globals) *cobra.Command {
 	pause := &cobra.Command{
 		Use:   "pause TYPE",
 		Short: "Stop workers from claiming tasks of TYPE (running ones finish; enqueueing goes on)",
-		Args:  exactArgs(1),
+		Long: `Stop workers from claiming tasks of TYPE: running ones finish, enqueueing goes on. TYPE is a
+task type, or db_function:<schema.function> for one SQL function's db_function tasks alone (the
+other functions' run on; docs/sql.md, "Queue controls and the outbox").`,
+		Example: `  taskorch queues pause reports.render
+  taskorch queues pause db_function:billing.recalc`,
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, done, err := g.client(cmd.Context())
 			if err != nil {

@@ -8,7 +8,7 @@ language sql volatile security definer set search_path = pg_catalog, pg_temp as 
     select coalesce(array(select internal.limited_candidates(
         array(select l from unnest(_limited) l
               where (_task_types is null or internal.limit_task_type(l) = any (_task_types))
-                and (coalesce(cardinality(_paused), 0) = 0 or internal.limit_task_type(l) <> all (_paused))),
+                and (coalesce(cardinality(_paused), 0) = 0 or (internal.limit_task_type(l) <> all (_paused) and l <> all (_paused)))),
         _limit, null, _clock)), '{}')
 $$;
 revoke all on function internal.limited_claimable(text[], text[], text[], integer, timestamp with time zone) from public;

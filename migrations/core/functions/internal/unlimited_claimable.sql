@@ -42,7 +42,7 @@ begin
                   and t.run_at <= now()
                   and (coalesce(cardinality(_limited), 0) = 0 or t.task_type <> all (_limited))
                   and (_task_types is null or t.task_type = any (_task_types))
-                  and (coalesce(cardinality(_paused), 0) = 0 or t.task_type <> all (_paused))
+                  and (coalesce(cardinality(_paused), 0) = 0 or (t.task_type <> all (_paused) and (t.key_scope = '' or t.task_type || ':' || t.key_scope <> all (_paused))))
                 order by (t.limit_name is null) desc, t.priority desc, t.run_at, t.task_id
                 limit _limit - cardinality(_ids)
                 for update skip locked);

@@ -36,7 +36,7 @@ begin
           and t.status = 'pending'
           and t.run_at <= now()
           and (_task_types is null or t.task_type = any (_task_types))
-          and (cardinality(_paused) = 0 or t.task_type <> all (_paused))
+          and (cardinality(_paused) = 0 or (t.task_type <> all (_paused) and (t.key_scope = '' or t.task_type || ':' || t.key_scope <> all (_paused))))
           and t.limit_name is null
           and not exists (select from queues.task_limit l where l.task_type = t.task_type)
         order by t.task_id
@@ -46,7 +46,7 @@ begin
         select l.task_type from queues.task_limit l
         where exists (select from queues.task t where t.task_id = any (_task_ids) and t.limit_name = l.task_type)
           and (_task_types is null or internal.limit_task_type(l.task_type) = any (_task_types))
-          and (cardinality(_paused) = 0 or internal.limit_task_type(l.task_type) <> all (_paused)));
+          and (cardinality(_paused) = 0 or (internal.limit_task_type(l.task_type) <> all (_paused) and l.task_type <> all (_paused))));
     if cardinality(_limited) > 0 then
         _clock := clock_timestamp();
         _lim := array(select internal.limited_candidates(_limited, cardinality(_task_ids), _task_ids, _clock));

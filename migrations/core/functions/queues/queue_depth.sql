@@ -12,7 +12,9 @@ language sql stable security definer set search_path = pg_catalog, pg_temp as $$
          + (select count(*) from queues.task t
             where t.status = 'pending' and t.run_at <= now()
               and (_task_types is null or t.task_type = any (_task_types))
-              and not exists (select from queues.queue_pause qp where qp.task_type = t.task_type))
+              and not exists (select from queues.queue_pause qp
+                              where qp.task_type = t.task_type
+                                 or (t.key_scope <> '' and qp.task_type = t.task_type || ':' || t.key_scope)))
 $$;
 revoke all on function queues.queue_depth(text[]) from public;
 grant execute on function queues.queue_depth(text[]) to worker_service_user;

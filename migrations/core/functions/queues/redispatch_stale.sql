@@ -27,7 +27,7 @@ begin
     with stale as (
         select t.task_id,
                internal.is_dispatched(t.dispatched_at, t.dispatch_lease_id, t.lease_id) as lost,
-               t.run_at <= now() and (cardinality(_paused) = 0 or t.task_type <> all (_paused)) as send
+               t.run_at <= now() and (cardinality(_paused) = 0 or (t.task_type <> all (_paused) and (t.key_scope = '' or t.task_type || ':' || t.key_scope <> all (_paused)))) as send
         from queues.task t
         where t.status = 'pending' and t.dispatched_at is not null  -- task_dispatched_idx's predicate
           and t.dispatched_at < now() - _older_than
