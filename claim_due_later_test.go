@@ -14,7 +14,7 @@ import (
 // workflows asleep, tasks scheduled for later) of a type the worker runs, a claim that finds
 // fewer due tasks than it asks for reads a few pages of the claim index, not all of them, and
 // takes every due task in claim order, across priorities: without limits, and with a limit on
-// another type.
+// another type; and the transports' dispatcher reads its window so too.
 func TestClaimReadsNoTaskDueLater(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -72,4 +72,11 @@ func TestClaimReadsNoTaskDueLater(t *testing.T) {
 		require.Equal(t, due, got, "limits set: %v: the claim takes the due tasks, in claim order", limited)
 	}
 	require.Zero(t, scalar[int64](t, pool, `select count(*) from queues.task where task_type = 'later' and status <> 'pending'`))
+
+	// The Redis and SQS transports' dispatcher reads its window the same way.
+	due := enqueueDue()
+	pages := pagesRead(`select internal.due_window('{elsewhere}', '{plain,later}', '{}', 100)`)
+	require.Less(t, pages, indexPages/4, "the dispatcher's window read %d pages (the claim index %d)", pages, indexPages)
+	require.Equal(t, due, scalar[[]int64](t, pool, `select internal.due_window('{elsewhere}', '{plain,later}', '{}', 100)`))
+	require.ElementsMatch(t, due, scalar[[]int64](t, pool, `select array_agg(id) from queues.dispatch_tasks('redis', 100) as id`))
 }

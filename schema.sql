@@ -3180,6 +3180,54 @@ $$;
 
 
 --
+-- Name: due_window(text[], text[], text[], integer); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.due_window(_limited text[], _task_types text[], _paused text[], _n integer) RETURNS bigint[]
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    AS $$
+declare
+    _ids bigint[] := '{}';
+    _priority integer;
+    _unlimited boolean;
+begin
+    foreach _unlimited in array case when coalesce(cardinality(_limited), 0) = 0 then array[true, false] else array[true] end loop
+        select t.priority into _priority
+        from queues.task t
+        where t.status = 'pending' and (t.limit_name is null) = _unlimited
+        order by (t.limit_name is null) desc, t.priority desc
+        limit 1;
+        while _priority is not null and cardinality(_ids) < _n loop
+            _ids := _ids || array(
+                select t.task_id
+                from queues.task t
+                where t.status = 'pending'
+                  and (t.limit_name is null) = _unlimited
+                  and t.priority = _priority
+                  and t.run_at <= now()
+                  and (coalesce(cardinality(_limited), 0) = 0 or t.task_type <> all (_limited))
+                  and (_task_types is null or t.task_type = any (_task_types))
+                  and (coalesce(cardinality(_paused), 0) = 0
+                       or (t.task_type <> all (_paused) and (t.key_scope = '' or t.task_type || ':' || t.key_scope <> all (_paused))))
+                order by (t.limit_name is null) desc, t.priority desc, t.run_at, t.task_id
+                limit _n - cardinality(_ids));
+            exit when cardinality(_ids) >= _n;
+            select t.priority into _priority
+            from queues.task t
+            where t.status = 'pending' and (t.limit_name is null) = _unlimited and t.priority < _priority
+            order by (t.limit_name is null) desc, t.priority desc
+            limit 1;
+        end loop;
+        exit when cardinality(_ids) >= _n;
+    end loop;
+    return _ids;
+end $$;
+
+
+--
 -- Name: enqueue_lock_key(); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -6181,40 +6229,14 @@ begin
     _window := greatest(coalesce(_min_window, 100),
                         2 * coalesce((select sum(w.pool_size) from queues.worker w where w.transport = _transport), 0))::integer;
 
-    -- The window, in claim order; of it, the tasks not dispatched yet (at most _limit). The claim
-    -- index puts the unlimited tasks first ((limit_name is null) desc): with limits, the scan
-    -- stops where the tasks of limited types begin (queues.claim_tasks).
-    if cardinality(_limited) = 0 then
-        select (array_agg(a.task_id order by a.ord) filter (where not a.dispatched))[1:_limit] into _ids
-        from (
-            select t.task_id,
-                   internal.is_dispatched(t.dispatched_at, t.dispatch_lease_id, t.lease_id) as dispatched,
-                   row_number() over (order by (t.limit_name is null) desc, t.priority desc, t.run_at, t.task_id) as ord
-            from queues.task t
-            where t.status = 'pending'
-              and t.run_at <= now()
-              and (_task_types is null or t.task_type = any (_task_types))
-              and (cardinality(_paused) = 0 or (t.task_type <> all (_paused) and (t.key_scope = '' or t.task_type || ':' || t.key_scope <> all (_paused))))
-            order by (t.limit_name is null) desc, t.priority desc, t.run_at, t.task_id
-            limit _window
-        ) a;
-    else
-        select (array_agg(a.task_id order by a.ord) filter (where not a.dispatched))[1:_limit] into _ids
-        from (
-            select t.task_id,
-                   internal.is_dispatched(t.dispatched_at, t.dispatch_lease_id, t.lease_id) as dispatched,
-                   row_number() over (order by t.priority desc, t.run_at, t.task_id) as ord
-            from queues.task t
-            where t.status = 'pending'
-              and t.run_at <= now()
-              and t.limit_name is null
-              and t.task_type <> all (_limited)
-              and (_task_types is null or t.task_type = any (_task_types))
-              and (cardinality(_paused) = 0 or (t.task_type <> all (_paused) and (t.key_scope = '' or t.task_type || ':' || t.key_scope <> all (_paused))))
-            order by t.priority desc, t.run_at, t.task_id
-            limit _window
-        ) a;
-    end if;
+    -- The window, in claim order; of it, the tasks not dispatched yet (at most _limit). It reads
+    -- the claim index as the claim does (internal.due_window): unlimited tasks first, one
+    -- priority at a time, no task due later.
+    select (array_agg(w.id order by w.ord) filter (
+                where not internal.is_dispatched(t.dispatched_at, t.dispatch_lease_id, t.lease_id)))[1:_limit]
+    into _ids
+    from unnest(internal.due_window(_limited, _task_types, _paused, _window)) with ordinality as w(id, ord)
+    join queues.task t on t.task_id = w.id;
     if coalesce(cardinality(_ids), 0) = 0 then
         return;
     end if;
@@ -13709,6 +13731,13 @@ REVOKE ALL ON FUNCTION internal.cron_field(_label text, _what text, _field text,
 --
 
 REVOKE ALL ON FUNCTION internal.drop_enqueue_permits() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION due_window(_limited text[], _task_types text[], _paused text[], _n integer); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.due_window(_limited text[], _task_types text[], _paused text[], _n integer) FROM PUBLIC;
 
 
 --

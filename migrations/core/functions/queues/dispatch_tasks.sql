@@ -1,8 +1,7 @@
 -- Picks the due pending tasks not yet dispatched, in claim order within a window, marks them
 -- dispatched to _transport and returns their ids, for the dispatcher to send. Tasks of limited
--- types are not sent: workers on a transport claim them with claim_limited_tasks. The window is an
--- ordered scan of the claim index, as queues.claim_tasks's candidates are (enable_seqscan and
--- enable_bitmapscan off: see there).
+-- types are not sent: workers on a transport claim them with claim_limited_tasks. The window is
+-- read from the claim index as queues.claim_tasks reads its candidates (internal.due_window).
 create or replace function queues.dispatch_tasks(
     _transport text,
     _limit integer default 500,
@@ -29,40 +28,14 @@ begin
     _window := greatest(coalesce(_min_window, 100),
                         2 * coalesce((select sum(w.pool_size) from queues.worker w where w.transport = _transport), 0))::integer;
 
-    -- The window, in claim order; of it, the tasks not dispatched yet (at most _limit). The claim
-    -- index puts the unlimited tasks first ((limit_name is null) desc): with limits, the scan
-    -- stops where the tasks of limited types begin (queues.claim_tasks).
-    if cardinality(_limited) = 0 then
-        select (array_agg(a.task_id order by a.ord) filter (where not a.dispatched))[1:_limit] into _ids
-        from (
-            select t.task_id,
-                   internal.is_dispatched(t.dispatched_at, t.dispatch_lease_id, t.lease_id) as dispatched,
-                   row_number() over (order by (t.limit_name is null) desc, t.priority desc, t.run_at, t.task_id) as ord
-            from queues.task t
-            where t.status = 'pending'
-              and t.run_at <= now()
-              and (_task_types is null or t.task_type = any (_task_types))
-              and (cardinality(_paused) = 0 or (t.task_type <> all (_paused) and (t.key_scope = '' or t.task_type || ':' || t.key_scope <> all (_paused))))
-            order by (t.limit_name is null) desc, t.priority desc, t.run_at, t.task_id
-            limit _window
-        ) a;
-    else
-        select (array_agg(a.task_id order by a.ord) filter (where not a.dispatched))[1:_limit] into _ids
-        from (
-            select t.task_id,
-                   internal.is_dispatched(t.dispatched_at, t.dispatch_lease_id, t.lease_id) as dispatched,
-                   row_number() over (order by t.priority desc, t.run_at, t.task_id) as ord
-            from queues.task t
-            where t.status = 'pending'
-              and t.run_at <= now()
-              and t.limit_name is null
-              and t.task_type <> all (_limited)
-              and (_task_types is null or t.task_type = any (_task_types))
-              and (cardinality(_paused) = 0 or (t.task_type <> all (_paused) and (t.key_scope = '' or t.task_type || ':' || t.key_scope <> all (_paused))))
-            order by t.priority desc, t.run_at, t.task_id
-            limit _window
-        ) a;
-    end if;
+    -- The window, in claim order; of it, the tasks not dispatched yet (at most _limit). It reads
+    -- the claim index as the claim does (internal.due_window): unlimited tasks first, one
+    -- priority at a time, no task due later.
+    select (array_agg(w.id order by w.ord) filter (
+                where not internal.is_dispatched(t.dispatched_at, t.dispatch_lease_id, t.lease_id)))[1:_limit]
+    into _ids
+    from unnest(internal.due_window(_limited, _task_types, _paused, _window)) with ordinality as w(id, ord)
+    join queues.task t on t.task_id = w.id;
     if coalesce(cardinality(_ids), 0) = 0 then
         return;
     end if;
