@@ -92,6 +92,9 @@ func (h *Handler) taskAction(w http.ResponseWriter, r *http.Request, who identit
 	} else if len(done) > 1 {
 		msg = append(msg, fmt.Sprintf("%s %d tasks.", verb, len(done)))
 	}
+	if action == admin.ActionCancel && len(done) > 0 {
+		msg = append(msg, h.cancelSpawned(ctx, done, who)...)
+	}
 	if len(refused) > 0 {
 		msg = append(msg, "Refused: "+strings.Join(refused, "; ")+".")
 	}
