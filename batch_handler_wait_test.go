@@ -2,12 +2,14 @@ package taskorch_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch"
+	"github.com/taskorch/taskorch/tasktype"
 )
 
 // With MaxWait, a started batch stays open to tasks of its type claimed meanwhile, and is called
@@ -44,8 +46,23 @@ func TestBatchHandlerStopClosesOpenBatch(t *testing.T) {
 	taskorch.AddBatchHandler(hs, func(_ context.Context, tasks []*taskorch.TaskFor[batchItem]) []error {
 		return make([]error, len(tasks))
 	}, &taskorch.BatchOpts{MaxWait: time.Hour})
-	_, stop := startWorker(t, pool, &taskorch.WorkerConfig{Handlers: hs, ShutdownGrace: time.Hour})
-	waitStatus(t, pool, id, taskorch.StatusRunning) // claimed, waiting in its open batch
+	started := &startedObserver{started: make(chan struct{})}
+	_, stop := startWorker(t, pool, &taskorch.WorkerConfig{Handlers: hs, ShutdownGrace: time.Hour, Observers: []taskorch.Observer{started}})
+	// Started: in its open batch. (Its status says running from its claim on, also while it
+	// waits in the claim-ahead buffer, which a stopping worker gives back instead.)
+	<-started.started
 	stop()
 	waitStatus(t, pool, id, taskorch.StatusCompleted)
+}
+
+// startedObserver closes started when the worker starts its first task.
+type startedObserver struct {
+	tasktype.ObserverDefaults
+	once    sync.Once
+	started chan struct{}
+}
+
+func (o *startedObserver) TaskStarted(ctx context.Context, _ *taskorch.Task) context.Context {
+	o.once.Do(func() { close(o.started) })
+	return ctx
 }

@@ -200,6 +200,19 @@ func (wf *Workflow) record(ctx context.Context, q worker.Querier, seq int, kind,
 	return wake, nil
 }
 
+// stopped returns err, or, when err is the run's context ending, that with the reason the worker
+// stopped the run (ErrLeaseLost: another worker has the task; ErrTaskCancelled), so a durable
+// call the worker cut short says why rather than "context canceled".
+func (wf *Workflow) stopped(err error) error {
+	if err == nil || wf.ctx.Err() == nil || !errors.Is(err, wf.ctx.Err()) {
+		return err
+	}
+	if cause := context.Cause(wf.ctx); cause != nil && !errors.Is(err, cause) {
+		return fmt.Errorf("%w: %w", cause, err)
+	}
+	return err
+}
+
 // stepKeyKey is the context key of StepKey.
 type stepKeyKey struct{}
 
@@ -239,7 +252,7 @@ func Step[R any](wf *Workflow, name string, fn func(ctx context.Context) (R, err
 	}
 	ok, err := wf.cp.Record(wf.ctx, worker.Checkpoint{TaskID: wf.task.ID, LeaseID: wf.lease, Seq: seq, Name: name, Result: b, StartedAt: started})
 	if err != nil {
-		return zero, fmt.Errorf("recording %s %q: %w", callStep, name, mapError(err))
+		return zero, fmt.Errorf("recording %s %q: %w", callStep, name, wf.stopped(mapError(err)))
 	}
 	if !ok {
 		return zero, fmt.Errorf("%s %q: %w", callStep, name, ErrLeaseLost)
@@ -287,7 +300,7 @@ func StepTx[R any](wf *Workflow, name string, fn func(ctx context.Context, tx pg
 		return err
 	})
 	if err != nil {
-		return zero, err
+		return zero, wf.stopped(err)
 	}
 	return decodeStepResult[R](b, name)
 }
