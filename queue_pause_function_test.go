@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch"
@@ -63,6 +64,27 @@ func TestPauseOneFunction(t *testing.T) {
 	for _, name := range []string{"db_function:Billing.close", "db_function:close_month", "db_function:a.b.c", "db_function:"} {
 		_, err := c.PauseQueue(ctx, name, "ops")
 		require.ErrorIs(t, err, taskorch.ErrInvalidInput, name)
+	}
+	require.Zero(t, scalar[int](t, pool, `select count(*)::int from queues.queue_pause`))
+
+	// Pausing is an operator's: an application's role and the worker's may not pause a function
+	// (or anything), nor call the claim's internal readers; nothing is written.
+	app := "app_" + randomHex(t, 6)
+	mustExec(t, pool, "create role "+pgx.Identifier{app}.Sanitize()+" nologin")
+	t.Cleanup(func() {
+		mustExec(t, pool, "drop owned by "+pgx.Identifier{app}.Sanitize()+"; drop role "+pgx.Identifier{app}.Sanitize())
+	})
+	mustExec(t, pool, `select queues.grant_enqueue($1)`, app)
+	for _, role := range []string{app, "worker_service_user"} {
+		for _, sql := range []string{
+			`select queues.pause_queue('db_function:reports.daily')`,
+			`select queues.pause_queue('db_function')`,
+			`select queues.resume_queue('db_function:billing.close_month')`,
+			`select internal.unlimited_claimable('{}', null, '{}', 10)`,
+			`select internal.due_window('{}', null, '{}', 10)`,
+		} {
+			require.ErrorContains(t, probeAs(t, pool, role, sql), "permission denied", "%s: %s", role, sql)
+		}
 	}
 	require.Zero(t, scalar[int](t, pool, `select count(*)::int from queues.queue_pause`))
 }
