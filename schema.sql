@@ -4323,7 +4323,7 @@ begin
     cross join lateral (select * from internal.limit_of(o.task_type, o.payload)) l
     where o.task_id = t.task_id
       and o.task_type = internal.limit_task_type(_limit_name)
-      and o.status in ('pending', 'running')
+      and o.status in ('waiting', 'pending', 'running')
       and (o.limit_name, o.limit_key) is distinct from
           (l.task_type, case when l.task_type is not null then internal.limit_key(l.key_field, o.payload) end);
 end $$;
@@ -7458,11 +7458,14 @@ CREATE FUNCTION queues.queue_stats() RETURNS TABLE(task_type text, status text, 
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select g.task_type, g.status, g.tasks, g.oldest_pending_age_seconds, g.due,
+    select g.queue, g.status, g.tasks, g.oldest_pending_age_seconds, g.due,
            (select count(*) from queues.worker w
             where w.task_types is null or g.task_type = any (w.task_types))
     from (
         select t.task_type,
+               case when t.task_type = 'db_function'
+                    then coalesce('db_function:' || coalesce(nullif(t.key_scope, ''), t.payload ->> 'db_function'), t.task_type)
+                    else t.task_type end as queue,
                t.status::text as status,
                count(*) as tasks,
                coalesce(extract(epoch from now() - min(t.run_at) filter (where t.status = 'pending' and t.run_at <= now())), 0)::double precision
@@ -7470,7 +7473,7 @@ CREATE FUNCTION queues.queue_stats() RETURNS TABLE(task_type text, status text, 
                count(*) filter (where t.status = 'pending' and t.run_at <= now()) as due
         from queues.task t
         where t.status in ('waiting', 'pending', 'running')
-        group by t.task_type, t.status
+        group by t.task_type, 2, t.status
     ) g
 $$;
 
@@ -7479,7 +7482,7 @@ $$;
 -- Name: FUNCTION queue_stats(); Type: COMMENT; Schema: queues; Owner: -
 --
 
-COMMENT ON FUNCTION queues.queue_stats() IS 'Waiting, pending and running tasks by type and status: how many, how long the oldest due one has waited, how many are due, and how many registered workers claim the type (0: none serves it).';
+COMMENT ON FUNCTION queues.queue_stats() IS 'Waiting, pending and running tasks by queue (a task type, or db_function:<schema.function> for one SQL function''s tasks) and status: how many, how long the oldest due one has waited, how many are due, and how many registered workers claim the type (0: none serves it).';
 
 
 --
@@ -8241,15 +8244,23 @@ end $$;
 CREATE FUNCTION queues.remove_limit(_task_type text) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+    AS $_$
 begin
     delete from queues.task_limit where task_type = _task_type;
     if not found then
+        if _task_type is null or _task_type !~ '^[A-Za-z][A-Za-z0-9_.:-]*$' or length(_task_type) > 128 then
+            raise exception 'remove_limit: task type % is not valid (a letter, then letters, digits, _ . : -; at most 128)',
+                coalesce(to_jsonb(left(_task_type, 130))::text, 'NULL') using errcode = 'invalid_parameter_value';
+        end if;
+        if _task_type like 'db_function:%' and _task_type !~ '^db_function:[a-z_][a-z0-9_$]*[.][a-z_][a-z0-9_$]*$' then
+            raise exception 'remove_limit: % does not name a function: db_function:schema.name, two lowercase SQL identifiers',
+                to_jsonb(left(_task_type, 130))::text using errcode = 'invalid_parameter_value';
+        end if;
         return false;
     end if;
     perform internal.rekey_limited_tasks(_task_type);
     return true;
-end $$;
+end $_$;
 
 
 --

@@ -1,20 +1,28 @@
--- One row per task type: those with work in them (pending, running, failed or dead tasks), the
--- paused ones, those of the 2,000 newest tasks (a bounded walk of the primary key: types whose
--- tasks all finished stay listed for a while), and those that a registered worker claims or a
--- schedule enqueues: its backlog, how long its oldest due task has waited, its pause, and how
--- many registered workers claim it. Like
+-- One row per queue: a task type, or one SQL function's db_function tasks, named
+-- db_function:<schema.function> (the name queues.pause_queue and queues.set_limit take; docs/sql.md,
+-- "Queue controls and the outbox"). Listed: those with work in them (pending, running, failed or
+-- dead tasks), the paused ones, those of the 2,000 newest tasks (a bounded walk of the primary
+-- key: queues whose tasks all finished stay listed for a while), and those that a registered
+-- worker claims or a schedule enqueues: its backlog, how long its oldest due task has waited, its
+-- pause, and how many registered workers claim it. A worker claims task types, so one that claims
+-- db_function serves every function: a function's line counts those, and the type db_function
+-- has no line of its own unless it is paused itself (which holds every function) or a task of it
+-- names no function. Like
 -- queues.queue_stats it reads only tasks that are not finished (plus failed and dead ones,
 -- through their small partial index), so its cost follows the backlog, not the history: it
 -- does not count completed or cancelled tasks. Each branch names its status as a literal so that
--- its partial index is used.
+-- its partial index is used. A db_function task's function is its key_scope (set when it is
+-- inserted; core/0103 and core/0106 gave it to the older tasks), else its payload's.
 with live as (
-    select task_type, status, run_at from queues.task where status = 'pending'
+    select task_type, key_scope, payload, status, run_at from queues.task where status = 'pending'
     union all
-    select task_type, status, run_at from queues.task where status = 'running'
+    select task_type, key_scope, payload, status, run_at from queues.task where status = 'running'
     union all
-    select task_type, status, run_at from queues.task where status in ('failed', 'dead')
+    select task_type, key_scope, payload, status, run_at from queues.task where status in ('failed', 'dead')
 ), counted as (
-    select task_type,
+    select case when task_type = 'db_function'
+                then coalesce('db_function:' || coalesce(nullif(key_scope, ''), payload ->> 'db_function'), task_type)
+                else task_type end as queue,
            count(*) filter (where status = 'pending' and run_at <= now()) as due,
            count(*) filter (where status = 'pending' and run_at > now()) as scheduled,
            count(*) filter (where status = 'running') as running,
@@ -23,25 +31,35 @@ with live as (
            coalesce(extract(epoch from now() - min(run_at) filter (where status = 'pending' and run_at <= now())), 0)::float8
                as oldest_due_seconds
     from live
-    group by task_type
+    group by 1
 ), known as (
-    select task_type from counted
+    select queue from counted
     union
     select task_type from queues.queue_pause
     union
-    select task_type from (select task_type from queues.task order by task_id desc limit 2000) recent
+    select case when task_type = 'db_function'
+                then 'db_function:' || coalesce(nullif(key_scope, ''), payload ->> 'db_function')
+                else task_type end
+    from (select task_type, key_scope, payload from queues.task order by task_id desc limit 2000) recent
     union
-    select unnest(task_types) from queues.worker
+    -- A worker that claims db_function serves the functions: they are listed by their tasks.
+    select t from queues.worker, unnest(task_types) t where t <> 'db_function'
     union
-    select task_type from queues.schedule
+    select case when task_type = 'db_function' then 'db_function:' || (payload ->> 'db_function') else task_type end
+    from queues.schedule
 )
-select k.task_type, coalesce(c.due, 0), coalesce(c.scheduled, 0), coalesce(c.running, 0),
-       coalesce(c.failed, 0), coalesce(c.dead, 0), coalesce(c.oldest_due_seconds, 0), p.paused_at, p.paused_by,
+select k.queue, coalesce(c.due, 0), coalesce(c.scheduled, 0), coalesce(c.running, 0),
+       coalesce(c.failed, 0), coalesce(c.dead, 0), coalesce(c.oldest_due_seconds, 0),
+       -- A function's own pause, else its type's (pausing db_function holds every function).
+       coalesce(p.paused_at, tp.paused_at), case when p.task_type is not null then p.paused_by else tp.paused_by end,
+       case when p.task_type is null and tp.task_type is not null then tp.task_type end,
        -- The registered (live) workers that claim the type, as queues.queue_stats counts them:
        -- task_types NULL claims every type.
-       (select count(*) from queues.worker w where w.task_types is null or k.task_type = any (w.task_types))
+       (select count(*) from queues.worker w where w.task_types is null or b.task_type = any (w.task_types))
 from known k
-left join counted c on c.task_type = k.task_type
-left join queues.queue_pause p on p.task_type = k.task_type
-where k.task_type is not null
+cross join lateral (select case when k.queue like 'db_function:%' then 'db_function' else k.queue end as task_type) b
+left join counted c on c.queue = k.queue
+left join queues.queue_pause p on p.task_type = k.queue
+left join queues.queue_pause tp on tp.task_type = b.task_type and b.task_type <> k.queue
+where k.queue is not null
 order by 1

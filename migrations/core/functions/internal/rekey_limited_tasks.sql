@@ -1,5 +1,7 @@
--- Gives every pending and running task that the limit _limit_name could govern its limit and
--- bucket as the limits now are (none: NULL). Holds queues.task in SHARE ROW EXCLUSIVE mode until
+-- Gives every waiting, pending and running task that the limit _limit_name could govern its
+-- limit and bucket as the limits now are (none: NULL). Waiting tasks (workflow children whose
+-- parents have not ended) are re-keyed too: they become pending as they are, so one released
+-- after a change must already carry the limit in force. Holds queues.task in SHARE ROW EXCLUSIVE mode until
 -- the caller commits, so that no insert made under the old limit commits after this: writers wait
 -- for the change (at most 5 seconds are spent waiting for writers already in flight).
 create or replace function internal.rekey_limited_tasks(_limit_name text)
@@ -23,7 +25,7 @@ begin
     cross join lateral (select * from internal.limit_of(o.task_type, o.payload)) l
     where o.task_id = t.task_id
       and o.task_type = internal.limit_task_type(_limit_name)
-      and o.status in ('pending', 'running')
+      and o.status in ('waiting', 'pending', 'running')
       and (o.limit_name, o.limit_key) is distinct from
           (l.task_type, case when l.task_type is not null then internal.limit_key(l.key_field, o.payload) end);
 end $$;
