@@ -60,7 +60,9 @@ func TestE2EWorkerWithoutProviderClaimsNoEmail(t *testing.T) {
 	r := run(t, append([]string{"queues", "list"}, db...)...)
 	require.Equal(t, 0, r.code, r.err)
 	require.Regexp(t, `(?m)^email +running +100 +0 +0 +0 +0 +\d+s ago +0 · unserved$`, r.out)
-	require.Regexp(t, `(?m)^db_function +running +\d+ +\d+ +\d+ +0 +0 +.+ +1$`, r.out)
+	// Each SQL function is a queue of its own, served by the worker that claims db_function.
+	require.Regexp(t, `(?m)^db_function:comms\.send_email_supervisor +running +\d+ +\d+ +\d+ +0 +0 +.+ +1$`, r.out)
+	require.NotRegexp(t, `(?m)^db_function `, r.out, "every db_function task names its function")
 	require.Regexp(t, `^warning: no live worker claims email tasks: 100 due, the oldest waiting \d+s; they wait for a worker with an email provider \(TASKORCH_EMAIL_PROVIDER\)\n$`, r.err)
 
 	// A worker with the outbox: it claims the email tasks, old and new.

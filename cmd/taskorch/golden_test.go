@@ -73,6 +73,8 @@ func TestGoldenTables(t *testing.T) {
 	_, err = conn.Exec(context.Background(), `delete from queues.leader`)
 	require.NoError(t, err)
 	cmd("queues", "pause", "mail.digest", "--actor", "ann")
+	// One SQL function's queue, paused alone.
+	cmd("queues", "pause", "db_function:comms.send_email_supervisor", "--actor", "bob")
 
 	golden(t, "tasks_list", cmd("tasks", "list"))
 	golden(t, "tasks_list_failed", cmd("tasks", "list", "--status", "failed"))

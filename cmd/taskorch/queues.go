@@ -57,16 +57,23 @@ other functions' run on; docs/sql.md, "Queue controls and the outbox").`,
 	}
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List the task types: backlog per state, and paused (by whom, since when) or running",
-		Long: `List every task type with work in it (pending, running, failed or dead tasks), paused, among
-the 2,000 newest tasks, claimed by a registered worker or enqueued by a schedule: its tasks due now, scheduled for later,
-running, failed and dead, how long its oldest due task has waited, whether it is paused (by
-whom, since when) or running, and how many registered workers claim it. A type with due tasks
-that no registered worker claims (none has its Go handler or its channel's provider) is marked
-"0 · unserved", and a warning on stderr names it: its tasks wait, spending no attempt, until
-such a worker starts. Completed and cancelled tasks are not counted: that would read the whole
-history (taskorch tasks list --status completed lists them). The dashboard's queues page shows
-the same.`,
+		Short: "List the queues (task types, each SQL function): backlog per state, paused (by whom, since when) or running",
+		Long: `List every queue with work in it (pending, running, failed or dead tasks), paused, among the
+2,000 newest tasks, claimed by a registered worker or enqueued by a schedule: its tasks due now,
+scheduled for later, running, failed and dead, how long its oldest due task has waited, whether
+it is paused (by whom, since when) or running, and how many registered workers claim it.
+
+A queue is a task type, or one SQL function's db_function tasks, listed as
+db_function:<schema.function>: the name queues pause and a limit take. A worker that claims
+db_function serves every function, so each function's line counts those workers. db_function
+itself has a line only while it is paused (which holds every function: their lines say "paused
+with db_function") or when a task of it names no function.
+
+A queue with due tasks that no registered worker claims (none has its Go handler or its
+channel's provider) is marked "0 · unserved", and a warning on stderr names it: its tasks wait,
+spending no attempt, until such a worker starts. Completed and cancelled tasks are not counted:
+that would read the whole history (taskorch tasks list --status completed lists them). The
+dashboard's queues page shows the same.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			pool, err := g.connectRead(cmd.Context(), cmd.ErrOrStderr())
@@ -101,11 +108,14 @@ the same.`,
 
 func printQueues(w io.Writer, qs []admin.Queue) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TASK TYPE\tSTATE\tDUE\tSCHEDULED\tRUNNING\tFAILED\tDEAD\tOLDEST DUE\tWORKERS")
+	fmt.Fprintln(tw, "QUEUE\tSTATE\tDUE\tSCHEDULED\tRUNNING\tFAILED\tDEAD\tOLDEST DUE\tWORKERS")
 	for _, q := range qs {
 		state := q.State
 		if q.PausedAt != nil {
 			state = fmt.Sprintf("paused by %s since %s", dash(derefStr(q.PausedBy)), q.PausedAt.UTC().Format(time.RFC3339))
+			if q.PausedQueue != nil { // a function held by the pause of db_function
+				state = fmt.Sprintf("paused with %s by %s since %s", *q.PausedQueue, dash(derefStr(q.PausedBy)), q.PausedAt.UTC().Format(time.RFC3339))
+			}
 		}
 		oldest := "-"
 		if q.Due > 0 {

@@ -40,7 +40,7 @@ func TestQueuesCommands(t *testing.T) {
 	require.NoError(t, err)
 	r = run(t, append([]string{"queues", "list"}, db...)...)
 	require.Equal(t, 0, r.code, r.err)
-	require.Regexp(t, `^TASK TYPE +STATE +DUE +SCHEDULED +RUNNING +FAILED +DEAD +OLDEST DUE +WORKERS\n`+
+	require.Regexp(t, `^QUEUE +STATE +DUE +SCHEDULED +RUNNING +FAILED +DEAD +OLDEST DUE +WORKERS\n`+
 		`img\.resize +running +0 +0 +0 +1 +0 +- +0\n`+
 		`mail\.send +running +2 +0 +0 +0 +0 +\d+s ago +0 · unserved\n`+
 		`report\.build +paused by \S+ since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ +1 +0 +0 +0 +0 +\d+s ago +0 · unserved\n$`, r.out)

@@ -17,6 +17,7 @@ package prometheus
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -278,9 +279,14 @@ type queueCollector struct {
 	health *tasktype.HealthStats
 }
 
+// functionQueuePrefix starts the queue name of one SQL function's db_function tasks,
+// db_function:<schema.function>, which the queue gauges carry as their task_type label (the
+// functions a database defines are few: docs/operations.md, "Metrics and alerts").
+const functionQueuePrefix = tasktype.TypeDBFunction + ":"
+
 var (
 	queueDepthDesc = prometheus.NewDesc("taskorch_queue_depth",
-		"Tasks waiting, pending or running, by type and status; sampled by the leader only.", []string{"task_type", "status"}, nil)
+		"Tasks waiting, pending or running, by queue (task_type: a task type, or db_function:<schema.function> for one SQL function's tasks) and status; sampled by the leader only.", []string{"task_type", "status"}, nil)
 	oldestPendingDesc = prometheus.NewDesc("taskorch_oldest_pending_age_seconds",
 		"How long the longest-waiting due pending task of the type has waited (now minus its run_at, database clock); sampled by the leader only.",
 		[]string{"task_type"}, nil)
@@ -288,7 +294,7 @@ var (
 		"1 while the type has due pending tasks and no live worker claims it (none has its handler or provider), else 0; sampled by the leader only.",
 		[]string{"task_type"}, nil)
 	pausedDesc = prometheus.NewDesc("taskorch_queue_paused",
-		"1 while the type's queue is paused (taskorch queues pause), else 0, for every paused type and every type with pending or running tasks; sampled by the leader only.",
+		"1 while the queue is paused (taskorch queues pause; a db_function:<schema.function> queue also while db_function is), else 0, for every paused queue and every queue with waiting, pending or running tasks; sampled by the leader only.",
 		[]string{"task_type"}, nil)
 	defaultPartitionDesc = prometheus.NewDesc("taskorch_history_default_partition_rows",
 		"Rows in the task history's default partition (queues.task_event_default), counted up to 10000: 0 while the leader makes each day's partition ahead; sampled by the leader only.",
@@ -335,7 +341,13 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, s := range stats {
 			if !paused[s.TaskType] && !seen[s.TaskType] {
 				seen[s.TaskType] = true
-				ch <- prometheus.MustNewConstMetric(pausedDesc, prometheus.GaugeValue, 0, s.TaskType)
+				// One SQL function's queue (db_function:<schema.function>) is held by its own
+				// pause and by the pause of db_function.
+				held := 0.0
+				if strings.HasPrefix(s.TaskType, functionQueuePrefix) && paused[tasktype.TypeDBFunction] {
+					held = 1
+				}
+				ch <- prometheus.MustNewConstMetric(pausedDesc, prometheus.GaugeValue, held, s.TaskType)
 			}
 		}
 		ch <- prometheus.MustNewConstMetric(defaultPartitionDesc, prometheus.GaugeValue, float64(health.DefaultPartitionRows))

@@ -51,6 +51,15 @@ const (
 // FunctionQueuePrefix starts the name of one SQL function's queue: db_function:<schema.function>.
 const FunctionQueuePrefix = "db_function:"
 
+// QueueTaskType returns the task type of a queue's tasks: db_function for one SQL function's
+// queue (db_function:<schema.function>), the queue's name otherwise.
+func QueueTaskType(queue string) string {
+	if strings.HasPrefix(queue, FunctionQueuePrefix) {
+		return "db_function"
+	}
+	return queue
+}
+
 // ListQueues returns every queue with work in it (pending, running, failed or dead tasks),
 // paused, among the 2,000 newest tasks, claimed by a registered worker or enqueued by a
 // schedule, by name, with how many registered workers claim it. Each SQL function is a queue
@@ -84,10 +93,7 @@ func ListQueues(ctx context.Context, db DB) ([]Queue, error) {
 // worker with a Go handler for it otherwise. A db_function task, of any function's queue, is
 // claimed by every worker.
 func ServeHint(taskType string) string {
-	if strings.HasPrefix(taskType, FunctionQueuePrefix) {
-		taskType = "db_function"
-	}
-	switch taskType {
+	switch QueueTaskType(taskType) {
 	case "email":
 		return "a worker with an email provider (TASKORCH_EMAIL_PROVIDER)"
 	case "sms":
