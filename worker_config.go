@@ -201,7 +201,8 @@ type WorkerConfig struct {
 	periodic []maintenance.Periodic // Periodic, checked and encoded
 
 	// QueueStatsInterval is how often the leader samples queue depth, the oldest pending age and
-	// the types no live worker claims, per task type (taskorch_queue_depth,
+	// the types no live worker claims, per queue: per task type, and per SQL function for
+	// db_function tasks (taskorch_queue_depth,
 	// taskorch_oldest_pending_age_seconds, taskorch_queue_unserved) with one
 	// queues.queue_stats() call, which counts waiting, pending and running tasks only. Only used when an
 	// observer wants them (a tasktype.QueueObserver, as contrib/prometheus's). Defaults to 5s.

@@ -234,8 +234,11 @@ type WorkerEvent struct {
 	Task     *Task // EventRunningLong: the task (do not keep it)
 }
 
-// QueueStat is one row of queues.queue_stats(): the waiting, pending or running tasks of one type.
+// QueueStat is one row of queues.queue_stats(): the waiting, pending or running tasks of one
+// queue.
 type QueueStat struct {
+	// TaskType is the queue: a task type, or db_function:<schema.function> for one SQL
+	// function's db_function tasks (the name queues.pause_queue and queues.set_limit take).
 	TaskType string
 	Status   string
 	Tasks    int64
@@ -244,6 +247,7 @@ type QueueStat struct {
 	OldestAge float64
 	// Due is how many pending tasks are due (their run_at has come).
 	Due int64
-	// Workers is how many registered workers claim the type.
+	// Workers is how many registered workers claim the type (db_function, for a function's
+	// queue: such a worker serves every function).
 	Workers int64
 }
