@@ -7471,8 +7471,13 @@ CREATE FUNCTION queues.queue_stats() RETURNS TABLE(task_type text, status text, 
                coalesce(extract(epoch from now() - min(t.run_at) filter (where t.status = 'pending' and t.run_at <= now())), 0)::double precision
                    as oldest_pending_age_seconds,
                count(*) filter (where t.status = 'pending' and t.run_at <= now()) as due
-        from queues.task t
-        where t.status in ('waiting', 'pending', 'running')
+        -- One branch per status, each naming it as a literal, so that each reads its partial
+        -- index (an IN list would match none of them and scan the whole table, history and all).
+        from (select task_type, key_scope, payload, status, run_at from queues.task where status = 'waiting'
+              union all
+              select task_type, key_scope, payload, status, run_at from queues.task where status = 'pending'
+              union all
+              select task_type, key_scope, payload, status, run_at from queues.task where status = 'running') t
         group by t.task_type, 2, t.status
     ) g
 $$;
