@@ -260,10 +260,15 @@ func (m *Observer) WorkerEvent(e tasktype.WorkerEvent) {
 // QueueStats keeps the leader's last queue sample for the queue gauges (nil: none, this worker
 // does not lead). The dead-task series of each type in it start at 0, so that increase() sees
 // the first of its tasks the leader finds gone dead (EventTasksDead) even on a worker that
-// does not handle the type.
+// does not handle the type. The counters are per task type: a SQL function's queue
+// (db_function:<schema.function>) starts db_function's.
 func (m *Observer) QueueStats(stats []tasktype.QueueStat) {
 	for _, s := range stats {
-		m.failed.WithLabelValues(s.TaskType, outcomeDead)
+		typ := s.TaskType
+		if strings.HasPrefix(typ, functionQueuePrefix) {
+			typ = tasktype.TypeDBFunction
+		}
+		m.failed.WithLabelValues(typ, outcomeDead)
 	}
 	m.queue.set(stats)
 }

@@ -20,7 +20,7 @@ import (
 // The queue gauges on the metrics endpoint carry each SQL function as a queue of its own,
 // task_type="db_function:<schema.function>", never the bare db_function while every task names
 // its function: the depth, the pause (its own, and db_function's, which holds every function),
-// and unserved 0 since any worker claims db_function.
+// and unserved 0 since any worker claims db_function. The per-task counters stay per task type.
 func TestQueueGaugesPerFunction(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -69,6 +69,9 @@ func TestQueueGaugesPerFunction(t *testing.T) {
 	)
 	require.Positive(t, len(regexp.MustCompile(`(?m)^taskorch_oldest_pending_age_seconds\{task_type="db_function:billing\.recalc"\} `).FindAllString(body, -1)))
 	require.NotRegexp(t, `taskorch_queue_(depth|unserved)\{[^}]*task_type="db_function"`, body, "every task names its function")
+	// The per-task counters stay per task type.
+	require.Contains(t, body, `taskorch_tasks_failed_total{outcome="dead",task_type="db_function"} 0`)
+	require.NotRegexp(t, `taskorch_tasks_[a-z_]+\{[^}]*task_type="db_function:`, body)
 
 	// Pausing db_function holds every function: each function's queue says so.
 	_, err = c.PauseQueue(ctx, "db_function", "ops")
