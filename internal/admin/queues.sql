@@ -47,18 +47,25 @@ with live as (
     union
     select case when task_type = 'db_function' then 'db_function:' || (payload ->> 'db_function') else task_type end
     from queues.schedule
+), claimers as (
+    -- The registered (live) workers that claim each type, as queues.queue_stats counts them, and
+    -- (every_type) those whose task_types is NULL, which claim every type. Counted once here
+    -- and joined, not per line: a subquery per line made the planner's estimate, over the small
+    -- tables never analyzed, cross the JIT threshold (tens of ms compiling a 3 ms query).
+    select u.t as task_type, count(*) as n
+    from queues.worker w cross join lateral (select distinct t from unnest(w.task_types) t) u
+    group by u.t
 )
 select k.queue, coalesce(c.due, 0), coalesce(c.scheduled, 0), coalesce(c.running, 0),
        coalesce(c.failed, 0), coalesce(c.dead, 0), coalesce(c.oldest_due_seconds, 0),
        -- A function's own pause, else its type's (pausing db_function holds every function).
        coalesce(p.paused_at, tp.paused_at), case when p.task_type is not null then p.paused_by else tp.paused_by end,
        case when p.task_type is null and tp.task_type is not null then tp.task_type end,
-       -- The registered (live) workers that claim the type, as queues.queue_stats counts them:
-       -- task_types NULL claims every type.
-       (select count(*) from queues.worker w where w.task_types is null or b.task_type = any (w.task_types))
+       coalesce(w.n, 0) + (select count(*) from queues.worker where task_types is null)
 from known k
 cross join lateral (select case when k.queue like 'db_function:%' then 'db_function' else k.queue end as task_type) b
 left join counted c on c.queue = k.queue
+left join claimers w on w.task_type = b.task_type
 left join queues.queue_pause p on p.task_type = k.queue
 left join queues.queue_pause tp on tp.task_type = b.task_type and b.task_type <> k.queue
 where k.queue is not null

@@ -105,4 +105,15 @@ func TestListQueuesPerFunction(t *testing.T) {
 		{queue: "db_function:reports.weekly"},
 		{queue: "resize", workers: 1},
 	}, list())
+
+	// A worker that claims every type (task_types NULL) counts on every line.
+	_, err = pool.Exec(ctx, `select queues.register_worker('w-3', 'host', 1, 4, 'v1', null, null)`)
+	require.NoError(t, err)
+	require.Equal(t, []row{
+		{queue: "db_function", due: 1, workers: 1},
+		{queue: "db_function:billing.recalc", due: 2, scheduled: 1, dead: 1, pausedBy: "ops-bob", workers: 1},
+		{queue: "db_function:reports.daily", running: 1, workers: 1},
+		{queue: "db_function:reports.weekly", workers: 1},
+		{queue: "resize", workers: 2},
+	}, list())
 }
