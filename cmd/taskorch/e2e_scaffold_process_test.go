@@ -191,6 +191,7 @@ func TestE2EScaffoldedProcessOutcomes(t *testing.T) {
 	startWorkerProc(t, url, env...)
 	startWorkerProc(t, url, env...)
 	for i, id := range inFlight {
+		waitFor(t, pool, "reminder accepted after the kill", accepted, id)
 		signal(int64(10 + i))
 		want[id] = "succeeded"
 	}
