@@ -245,6 +245,8 @@ func TestGeneratedChannelProcessWaitsForSignal(t *testing.T) {
 			select state || ' ' || error from queues.process_instances(_process => 'crm.confirm_email') where instance_id = $1`, id))
 		require.Equal(t, []int64{0, 1}, scalar[[]int64](t, pool, `select array[failed, timed_out]
 			from queues.process_instance_counts() where process = 'crm.confirm_email'`))
+		require.Equal(t, "<nil> 1", scalar[string](t, pool, `select coalesce(failed::text, '<nil>') || ' ' || timed_out
+			from queues.process_instance_counts(10, '{timed_out}') where process = 'crm.confirm_email'`), "only the states asked for are counted")
 		// A timed-out instance is not retried by hand: only a failure is.
 		_, err := pool.Exec(context.Background(), `select queues.retry_process('crm.confirm_email', $1, 'resend')`, id)
 		var pgErr *pgconn.PgError
