@@ -7235,7 +7235,7 @@ end $$;
 -- Name: process_instance_counts(integer, text[]); Type: FUNCTION; Schema: queues; Owner: -
 --
 
-CREATE FUNCTION queues.process_instance_counts(_cap integer DEFAULT 10000, _states text[] DEFAULT NULL::text[]) RETURNS TABLE(process text, title text, running bigint, waiting bigint, succeeded bigint, failed bigint)
+CREATE FUNCTION queues.process_instance_counts(_cap integer DEFAULT 10000, _states text[] DEFAULT NULL::text[]) RETURNS TABLE(process text, title text, running bigint, waiting bigint, succeeded bigint, failed bigint, timed_out bigint)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
@@ -7246,8 +7246,8 @@ begin
         raise exception 'process_instance_counts: cap must be between 1 and 1000000, got %', coalesce(_cap::text, 'NULL')
             using errcode = 'invalid_parameter_value';
     end if;
-    if _states is not null and not _states <@ array['running', 'waiting', 'succeeded', 'failed'] then
-        raise exception 'process_instance_counts: states must be among running, waiting, succeeded, failed, got %', _states::text
+    if _states is not null and not _states <@ array['running', 'waiting', 'succeeded', 'failed', 'timed_out'] then
+        raise exception 'process_instance_counts: states must be among running, waiting, succeeded, failed, timed_out, got %', _states::text
             using errcode = 'invalid_parameter_value';
     end if;
     for _p in select * from queues.process order by process_schema, process_name loop
@@ -7261,9 +7261,11 @@ begin
                    case when $2 is null or 'succeeded' = any ($2) then
                        (select count(*) from (select from %1$I.%2$I i where i.state = 'succeeded' limit $1) x) end,
                    case when $2 is null or 'failed' = any ($2) then
-                       (select count(*) from (select from %1$I.%2$I i where i.state = 'failed' limit $1) x) end$q$,
+                       (select count(*) from (select from %1$I.%2$I i where i.state = 'failed' limit $1) x) end,
+                   case when $2 is null or 'timed_out' = any ($2) then
+                       (select count(*) from (select from %1$I.%2$I i where i.state = 'timed_out' limit $1) x) end$q$,
             _p.process_schema, _p.instances_view)
-        into running, waiting, succeeded, failed
+        into running, waiting, succeeded, failed, timed_out
         using _cap, _states;
         return next;
     end loop;
@@ -7281,8 +7283,8 @@ CREATE FUNCTION queues.process_instances(_state text DEFAULT NULL::text, _limit 
 declare
     _sql text;
 begin
-    if _state is not null and _state not in ('running', 'waiting', 'succeeded', 'failed') then
-        raise exception 'process_instances: state must be running, waiting, succeeded or failed, got %', quote_literal(left(_state, 40))
+    if _state is not null and _state not in ('running', 'waiting', 'succeeded', 'failed', 'timed_out') then
+        raise exception 'process_instances: state must be running, waiting, succeeded, failed or timed_out, got %', quote_literal(left(_state, 40))
             using errcode = 'invalid_parameter_value';
     end if;
     if _limit is null or _limit < 1 or _limit > 10000 then

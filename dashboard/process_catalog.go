@@ -18,6 +18,7 @@ import (
 //	S.<name>_attempt_failed     (<name>_attempt_id, error_message)
 //	S.<name>_task_succeeded     (<name>_task_id)
 //	S.<name>_task_failed        (<name>_task_id, error_message)
+//	S.<name>_task_timed_out     (<name>_task_id, reason): a wait step's signal did not come in time
 //
 // Processes written by `taskorch scaffold process` follow it, so they show up without
 // configuration. Schema, table and column names come from the catalog and are only ever put
@@ -32,6 +33,7 @@ type process struct {
 	AttemptFailed *relation
 	TaskOK        *relation
 	TaskFailed    *relation
+	TaskTimedOut  *relation // a process with a wait step (docs/processes.md, "Outcomes")
 }
 
 // relation is a table found in the catalog, with its columns.
@@ -67,7 +69,7 @@ join pg_catalog.pg_namespace n on n.oid = c.relnamespace
 where c.relkind in ('r', 'p')
   and n.nspname not in ('queues', 'internal', 'pg_catalog', 'information_schema')
   and n.nspname !~ '^pg_'
-  and c.relname ~ '_(task|attempt|attempt_succeeded|attempt_failed|task_succeeded|task_failed)$'
+  and c.relname ~ '_(task|attempt|attempt_succeeded|attempt_failed|task_succeeded|task_failed|task_timed_out)$'
 order by 1, 2`
 
 // processCacheTTL is how long the catalog's answer is reused.
@@ -132,6 +134,7 @@ func (h *Handler) processes(ctx context.Context, tx pgx.Tx) ([]process, error) {
 		}
 		p.TaskOK = sib("_task_succeeded", p.taskPK())
 		p.TaskFailed = sib("_task_failed", p.taskPK())
+		p.TaskTimedOut = sib("_task_timed_out", p.taskPK())
 		if p.Attempt == nil && p.TaskOK == nil && p.TaskFailed == nil {
 			continue // a table that merely ends in _task
 		}

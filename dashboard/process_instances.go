@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -107,7 +108,7 @@ func (h *Handler) processInstancesPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	d := instancesPageData{State: q.Get("state"), Process: q.Get("process"), States: admin.ProcessStates, Limit: instancesPageLimit}
 	if d.State != "" && !slices.Contains(admin.ProcessStates, d.State) {
-		h.fail(w, r, badRequestf("state must be one of running, waiting, succeeded, failed"))
+		h.fail(w, r, badRequestf("state must be one of %s", strings.Join(admin.ProcessStates, ", ")))
 		return
 	}
 	if v := q.Get("limit"); v != "" {

@@ -22,8 +22,8 @@ const processCountCap = 10_000
 // process has no such table).
 type processSummary struct {
 	process
-	Roots, Attempts, AttemptsOK, AttemptsFailed, TasksOK, TasksFailed int64
-	Cap                                                               int64
+	Roots, Attempts, AttemptsOK, AttemptsFailed, TasksOK, TasksFailed, TasksTimedOut int64
+	Cap                                                                              int64
 }
 
 // cappedCount returns a count of a table's rows capped at $1, or -1 when it has no table.
@@ -48,9 +48,10 @@ func (h *Handler) processesPage(w http.ResponseWriter, r *http.Request) {
 				q := "select " + strings.Join([]string{
 					cappedCount(p, &root), cappedCount(p, p.Attempt), cappedCount(p, p.AttemptOK),
 					cappedCount(p, p.AttemptFailed), cappedCount(p, p.TaskOK), cappedCount(p, p.TaskFailed),
+					cappedCount(p, p.TaskTimedOut),
 				}, ", ")
 				if err := tx.QueryRow(ctx, q, processCountCap).Scan(&s.Roots, &s.Attempts, &s.AttemptsOK,
-					&s.AttemptsFailed, &s.TasksOK, &s.TasksFailed); err != nil {
+					&s.AttemptsFailed, &s.TasksOK, &s.TasksFailed, &s.TasksTimedOut); err != nil {
 					return err
 				}
 			}
@@ -75,12 +76,16 @@ type processRoot struct {
 	AttemptsFailed int64
 	TaskOK         bool
 	TaskFailed     json.RawMessage
+	TaskTimedOut   json.RawMessage // the timed_out fact of a wait step's signal that did not come
 	LastError      *string
 }
 
-// State summarises the facts: succeeded, failed or in progress.
+// State summarises the facts: timed_out, succeeded, failed or in progress. A timed-out
+// instance's attempt succeeded: its timed_out fact decides first.
 func (p processRoot) State() string {
 	switch {
+	case len(p.TaskTimedOut) > 0 && string(p.TaskTimedOut) != "null":
+		return "timed_out"
 	case p.TaskOK || p.AttemptsOK > 0:
 		return "succeeded"
 	case len(p.TaskFailed) > 0 && string(p.TaskFailed) != "null":
@@ -90,8 +95,14 @@ func (p processRoot) State() string {
 	}
 }
 
-// FailureMessage is the error_message of the process's failed fact, if any.
-func (p processRoot) FailureMessage() string { return jsonString(p.TaskFailed, "error_message") }
+// FailureMessage is the error_message of the process's failed fact, or the reason of its
+// timed_out fact, if any.
+func (p processRoot) FailureMessage() string {
+	if p.State() == "timed_out" {
+		return jsonString(p.TaskTimedOut, "reason")
+	}
+	return jsonString(p.TaskFailed, "error_message")
+}
 
 type processPageData struct {
 	Process processSummary
@@ -134,6 +145,11 @@ func rootsSQL(p process, before, after bool) string {
 	}
 	if p.TaskFailed != nil {
 		sel = append(sel, "(select to_jsonb(x) from "+p.ident(p.TaskFailed.Table)+" x where x."+pk+" = r."+pk+" limit 1)")
+	} else {
+		sel = append(sel, "null::jsonb")
+	}
+	if p.TaskTimedOut != nil {
+		sel = append(sel, "(select to_jsonb(x) from "+p.ident(p.TaskTimedOut.Table)+" x where x."+pk+" = r."+pk+" limit 1)")
 	} else {
 		sel = append(sel, "null::jsonb")
 	}
@@ -186,7 +202,7 @@ func (h *Handler) processPage(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Roots, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (processRoot, error) {
 			var x processRoot
-			err := r.Scan(&x.ID, &x.Row, &x.CreatedAt, &x.Attempts, &x.AttemptsOK, &x.AttemptsFailed, &x.TaskOK, &x.TaskFailed, &x.LastError)
+			err := r.Scan(&x.ID, &x.Row, &x.CreatedAt, &x.Attempts, &x.AttemptsOK, &x.AttemptsFailed, &x.TaskOK, &x.TaskFailed, &x.TaskTimedOut, &x.LastError)
 			return x, err
 		})
 		if err != nil {
@@ -276,11 +292,13 @@ type processInstanceData struct {
 	Attempts   []processAttempt
 	TaskOK     json.RawMessage
 	TaskFailed json.RawMessage
-	Tasks      []relatedTask
-	TasksNote  string
-	Keys       []string      // the payload keys searched for
-	State      instanceState // what the instances view says, when the process is registered
-	Retry      retryState    // retry by hand: whether it is offered, and the restarts so far
+	// TaskTimedOut is the timed_out fact of a wait step's signal that did not come in time.
+	TaskTimedOut json.RawMessage
+	Tasks        []relatedTask
+	TasksNote    string
+	Keys         []string      // the payload keys searched for
+	State        instanceState // what the instances view says, when the process is registered
+	Retry        retryState    // retry by hand: whether it is offered, and the restarts so far
 }
 
 // Permanent reports that the instance failed at once on a permanent failure: the instances
@@ -344,7 +362,7 @@ func (h *Handler) processInstancePage(w http.ResponseWriter, r *http.Request) {
 		for _, f := range []struct {
 			rel *relation
 			dst *json.RawMessage
-		}{{p.TaskOK, &d.TaskOK}, {p.TaskFailed, &d.TaskFailed}} {
+		}{{p.TaskOK, &d.TaskOK}, {p.TaskFailed, &d.TaskFailed}, {p.TaskTimedOut, &d.TaskTimedOut}} {
 			if f.rel == nil {
 				continue
 			}

@@ -17,7 +17,7 @@ import (
 func newProcessesCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "processes",
-		Short: "See business process instances: running, waiting, succeeded, failed",
+		Short: "See business process instances: running, waiting, succeeded, failed, timed_out",
 		Long: "Business processes (email, SMS, file and account deletion, and those written with `taskorch scaffold process`)\n" +
 			"register in queues.process; these commands read their instances (docs/processes.md, \"Seeing processes\").",
 	}
@@ -30,8 +30,9 @@ func newProcessesCmd(g *globals) *cobra.Command {
 		Use:   "list",
 		Short: "List process instances, newest first, with their state",
 		Long: `Lists the instances of every registered process (queues.process_instances), newest first:
-state (running, waiting until T, succeeded, failed), attempts, start and end, the instance that
-started it, and the terminal failure's error. Unknown process: exit code 3.`,
+state (running, waiting until T, succeeded, failed, or timed_out: a wait step's signal did not
+come in time, an outcome rather than a failure), attempts, start and end, the instance that
+started it, and the terminal failure's error or the timeout's reason. Unknown process: exit code 3.`,
 		Example: `  taskorch processes list --state failed
   taskorch processes list --process comms.send_email --limit 20 --json`,
 		Args: noArgs,
@@ -60,7 +61,7 @@ started it, and the terminal failure's error. Unknown process: exit code 3.`,
 			return printProcessInstances(cmd.OutOrStdout(), xs)
 		},
 	}
-	list.Flags().StringVar(&state, "state", "", "only instances in this state (running, waiting, succeeded, failed)")
+	list.Flags().StringVar(&state, "state", "", "only instances in this state (running, waiting, succeeded, failed, timed_out)")
 	list.Flags().StringVar(&process, "process", "", "only this process (SCHEMA.NAME, e.g. comms.send_email)")
 	list.Flags().IntVar(&limit, "limit", 100, "at most this many instances (1 to 10000)")
 	addJSONFlag(list, g)
@@ -117,8 +118,8 @@ func newProcessesRetryCmd(g *globals) *cobra.Command {
 facts stay, a restart fact records the reason and who, and the supervisor's next tick starts new
 attempts with a fresh attempt budget, numbered after the old ones (docs/processes.md, "Retrying a
 failed process"). No --reason: exit code 2. Unknown process or instance: exit code 3. An
-instance that is running, waiting or succeeded, or a process that cannot be retried by hand:
-exit code 4. Nothing is written when it is refused.`,
+instance that is running, waiting, succeeded or timed_out, or a process that cannot be retried by
+hand: exit code 4. Nothing is written when it is refused.`,
 		Example: `  taskorch processes retry comms.send_email 42 --reason "provider key rotated"
   taskorch processes retry files.file_deletion 7 --reason "bucket policy fixed" --json`,
 		Args: exactArgs(2),

@@ -102,7 +102,7 @@ func TestProcessesCommandErrors(t *testing.T) {
 		{[]string{"processes", "show", "comms.send_email", "0"}, exitUsage, `instance id must be a positive integer, got "0"`},
 		{[]string{"processes", "show", "comms.send_email", "99"}, exitNotFound, "process instance not found: comms.send_email has no instance 99"},
 		{[]string{"processes", "show", "comms.send_email"}, exitUsage, "accepts 2 arg(s), received 1"},
-		{[]string{"processes", "list", "--state", "stuck"}, exitUsage, `--state must be one of running, waiting, succeeded, failed, got "stuck"`},
+		{[]string{"processes", "list", "--state", "stuck"}, exitUsage, `--state must be one of running, waiting, succeeded, failed, timed_out, got "stuck"`},
 		{[]string{"processes", "list", "--limit", "0"}, exitUsage, "--limit must be between 1 and 10000, got 0"},
 		{[]string{"processes", "list", "--process", "x'; drop table queues.task; --"}, exitNotFound, `unknown process "x'; drop table queues.task; --"`},
 	} {

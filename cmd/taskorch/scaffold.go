@@ -86,7 +86,7 @@ after taskorch migrate up. --out - prints it instead.`,
 	fl.StringVar(&p.Channel, "channel", "db_function", "db_function (pure SQL) or the channel task type of each attempt (email, sms, file_delete, ...)")
 	fl.IntVar(&p.MaxAttempts, "max-attempts", 3, "attempts before the process gives up")
 	fl.StringVar(&p.WaitSignal, "wait-signal", "", "add a wait step: after an accepted attempt, wait for this signal keyed by the process's --key value (queues.signal); a signal sent first skips the attempt; channel processes")
-	fl.StringVar(&p.WaitTimeout, "wait-timeout", "", `how long the wait step waits before the process fails, e.g. "24 hours" (the default with --wait-signal)`)
+	fl.StringVar(&p.WaitTimeout, "wait-timeout", "", `how long the wait step waits before the process ends timed_out (not failed), e.g. "24 hours" (the default with --wait-signal)`)
 	fl.StringVar(&out, "out", ".", "directory to write the migration file in, or - for standard output")
 	fl.BoolVar(&force, "force", false, "overwrite an existing file")
 	cmd.AddCommand(process)

@@ -20,8 +20,10 @@ var ErrProcessNotFound = errors.New("unknown process")
 var ErrInstanceNotFound = errors.New("process instance not found")
 
 // ProcessStates are the states of a process instance, in the order views show them
-// (docs/processes.md, "Seeing processes").
-var ProcessStates = []string{"running", "waiting", "succeeded", "failed"}
+// (docs/processes.md, "Seeing processes"). succeeded, failed and timed_out are terminal;
+// timed_out is a wait step's signal that did not come in time (docs/processes.md, "Outcomes"):
+// an outcome, not a failure.
+var ProcessStates = []string{"running", "waiting", "succeeded", "failed", "timed_out"}
 
 // ProcessInstance is one instance of a registered process, as queues.process_instances returns
 // it.
@@ -85,18 +87,19 @@ type ProcessCount struct {
 	Waiting   *int64 `json:"waiting"`
 	Succeeded *int64 `json:"succeeded"`
 	Failed    *int64 `json:"failed"`
+	TimedOut  *int64 `json:"timed_out"`
 }
 
 // ProcessInstanceCounts returns the counts of every registered process
 // (queues.process_instance_counts), each at most limit, of the given states only (nil: all).
 func ProcessInstanceCounts(ctx context.Context, db DB, limit int, states []string) ([]ProcessCount, error) {
-	rows, err := db.Query(ctx, `select process, title, running, waiting, succeeded, failed from queues.process_instance_counts($1, $2)`, limit, states)
+	rows, err := db.Query(ctx, `select process, title, running, waiting, succeeded, failed, timed_out from queues.process_instance_counts($1, $2)`, limit, states)
 	if err != nil {
 		return nil, fmt.Errorf("count process instances: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ProcessCount, error) {
 		var c ProcessCount
-		err := r.Scan(&c.Process, &c.Title, &c.Running, &c.Waiting, &c.Succeeded, &c.Failed)
+		err := r.Scan(&c.Process, &c.Title, &c.Running, &c.Waiting, &c.Succeeded, &c.Failed, &c.TimedOut)
 		return c, err
 	})
 	if err != nil {

@@ -51,8 +51,9 @@ type ChannelProcess struct {
 	Delivery *Delivery
 	// WaitSignal, when set, adds a wait step: after an attempt succeeded the process waits up to
 	// process_config.wait_timeout for this signal keyed by its Key's value (queues.signal(WaitSignal,
-	// key)); it arrives: succeeded; it does not: failed, "no <signal> signal within <timeout>". A
-	// signal that arrived first ends the process as succeeded without an attempt (more).
+	// key)); it arrives: succeeded; it does not: timed_out (the <name>_task_timed_out fact, "no
+	// <signal> signal within <timeout>": an outcome, not a failure). A signal that arrived first
+	// ends the process as succeeded without an attempt (more).
 	// WaitTimeout (an SQL interval, e.g. "24 hours") is the value the scaffold writes into
 	// process_config. Not with Delivery.
 	WaitSignal, WaitTimeout string

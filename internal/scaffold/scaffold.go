@@ -38,7 +38,8 @@ type Process struct {
 	// WaitSignal, for a channel process, adds a wait step: after an attempt succeeded the
 	// process waits up to WaitTimeout (e.g. "24 hours", the default; process_config.wait_timeout
 	// once written) for this signal keyed by its Key's value (queues.signal); a signal sent first
-	// skips the attempt. Empty: no wait.
+	// skips the attempt; no signal within WaitTimeout ends the process timed_out (an outcome,
+	// not a failure). Empty: no wait.
 	WaitSignal, WaitTimeout string
 }
 

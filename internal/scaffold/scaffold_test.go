@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -194,7 +195,7 @@ func TestRenderRefusesBadNames(t *testing.T) {
 
 // A generated channel process with a wait step: after the provider accepted the attempt, the
 // process waits for its signal, keyed by the key the kickoff named; queues.signal ends it at
-// once, and without a signal the wait times out into failure.
+// once, and without a signal the wait ends timed_out: an outcome, not a failure.
 func TestGeneratedChannelProcessWaitsForSignal(t *testing.T) {
 	t.Parallel()
 	accept := map[string]taskorch.ChannelProvider{taskorch.TypeEmail: taskorch.ChannelProviderFunc(
@@ -204,7 +205,8 @@ func TestGeneratedChannelProcessWaitsForSignal(t *testing.T) {
 	accepted := `select exists (select 1 from crm.confirm_email_attempt a join crm.confirm_email_attempt_succeeded s
 		using (confirm_email_attempt_id) where a.confirm_email_task_id = $1)`
 	terminal := `select (select count(*) from crm.confirm_email_task_succeeded where confirm_email_task_id = $1)
-		+ (select count(*) from crm.confirm_email_task_failed where confirm_email_task_id = $1)`
+		+ (select count(*) from crm.confirm_email_task_failed where confirm_email_task_id = $1)
+		+ (select count(*) from crm.confirm_email_task_timed_out where confirm_email_task_id = $1)`
 
 	t.Run("signalled", func(t *testing.T) {
 		t.Parallel()
@@ -234,16 +236,32 @@ func TestGeneratedChannelProcessWaitsForSignal(t *testing.T) {
 		pool := apply(t, p)
 		run(t, pool, accept)
 		id := scalar[int64](t, pool, `select confirm_email_task_id from crm.kickoff_confirm_email(8)`)
-		waitTrue(t, pool, "the wait times out", `select exists (select 1 from crm.confirm_email_task_failed where confirm_email_task_id = $1)`, id)
+		waitTrue(t, pool, "the wait times out", `select exists (select 1 from crm.confirm_email_task_timed_out where confirm_email_task_id = $1)`, id)
 		require.Equal(t, "no email.confirmed signal within 00:00:01",
-			scalar[string](t, pool, `select error_message from crm.confirm_email_task_failed where confirm_email_task_id = $1`, id))
+			scalar[string](t, pool, `select reason from crm.confirm_email_task_timed_out where confirm_email_task_id = $1`, id))
+		require.Equal(t, int64(1), scalar[int64](t, pool, terminal, id), "timed_out is its one terminal fact, not a failure")
+		require.False(t, scalar[bool](t, pool, `select crm.is_confirm_email_stuck($1)`, id))
+		require.Equal(t, "timed_out no email.confirmed signal within 00:00:01", scalar[string](t, pool, `
+			select state || ' ' || error from queues.process_instances(_process => 'crm.confirm_email') where instance_id = $1`, id))
+		require.Equal(t, []int64{0, 1}, scalar[[]int64](t, pool, `select array[failed, timed_out]
+			from queues.process_instance_counts() where process = 'crm.confirm_email'`))
+		require.Equal(t, "<nil> 1", scalar[string](t, pool, `select coalesce(failed::text, '<nil>') || ' ' || timed_out
+			from queues.process_instance_counts(10, '{timed_out}') where process = 'crm.confirm_email'`), "only the states asked for are counted")
+		// A timed-out instance is not retried by hand: only a failure is.
+		_, err := pool.Exec(context.Background(), `select queues.retry_process('crm.confirm_email', $1, 'resend')`, id)
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr)
+		require.Equal(t, "55000", pgErr.Code)
+		require.Contains(t, pgErr.Message, "timed out (an outcome, not a failure); only a failed instance can be retried")
+		// A signal after the deadline changes nothing.
+		require.True(t, scalar[bool](t, pool, `select queues.signal('email.confirmed', '8', '{}')`))
 		require.Equal(t, int64(1), scalar[int64](t, pool, terminal, id))
 	})
 }
 
-// A scaffolded process's facts helpers count the current run only: run 1's attempt succeeded
-// and the run failed waiting for its signal; retried by hand, run 2 fails both its attempts, and
-// the process is stuck, run 1's success notwithstanding.
+// A scaffolded process's facts helpers count the current run only: run 1 fails both its
+// attempts and is stuck; retried by hand, run 2's attempt succeeds and the process waits for its
+// signal, run 1's failures notwithstanding.
 func TestGeneratedFactsHelpersCountTheCurrentRun(t *testing.T) {
 	t.Parallel()
 	p := scaffold.Process{Name: "confirm_email", Schema: "crm", Key: "signup_id", Channel: taskorch.TypeEmail,
@@ -252,20 +270,24 @@ func TestGeneratedFactsHelpersCountTheCurrentRun(t *testing.T) {
 	var calls atomic.Int32
 	run(t, pool, map[string]taskorch.ChannelProvider{taskorch.TypeEmail: taskorch.ChannelProviderFunc(
 		func(context.Context, taskorch.ChannelCall) (json.RawMessage, error) {
-			if calls.Add(1) == 1 {
-				return json.RawMessage(`{"id":"m-1"}`), nil
+			if calls.Add(1) <= 2 {
+				return nil, errors.New("provider down")
 			}
-			return nil, errors.New("provider down")
+			return json.RawMessage(`{"id":"m-1"}`), nil
 		})})
 
 	id := scalar[int64](t, pool, `select confirm_email_task_id from crm.kickoff_confirm_email(9)`)
-	waitTrue(t, pool, "run 1 timed out waiting", `select exists (select 1 from crm.confirm_email_task_failed where confirm_email_task_id = $1)`, id)
-	require.False(t, scalar[bool](t, pool, `select crm.is_confirm_email_stuck($1)`, id), "run 1's attempt succeeded")
-	require.Equal(t, 2, scalar[int](t, pool, `select run from queues.retry_process('crm.confirm_email', $1, 'resend')`, id))
-	waitTrue(t, pool, "run 2 failed", `select exists (select 1 from crm.confirm_email_task_failed where confirm_email_task_id = $1 and run = 2)`, id)
-	require.False(t, scalar[bool](t, pool, `select crm.has_confirm_email_succeeded_attempt($1)`, id))
+	waitTrue(t, pool, "run 1 failed", `select exists (select 1 from crm.confirm_email_task_failed where confirm_email_task_id = $1)`, id)
 	require.Equal(t, 2, scalar[int](t, pool, `select crm.count_confirm_email_failed_attempts($1)`, id))
 	require.True(t, scalar[bool](t, pool, `select crm.is_confirm_email_stuck($1)`, id))
+	_, err := pool.Exec(context.Background(), `update crm.process_config set wait_timeout = '1 hour'`)
+	require.NoError(t, err)
+	require.Equal(t, 2, scalar[int](t, pool, `select run from queues.retry_process('crm.confirm_email', $1, 'resend')`, id))
+	waitTrue(t, pool, "run 2's attempt succeeded", `select crm.has_confirm_email_succeeded_attempt($1)`, id)
+	require.Zero(t, scalar[int](t, pool, `select crm.count_confirm_email_failed_attempts($1)`, id))
+	require.Equal(t, 1, scalar[int](t, pool, `select crm.count_confirm_email_attempts($1)`, id))
+	require.False(t, scalar[bool](t, pool, `select crm.is_confirm_email_stuck($1)`, id))
+	require.Equal(t, "waiting", scalar[string](t, pool, `select state from crm.confirm_email_instances where instance_id = $1`, id))
 }
 
 // A wait step's signal that arrives before the attempt skips it: the process ends succeeded with

@@ -126,10 +126,10 @@ func TestProcessInstanceStates(t *testing.T) {
 		`select array_agg(instance_id) from queues.process_instances('failed') where process = 'comms.send_email'`))
 	require.ElementsMatch(t, []int64{scheduled}, scalar[[]int64](t, pool,
 		`select array_agg(instance_id) from queues.process_instances('waiting', _process => 'comms.send_email')`))
-	var running, waiting, succeeded, failed int64
-	require.NoError(t, pool.QueryRow(context.Background(), `select running, waiting, succeeded, failed
-		from queues.process_instance_counts() where process = 'comms.send_email'`).Scan(&running, &waiting, &succeeded, &failed))
-	require.Equal(t, []int64{1, 1, 1, 1}, []int64{running, waiting, succeeded, failed})
+	var running, waiting, succeeded, failed, timedOut int64
+	require.NoError(t, pool.QueryRow(context.Background(), `select running, waiting, succeeded, failed, timed_out
+		from queues.process_instance_counts() where process = 'comms.send_email'`).Scan(&running, &waiting, &succeeded, &failed, &timedOut))
+	require.Equal(t, []int64{1, 1, 1, 1, 0}, []int64{running, waiting, succeeded, failed, timedOut}, "no wait step: nothing times out")
 	require.Equal(t, int64(1), scalar[int64](t, pool, `select failed from queues.process_instance_counts(1) where process = 'comms.send_email'`))
 	require.Equal(t, "<nil> 1", scalar[string](t, pool, `select coalesce(running::text, '<nil>') || ' ' || failed
 		from queues.process_instance_counts(10, '{failed}') where process = 'comms.send_email'`), "only the states asked for are counted")
@@ -188,12 +188,12 @@ func TestProcessRegistryBadInput(t *testing.T) {
 		`select queues.register_process('biz', 'nothing', 'T')`:             "biz.nothing has no root table biz.nothing_task",
 		`select queues.register_process('biz', 'thing', 'T')`:               "create the view biz.thing_instances first",
 		`select queues.register_process('biz', 'half', 'T')`:                "lacks the columns (or types) wait_until timestamp with time zone, attempts integer",
-		`select * from queues.process_instances('stuck')`:                   "state must be running, waiting, succeeded or failed, got 'stuck'",
+		`select * from queues.process_instances('stuck')`:                   "state must be running, waiting, succeeded, failed or timed_out, got 'stuck'",
 		`select * from queues.process_instances(null, 0)`:                   "limit must be between 1 and 10000, got 0",
 		`select * from queues.process_instances(null, 10, 'biz.x')`:         "unknown process 'biz.x'; registered: accounts.account_anonymization",
 		`select * from queues.process_instances(null, 10, 'x''; --')`:       `unknown process 'x''; --'`,
 		`select * from queues.process_instance_counts(0)`:                   "cap must be between 1 and 1000000, got 0",
-		`select * from queues.process_instance_counts(10, '{failed,lost}')`: "states must be among running, waiting, succeeded, failed, got {failed,lost}",
+		`select * from queues.process_instance_counts(10, '{failed,lost}')`: "states must be among running, waiting, succeeded, failed, timed_out, got {failed,lost}",
 	} {
 		_, err := pool.Exec(ctx, sql)
 		var pgErr *pgconn.PgError

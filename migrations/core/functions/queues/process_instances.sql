@@ -9,8 +9,8 @@ language plpgsql stable security definer set search_path = pg_catalog, pg_temp a
 declare
     _sql text;
 begin
-    if _state is not null and _state not in ('running', 'waiting', 'succeeded', 'failed') then
-        raise exception 'process_instances: state must be running, waiting, succeeded or failed, got %', quote_literal(left(_state, 40))
+    if _state is not null and _state not in ('running', 'waiting', 'succeeded', 'failed', 'timed_out') then
+        raise exception 'process_instances: state must be running, waiting, succeeded, failed or timed_out, got %', quote_literal(left(_state, 40))
             using errcode = 'invalid_parameter_value';
     end if;
     if _limit is null or _limit < 1 or _limit > 10000 then
