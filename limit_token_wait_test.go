@@ -206,6 +206,8 @@ func TestClaimAtTokenWaitsInTheDatabase(t *testing.T) {
 	require.Eventually(t, func() bool { return sleepingAtToken(t, pool) }, 30*time.Second, time.Millisecond)
 	mustExec(t, pool, `select queues.pause_queue('lim.tok')`)
 	require.NoError(t, <-done)
+	require.True(t, scalar[bool](t, pool, `select queues.limit_wait() is null`),
+		"a paused type is held by its pause: no worker waits for its token")
 	require.Zero(t, scalar[int64](t, pool, `select count(*) from queues.task
 		where task_type = 'lim.tok' and claimed_at > (select paused_at from queues.queue_pause where task_type = 'lim.tok')`),
 		"nothing claimed after the pause")

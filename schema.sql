@@ -7065,7 +7065,10 @@ CREATE FUNCTION queues.limit_wait(_task_types text[] DEFAULT NULL::text[]) RETUR
             )
             select keys.limit_key from keys where keys.limit_key is not null) k
         left join queues.limit_bucket b on b.task_type = l.task_type and b.limit_key = k.limit_key
-        where _task_types is null or internal.limit_task_type(l.task_type) = any (_task_types)
+        where (_task_types is null or internal.limit_task_type(l.task_type) = any (_task_types))
+          -- A paused type is held back by its pause, not by its limit: no claim would take it.
+          and not exists (select from queues.queue_pause qp
+                          where qp.task_type = internal.limit_task_type(l.task_type) or qp.task_type = l.task_type)
     )
     select case when count(*) = 0 then null
                 else coalesce(min(case when h.tokens + internal.limit_slack(h.rate) >= 1
