@@ -461,7 +461,12 @@ func (f *fetcher) probeLanded(r landing) {
 			f.sleep(s, d)
 		}
 	default:
+		// Running slots hold them back (with a transport): claim at once, or after PollInterval
+		// when the last claim came back empty, so as not to spin on a slot nobody frees.
 		s.probed = true
+		if s.lastEmpty {
+			f.sleep(s, w.cfg.PollInterval)
+		}
 	}
 }
 
