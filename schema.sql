@@ -4080,6 +4080,46 @@ CREATE FUNCTION internal.max_payload_bytes() RETURNS integer
 
 
 --
+-- Name: next_limit_token(text[], text[], text); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.next_limit_token(_task_types text[], _paused text[], _only text DEFAULT NULL::text) RETURNS TABLE(limit_name text, seconds double precision)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select l.task_type,
+           min((1 - internal.limit_slack(l.rate_per_second)
+                - least(l.burst::double precision,
+                        coalesce(b.tokens, l.burst) + l.rate_per_second
+                            * greatest(0, extract(epoch from clock_timestamp() - coalesce(b.refilled_at, clock_timestamp())))))
+               / l.rate_per_second) + 0.0001
+    from queues.task_limit l
+    cross join lateral (
+        with recursive keys(limit_key, n) as (
+            select (select t.limit_key from queues.task t
+                    where t.limit_name = l.task_type and t.status = 'pending' and t.run_at <= now()
+                    order by t.limit_key limit 1), 1
+            union all
+            select (select t.limit_key from queues.task t
+                    where t.limit_name = l.task_type and t.status = 'pending' and t.run_at <= now()
+                      and t.limit_key > keys.limit_key
+                    order by t.limit_key limit 1), keys.n + 1
+            from keys where keys.limit_key is not null and keys.n < 64
+        )
+        select keys.limit_key from keys where keys.limit_key is not null) k
+    left join queues.limit_bucket b on b.task_type = l.task_type and b.limit_key = k.limit_key
+    where l.rate_per_second is not null
+      and (_only is null or l.task_type = _only)
+      and (_task_types is null or internal.limit_task_type(l.task_type) = any (_task_types))
+      and (coalesce(cardinality(_paused), 0) = 0
+           or (internal.limit_task_type(l.task_type) <> all (_paused) and l.task_type <> all (_paused)))
+    group by l.task_type
+    order by 2, 1
+    limit 1
+$$;
+
+
+--
 -- Name: note_ended_parent(); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -5651,6 +5691,95 @@ end $$;
 
 
 --
+-- Name: claim_limited_tasks_at_token(text, integer, interval, text[], interval); Type: FUNCTION; Schema: queues; Owner: -
+--
+
+CREATE FUNCTION queues.claim_limited_tasks_at_token(_worker_id text, _limit integer, _lease_duration interval DEFAULT '00:05:00'::interval, _task_types text[] DEFAULT NULL::text[], _max_wait interval DEFAULT '00:00:00.25'::interval) RETURNS SETOF queues.task
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _paused text[];
+    _deadline timestamptz;
+    _name text;
+    _wait double precision;
+    _clock timestamptz;
+    _ids bigint[];
+    _rows queues.task[];
+    _busy boolean;
+begin
+    if _worker_id is null or btrim(_worker_id) = '' then
+        raise exception 'claim_limited_tasks_at_token: _worker_id must name the claiming worker, got %',
+            coalesce(quote_literal(_worker_id), 'NULL') using errcode = 'invalid_parameter_value';
+    end if;
+    if _limit is null or _limit < 1 then
+        raise exception 'claim_limited_tasks_at_token: _limit must be at least 1, got %', _limit using errcode = 'invalid_parameter_value';
+    end if;
+    if _lease_duration is null or _lease_duration <= interval '0' then
+        raise exception 'claim_limited_tasks_at_token: _lease_duration must be positive, got %', _lease_duration
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if _max_wait is null or _max_wait < interval '0' or _max_wait > interval '1 second' then
+        raise exception 'claim_limited_tasks_at_token: _max_wait must be between 0 and 1 second, got %', _max_wait
+            using errcode = 'invalid_parameter_value';
+    end if;
+    _deadline := clock_timestamp() + _max_wait;
+    _paused := array(select qp.task_type from queues.queue_pause qp);
+    select n.limit_name, n.seconds into _name, _wait from internal.next_limit_token(_task_types, _paused) n;
+    if _name is null or _wait <= 0 then
+        return query select * from queues.claim_limited_tasks(_worker_id, _limit, _lease_duration, _task_types);
+        return;
+    end if;
+    -- Every claim returns expired leases first (and takes queues.task before a limit's row, in
+    -- the order every claim takes them).
+    perform queues.rescue_expired_leases();
+    loop
+        if _wait is null or clock_timestamp() + make_interval(secs => greatest(_wait, 0)) > _deadline then
+            return; -- no due task left, or the token is further off than the wait allows
+        end if;
+        if _wait > 0 then
+            perform pg_sleep(_wait);
+        end if;
+        if exists (select from queues.queue_pause qp
+                   where qp.task_type = internal.limit_task_type(_name) or qp.task_type = _name) then
+            return; -- paused while it waited
+        end if;
+        -- The token is due: the first claim to wake takes it. In a subtransaction, so that a claim
+        -- that finds it taken lets go of the limit's row at once.
+        begin
+            perform from queues.task_limit l where l.task_type = _name for update skip locked;
+            if not found then
+                raise exception using errcode = 'TO001'; -- another claim holds the row: look again
+            end if;
+            _clock := clock_timestamp();
+            _ids := internal.limited_claimable(array[_name], _task_types, _paused, _limit, _clock);
+            if cardinality(_ids) = 0 then
+                raise exception using errcode = 'TO002'; -- taken already, or nothing to take
+            end if;
+            _rows := array(select t from internal.lease_tasks(_worker_id, _ids, _lease_duration) t);
+            perform internal.take_limit_tokens(_ids, _clock); -- at the lease's time, after it
+            _busy := false;
+        exception when sqlstate 'TO001' then
+            _busy := true;
+            perform pg_sleep(0.001);
+        when sqlstate 'TO002' then
+            _busy := false;
+        end;
+        if _rows is not null then
+            return query select (unnest(_rows)).*;
+            return;
+        end if;
+        select n.seconds into _wait from internal.next_limit_token(_task_types, _paused, _name) n;
+        if _wait <= 0 and not _busy then
+            -- A token is there that this claim could not take (the tasks another claim holds,
+            -- running slots): not worth waiting on.
+            return;
+        end if;
+    end loop;
+end $$;
+
+
+--
 -- Name: claim_tasks(text, integer, interval, text[]); Type: FUNCTION; Schema: queues; Owner: -
 --
 
@@ -6936,7 +7065,10 @@ CREATE FUNCTION queues.limit_wait(_task_types text[] DEFAULT NULL::text[]) RETUR
             )
             select keys.limit_key from keys where keys.limit_key is not null) k
         left join queues.limit_bucket b on b.task_type = l.task_type and b.limit_key = k.limit_key
-        where _task_types is null or internal.limit_task_type(l.task_type) = any (_task_types)
+        where (_task_types is null or internal.limit_task_type(l.task_type) = any (_task_types))
+          -- A paused type is held back by its pause, not by its limit: no claim would take it.
+          and not exists (select from queues.queue_pause qp
+                          where qp.task_type = internal.limit_task_type(l.task_type) or qp.task_type = l.task_type)
     )
     select case when count(*) = 0 then null
                 else coalesce(min(case when h.tokens + internal.limit_slack(h.rate) >= 1
@@ -13906,6 +14038,13 @@ REVOKE ALL ON FUNCTION internal.max_payload_bytes() FROM PUBLIC;
 
 
 --
+-- Name: FUNCTION next_limit_token(_task_types text[], _paused text[], _only text); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.next_limit_token(_task_types text[], _paused text[], _only text) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION note_ended_parent(); Type: ACL; Schema: internal; Owner: -
 --
 
@@ -14228,6 +14367,14 @@ REVOKE ALL ON FUNCTION queues.cancel_workflow(_workflow_id bigint, _actor text, 
 
 REVOKE ALL ON FUNCTION queues.claim_limited_tasks(_worker_id text, _limit integer, _lease_duration interval, _task_types text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION queues.claim_limited_tasks(_worker_id text, _limit integer, _lease_duration interval, _task_types text[]) TO worker_service_user;
+
+
+--
+-- Name: FUNCTION claim_limited_tasks_at_token(_worker_id text, _limit integer, _lease_duration interval, _task_types text[], _max_wait interval); Type: ACL; Schema: queues; Owner: -
+--
+
+REVOKE ALL ON FUNCTION queues.claim_limited_tasks_at_token(_worker_id text, _limit integer, _lease_duration interval, _task_types text[], _max_wait interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION queues.claim_limited_tasks_at_token(_worker_id text, _limit integer, _lease_duration interval, _task_types text[], _max_wait interval) TO worker_service_user;
 
 
 --

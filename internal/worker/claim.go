@@ -13,7 +13,7 @@ import (
 	"github.com/taskorch/taskorch/tasktype"
 )
 
-// The one claim path: every task this worker runs is claimed here, by one of three statements,
+// The one claim path: every task this worker runs is claimed here, by one of four statements,
 // and read by collectClaimed. The fetch loop (fetch.go) decides when, how many and from which
 // source; the claimed tasks go to the claim-ahead buffer, from which the starter starts them.
 
@@ -27,6 +27,9 @@ const (
 	// transport claims these from the database, as they are not sent as messages
 	// (docs/limits.md).
 	claimLimited
+	// claimAtToken: as claimLimited, after waiting in the database, up to tokenWaitMax, for the
+	// next token of a rate limit (queues.claim_limited_tasks_at_token; docs/limits.md).
+	claimAtToken
 	// claimByID: the tasks a transport delivered, by id (queues.claim_tasks_by_id): exactly one
 	// claim of a task wins.
 	claimByID
@@ -36,6 +39,8 @@ var claimSQL = [...]string{
 	claimDue:     `select ` + taskrow.Columns + ` from queues.claim_tasks($1, $2, $3::interval, $4)`,
 	claimLimited: `select ` + taskrow.Columns + ` from queues.claim_limited_tasks($1, $2, $3::interval, $4)`,
 	claimByID:    `select ` + taskrow.Columns + ` from queues.claim_tasks_by_id($1, $2, $3::interval, $4)`,
+	claimAtToken: `select ` + taskrow.Columns + ` from queues.claim_limited_tasks_at_token($1, $2, $3::interval, $4, ` +
+		`interval '` + tokenWaitMaxSQL + `')`,
 }
 
 // claim claims up to n tasks (claimByID: the tasks of ids) for this worker, of the types it

@@ -16,8 +16,13 @@ import (
 //	           ahead of the free slots (buffer.go) while a backlog lasts. Without a transport it
 //	           is the only source; with one, it stands in while the transport is unreachable.
 //	transport  the ids the transport delivers, claimed by id (delivery.go), for free slots only.
-//	limited    with a transport, the tasks of limited types, which are not sent as messages
-//	           (docs/limits.md): asked for with queues.limit_wait, then claimed.
+//	limited    the tasks of limited types (docs/limits.md): asked for with queues.limit_wait, then
+//	           claimed with queues.claim_limited_tasks_at_token, which waits in the database for
+//	           a rate limit's token up to tokenWaitMax. With a transport it claims every limited
+//	           type, as those are not sent as messages; without one it is the rate source: it
+//	           starts when the due source finds a rate limit holding tasks back, and stops when
+//	           none is. Its claims in flight do not count against the other sources' room, so a
+//	           claim waiting for a token holds back none of the worker's other types.
 //
 // Every source claims through the one claim path (claim.go), and every claimed task lands in
 // the claim-ahead buffer, from which the starter (buffer.go) starts it as a slot frees: the one
@@ -39,6 +44,11 @@ const claimTimeout = 30 * time.Second
 // maxClaimsInFlight is how many claims the due source overlaps while a backlog lasts: a second
 // claim hides the first one's round trip when commits are slow.
 const maxClaimsInFlight = 2
+
+// rateClaimsInFlight is how many claims the limited source keeps in flight: each sleeps in the
+// database until its token, and the first backend awake takes it (docs/limits.md), so a worker
+// process, or a backend, starved of CPU for an interval or two misses no token.
+const rateClaimsInFlight = 2
 
 // sourceKind names a source of the fetch loop.
 type sourceKind uint8
@@ -73,6 +83,8 @@ type source struct {
 	slotsHeld     bool // due: the hint is that running slots hold limited tasks back
 	short         bool // due: a claim came back short while another was in flight
 	probed        bool // limited: queues.limit_wait said a limited task may be claimed now
+	rateOnly      bool // limited, without a transport: the rate source (stops when no rate holds tasks)
+	lastEmpty     bool // limited: its last claim came back empty
 
 	// Wake-ups (due; docs/worker.md, "The loop"): an enqueue notifies only while a worker waits,
 	// so the claim after which the source waits must be sent after queues.worker_waiting
@@ -115,20 +127,22 @@ func (w *Worker) fetch(ctx, inner context.Context) {
 	})
 	f.due.announce = !w.cfg.PollOnly
 	f.ahead = aheadEstimator{limit: max(w.cfg.ClaimAhead, 0), slots: w.cfg.Concurrency}
+	f.lim = f.newSource(sourceLimited, rateClaimsInFlight, false, func(_, inner context.Context, n int) ([]*tasktype.Task, error) {
+		return w.claim(inner, claimAtToken, n, nil)
+	})
 	if w.dl != nil {
 		// A worker on a transport claims for its free slots only, from the transport or, while
 		// it is down, from PostgreSQL; and the limited types from PostgreSQL alongside.
 		f.ahead.limit = 0
 		f.tr = f.newSource(sourceTransport, 1, false, w.dl.receive)
-		f.lim = f.newSource(sourceLimited, 1, false, func(_, inner context.Context, n int) ([]*tasktype.Task, error) {
-			return w.claim(inner, claimLimited, n, nil)
-		})
 		f.lim.active = true
 		// The limited source before the transport: a transport asks for every free slot at each
 		// receive, and would otherwise leave none to the limited types.
 		f.all = []*source{f.due, f.lim, f.tr}
 	} else {
-		f.all = []*source{f.due}
+		// The rate source: idle until the due source finds a rate limit holding tasks back.
+		f.lim.rateOnly = true
+		f.all = []*source{f.due, f.lim}
 	}
 	defer func() {
 		stopStarter()
@@ -150,7 +164,7 @@ type fetcher struct {
 	ctx, inner context.Context
 	results    chan landing
 
-	due, tr, lim *source // tr and lim: with a transport only
+	due, tr, lim *source // tr: with a transport only
 	all          []*source
 	ahead        aheadEstimator
 	seq          int64   // claims of the due source sent
@@ -172,12 +186,28 @@ func (f *fetcher) inFlight() int {
 	return n
 }
 
-func (f *fetcher) asked() int {
+// askedFor is the tasks asked for by the claims in flight that count against s's room: the
+// limited source's count for nobody, as they may wait for a token up to tokenWaitMax (the
+// limited source's claims may then bring more than the room; the surplus waits in the buffer).
+func (f *fetcher) askedFor(s *source) int {
 	n := 0
-	for _, s := range f.all {
-		n += s.asked
+	if s == f.lim {
+		return n + f.due.asked + f.trAsked()
+	}
+	for _, o := range f.all {
+		if o != f.lim {
+			n += o.asked
+		}
 	}
 	return n
+}
+
+// trAsked is what the transport's receives in flight asked for (0 without a transport).
+func (f *fetcher) trAsked() int {
+	if f.tr == nil {
+		return 0
+	}
+	return f.tr.asked
 }
 
 // run is the loop: start the claims the sources are ready for, then wait for something to
@@ -220,9 +250,10 @@ func (f *fetcher) run() {
 				settled = w.settled
 			}
 		}
-		var limTimer, trTimer <-chan time.Time
+		limTimer := f.lim.timer.C
+		var trTimer <-chan time.Time
 		if f.tr != nil {
-			limTimer, trTimer = f.lim.timer.C, f.tr.timer.C
+			trTimer = f.tr.timer.C
 		}
 		select {
 		case <-f.ctx.Done():
@@ -289,7 +320,7 @@ func (f *fetcher) send(s *source) {
 		if s.kind == sourceDue {
 			target = f.ahead.target
 		}
-		want := claimSize(w.cfg.Concurrency-len(w.slots), target, w.ready.len(), f.asked(), s.inFlight)
+		want := claimSize(w.cfg.Concurrency-len(w.slots), target, w.ready.len(), f.askedFor(s), s.inFlight)
 		if want == 0 {
 			return
 		}
@@ -347,13 +378,15 @@ func (f *fetcher) landed(r landing) {
 		s.timer.Reset(s.wait)
 		s.wait = min(s.wait*2, w.cfg.MaxPollInterval)
 	case sourceLimited:
-		s.probed = false
-		switch {
-		case r.err != nil:
+		// After tasks, claim again at once: the claim waits for the next token in the database
+		// (or comes back at once when it is further than tokenWaitMax). Otherwise ask first.
+		s.lastEmpty = len(r.tasks) == 0
+		if r.err != nil || s.lastEmpty {
+			s.probed = false
+		}
+		if r.err != nil {
 			w.log.Warn("claiming limited tasks failed; retrying", "error", r.err, "retry_in", w.cfg.MaxPollInterval)
 			f.sleep(s, w.cfg.MaxPollInterval)
-		case len(r.tasks) == 0:
-			f.sleep(s, w.cfg.PollInterval)
 		}
 	}
 }
@@ -392,9 +425,15 @@ func (f *fetcher) dueLanded(r landing) {
 	s.hinted, s.slotsHeld, s.empty = false, false, len(r.tasks) == 0
 	if r.err == nil {
 		if hint, slots, ok := w.limitWait(f.inner, w.types); ok {
-			// With slots, an end of one of this worker's tasks wakes the source (run): one
-			// that came during this claim is kept, as the claim may have missed its slot.
-			d, s.hinted, s.slotsHeld = hint, true, slots
+			if !slots && f.lim.rateOnly {
+				// A rate limit holds tasks back: the rate source claims them, at their tokens;
+				// this source waits as it would without it.
+				f.startRate()
+			} else {
+				// With slots, an end of one of this worker's tasks wakes the source (run): one
+				// that came during this claim is kept, as the claim may have missed its slot.
+				d, s.hinted, s.slotsHeld = hint, true, slots
+			}
 		}
 	}
 	if s.unsure {
@@ -406,19 +445,39 @@ func (f *fetcher) dueLanded(r landing) {
 }
 
 // probeLanded: the limited source claims when queues.limit_wait says a limited task may be
-// claimed, after waiting as long as it says; while none is due it asks once per
-// MaxPollInterval.
+// claimed: under a rate limit, once its token is near (rateProbed), else at once; while none is
+// due it asks once per MaxPollInterval. The rate source (without a transport) stops instead when
+// none is due or only running slots hold them back: the due source serves those.
 func (f *fetcher) probeLanded(r landing) {
 	w, s := f.w, r.src
 	switch {
+	case s.rateOnly && (r.err != nil || !r.probeDue || r.probeWait == 0):
+		s.active, s.probed, s.lastEmpty = false, false, false
 	case r.err != nil || !r.probeDue:
 		f.sleep(s, w.cfg.MaxPollInterval)
 	case r.probeWait > 0:
 		s.probed = true
-		f.sleep(s, r.probeWait)
+		if d := rateProbed(r.probeWait, s.lastEmpty); d > 0 {
+			f.sleep(s, d)
+		}
 	default:
+		// Running slots hold them back (with a transport): claim at once, or after PollInterval
+		// when the last claim came back empty, so as not to spin on a slot nobody frees.
 		s.probed = true
+		if s.lastEmpty {
+			f.sleep(s, w.cfg.PollInterval)
+		}
 	}
+}
+
+// startRate starts the rate source, unless it runs already.
+func (f *fetcher) startRate() {
+	s := f.lim
+	if s.active {
+		return
+	}
+	s.timer.Stop()
+	s.active, s.idle, s.probed, s.lastEmpty = true, false, false, false
 }
 
 // sleep makes s wait d before it claims (or asks) again.

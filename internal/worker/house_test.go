@@ -69,7 +69,7 @@ func TestOutcomeSQLIsWrittenInOneFile(t *testing.T) {
 // The one claim path: every claim statement is in claim.go.
 func TestClaimSQLIsInOneFile(t *testing.T) {
 	t.Parallel()
-	for _, fn := range []string{"claim_tasks", "claim_limited_tasks", "claim_tasks_by_id"} {
+	for _, fn := range []string{"claim_tasks", "claim_limited_tasks", "claim_limited_tasks_at_token", "claim_tasks_by_id"} {
 		require.Equal(t, []string{"claim.go"}, where(t, regexp.MustCompile(`queues\.`+fn+`\s*\(`)),
 			"queues.%s must be issued from claim.go only", fn)
 	}

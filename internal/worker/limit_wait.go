@@ -10,6 +10,15 @@ import (
 // limitWaitSQL asks how long until a task a limit holds back may be claimed (docs/limits.md).
 const limitWaitSQL = `select queues.limit_wait($1)`
 
+// tokenWaitMax bounds how long a claim of the rate source (claimAtToken) waits in the database
+// for a token: several intervals of a rate of 20 a second, so that the claims of every worker
+// are asleep for each token and the first awake takes it; short enough that the snapshot it
+// holds meanwhile does not hold vacuum back. tokenWaitMaxSQL is the same, as the claim passes it.
+const (
+	tokenWaitMax    = 250 * time.Millisecond
+	tokenWaitMaxSQL = "250 milliseconds"
+)
+
 // limitWait is how long the fetcher should wait after a short claim when limits hold tasks back:
 // until the next token of a rate limit, or PollInterval when running slots hold them (slots is
 // then true: a slot frees when a task finishes, anywhere, and the fetcher also claims again as
@@ -45,8 +54,26 @@ func (w *Worker) askLimitWait(ctx context.Context, types []string) (d time.Durat
 	}
 	// The answer is as old as the round trip that brought it, and the next claim takes about as
 	// long to reach the bucket: aim that much earlier. A claim that comes a little early finds
-	// no token and asks again; one that comes late loses the time, as a bucket holds no more
-	// than its burst.
+	// no token and asks again (or, from the rate source, waits for it in the database); one that
+	// comes late loses the time, as a bucket holds no more than its burst.
 	d = time.Duration(*secs*float64(time.Second)) - 2*time.Since(asked)
 	return min(max(d, time.Millisecond), w.cfg.MaxPollInterval), true, nil
+}
+
+// rateProbed decides what the rate source (the limited source) does with queues.limit_wait's
+// answer d (> 0: a rate limit holds a due task; its token comes in about d): sleep until
+// tokenWaitMax/2 before the token when it comes later than tokenWaitMax, else claim at once, as
+// the claim then waits for the token in the database. After a claim that came back empty with
+// the token near (one that was there and that the claim could not take: running slots, tasks
+// another claim holds; or a line of claims longer than tokenWaitMax) it sleeps all of d, so that
+// it does not spin on a token it cannot take.
+func rateProbed(d time.Duration, lastEmpty bool) (sleep time.Duration) {
+	switch {
+	case d > tokenWaitMax:
+		return d - tokenWaitMax/2
+	case lastEmpty:
+		return d
+	default:
+		return 0
+	}
 }

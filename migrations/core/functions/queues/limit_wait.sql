@@ -1,11 +1,13 @@
 -- What a worker whose claim came back short asks: how long, in seconds, until a task of the
 -- given types (NULL: all) that a limit holds back may be claimable. NULL when no due task is
--- held back. Under a rate limit: the time until its bucket's next token; when a token is there,
--- a millisecond if it came within the last quarter of the rate's interval (the asking claim
--- reached the bucket just before it: claim again at once, or a burst of 1 loses the time), else
--- a quarter of the interval (another claim is taking it; no worker spins on a token it cannot
--- take). Otherwise 0: running slots hold the tasks, and they free when tasks finish: claim
--- again at the worker's shortest poll interval.
+-- held back (a paused type's tasks are not: its pause holds them). Under a rate limit: the time
+-- until its bucket's next token; when a token is there, a millisecond if it came within the last
+-- quarter of the rate's interval (the asking claim reached the bucket just before it: claim
+-- again at once, or a burst of 1 loses the time), else a quarter of the interval (another claim
+-- is taking it; no worker spins on a token it cannot take). Otherwise 0: running slots hold the
+-- tasks, and they free when tasks finish: claim again at the worker's shortest poll interval.
+-- A worker's rate claims then wait for the token in the database
+-- (queues.claim_limited_tasks_at_token).
 create or replace function queues.limit_wait(_task_types text[] default null) returns double precision
 language sql stable security definer set search_path = pg_catalog, pg_temp as $$
     with held as (
@@ -32,7 +34,10 @@ language sql stable security definer set search_path = pg_catalog, pg_temp as $$
             )
             select keys.limit_key from keys where keys.limit_key is not null) k
         left join queues.limit_bucket b on b.task_type = l.task_type and b.limit_key = k.limit_key
-        where _task_types is null or internal.limit_task_type(l.task_type) = any (_task_types)
+        where (_task_types is null or internal.limit_task_type(l.task_type) = any (_task_types))
+          -- A paused type is held back by its pause, not by its limit: no claim would take it.
+          and not exists (select from queues.queue_pause qp
+                          where qp.task_type = internal.limit_task_type(l.task_type) or qp.task_type = l.task_type)
     )
     select case when count(*) = 0 then null
                 else coalesce(min(case when h.tokens + internal.limit_slack(h.rate) >= 1
