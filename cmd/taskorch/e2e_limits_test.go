@@ -180,3 +180,37 @@ func TestE2ELimitRate(t *testing.T) {
 		  on b.task_type = a.task_type and b.claimed_at >= a.claimed_at and b.claimed_at < a.claimed_at + interval '1 second'
 		where a.task_type = 'taskorch.noop' group by a.task_id) w`), int64(75))
 }
+
+// A worker killed while its rate claim sleeps in the database for the next token (docs/limits.md,
+// "Waiting for the token"): the sleeping backend may still lease a task to the dead worker when
+// it wakes; that task is recovered with the worker's other leases, and another worker runs it.
+// Nothing is stranded or lost, and the rate's bound holds over the whole run, kill included.
+func TestE2ELimitRateWorkerKilledWhileWaitingForToken(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDBURL(t)
+	pool := openPool(t, url)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, `select queues.set_limit('taskorch.noop', _rate_per_second => 20, _burst => 1)`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `select queues.enqueue('taskorch.noop', '{}') from generate_series(1, 60)`)
+	require.NoError(t, err)
+
+	victim := startWorkerProc(t, url, "TASKORCH_CONCURRENCY=4")
+	// The victim is the only worker: a backend asleep in the token wait is one of its claims.
+	waitFor(t, pool, "the victim ran a task and waits for the next token", `select
+		exists (select from queues.task where task_type = 'taskorch.noop' and status = 'completed')
+		and exists (select from pg_stat_activity where datname = current_database() and state = 'active'
+		            and wait_event = 'PgSleep' and query like '%claim_limited_tasks_at_token%')`)
+	victim.signal(t, syscall.SIGKILL)
+	victim.wait(t)
+
+	startWorkerProc(t, url, "TASKORCH_CONCURRENCY=4")
+	waitFor(t, pool, "all 60 completed", `select count(*) = 60 from queues.task where task_type = 'taskorch.noop' and status = 'completed'`)
+	require.Zero(t, q[int64](t, pool, `select count(*) from queues.task where status <> 'completed'`), "nothing failed, dead or stranded")
+	// The bound, burst + rate × span plus a slack under one task: at most 1 + 20 claims in any
+	// second of claimed_at (each task's last claim).
+	require.LessOrEqual(t, q[int64](t, pool, `select max(n) from (
+		select count(*) as n from queues.task a join queues.task b
+		  on b.task_type = a.task_type and b.claimed_at >= a.claimed_at and b.claimed_at < a.claimed_at + interval '1 second'
+		where a.task_type = 'taskorch.noop' group by a.task_id) w`), int64(21))
+}
