@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -281,4 +282,48 @@ func TestRateWaitDoesNotHoldBackOtherTypes(t *testing.T) {
 		select count(*) as n from queues.task a join queues.task b
 		  on b.task_type = 'lim.rw' and b.claimed_at >= a.claimed_at and b.claimed_at < a.claimed_at + interval '1 second'
 		where a.task_type = 'lim.rw' and a.claimed_at is not null group by a.task_id) w`), int64(5))
+}
+
+// queues.claim_limited_tasks_at_token called as the roles: an application role granted
+// enqueueing may not call it (nor internal.next_limit_token); the worker's role is refused NULLs,
+// blank names, a wait past a second, an infinite or negative wait and a lease that is not
+// positive with 22023, and nothing is claimed.
+func TestClaimAtTokenAsRoles(t *testing.T) {
+	t.Parallel()
+	c, pool := newClient(t)
+	ctx := context.Background()
+	app := "app_" + randomHex(t, 6)
+	mustExec(t, pool, "create role "+pgx.Identifier{app}.Sanitize()+" nologin")
+	t.Cleanup(func() {
+		mustExec(t, pool, "drop owned by "+pgx.Identifier{app}.Sanitize()+"; drop role "+pgx.Identifier{app}.Sanitize())
+	})
+	mustExec(t, pool, `select queues.grant_enqueue($1)`, app)
+	require.NoError(t, c.SetLimit(ctx, &taskorch.LimitParams{TaskType: "lim.roles", RatePerSecond: 5, Burst: 1}))
+	mustExec(t, pool, `select queues.enqueue('lim.roles', '{}') from generate_series(1, 3)`)
+	pending := func() int64 {
+		return scalar[int64](t, pool, `select count(*) from queues.task where task_type = 'lim.roles' and status = 'pending'`)
+	}
+
+	for _, sql := range []string{
+		`select * from queues.claim_limited_tasks_at_token('w', 1)`,
+		`select * from queues.claim_limited_tasks_at_token('w', 1000000, interval '5 minutes', array['lim.roles'], interval '1 second')`,
+		`select * from internal.next_limit_token(array['lim.roles'], null, null)`,
+	} {
+		require.ErrorContains(t, probeAs(t, pool, app, sql), "permission denied", "the application role: %s", sql)
+	}
+	require.Equal(t, int64(3), pending(), "the application role claimed something")
+
+	for _, sql := range []string{
+		`select * from queues.claim_limited_tasks_at_token(null, 1)`,
+		`select * from queues.claim_limited_tasks_at_token('', 1)`,
+		`select * from queues.claim_limited_tasks_at_token('w', null)`,
+		`select * from queues.claim_limited_tasks_at_token('w', -2147483648)`,
+		`select * from queues.claim_limited_tasks_at_token('w', 1, null)`,
+		`select * from queues.claim_limited_tasks_at_token('w', 1, interval '-5 minutes')`,
+		`select * from queues.claim_limited_tasks_at_token('w', 1, interval '5 minutes', null, interval '1000000 days')`,
+		`select * from queues.claim_limited_tasks_at_token('w', 1, interval '5 minutes', null, interval '-1 microsecond')`,
+	} {
+		requireSQLState(t, probeAs(t, pool, "worker_service_user", sql), "22023", ".", sql)
+	}
+	require.Equal(t, int64(3), pending(), "a refused call claimed something")
 }
