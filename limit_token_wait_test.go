@@ -150,44 +150,69 @@ func TestClaimAtTokenWaitsInTheDatabase(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, ids)
 
-	for attempt := 0; ; attempt++ {
-		// The next token is about 0.9 s away: within a wait of 1 s.
+	// Each part below needs the claim to be asleep for its token while the test acts. On a
+	// loaded machine the claim may reach the database only after the token came (it then claims
+	// at once, without sleeping), or the claim beside it may take longer than the sleep: the part
+	// is then tried again, with the tasks given back.
+	releaseOf := func(worker string) {
+		mustExec(t, pool, `select queues.release_tasks(array_agg(task_id), array_agg(lease_id)) from queues.task
+			where worker_id = $1 and status = 'running'`, worker)
+	}
+	type result struct {
+		ids []int64
+		err error
+	}
+	// asleep starts a claim of lim.tok whose token is about 0.9 s away, within its wait of 1 s,
+	// and reports whether it was seen asleep for it before it returned (then done gives its
+	// result later; else r is its result).
+	asleep := func(worker string) (done chan result, r result, ok bool) {
 		mustExec(t, pool, `update queues.limit_bucket set tokens = 0, refilled_at = clock_timestamp() - interval '100 milliseconds'
 			where task_type = 'lim.tok'`)
-		free := scalar[int64](t, pool, `select queues.enqueue('free', '{}')`)
-		other := scalar[int64](t, pool, `select queues.enqueue('lim.other', '{}')`)
-		type result struct {
-			ids []int64
-			err error
-		}
-		done := make(chan result, 1)
+		done = make(chan result, 1)
 		go func() {
-			ids, err := claimAtToken(ctx, pool, "waiter", 5, "1 second", "lim.tok")
+			ids, err := claimAtToken(ctx, pool, worker, 5, "1 second", "lim.tok")
 			done <- result{ids, err}
 		}()
-		require.Eventually(t, func() bool { return sleepingAtToken(t, pool) }, 30*time.Second, time.Millisecond)
+		var finished bool
+		require.Eventually(t, func() bool {
+			select {
+			case r = <-done:
+				finished = true
+				return true
+			default:
+			}
+			return sleepingAtToken(t, pool)
+		}, 30*time.Second, time.Millisecond)
+		return done, r, !finished
+	}
+
+	free := scalar[int64](t, pool, `select queues.enqueue('free', '{}')`)
+	other := scalar[int64](t, pool, `select queues.enqueue('lim.other', '{}')`)
+	for attempt := 0; ; attempt++ {
+		require.Less(t, attempt, 5, "the claim was never seen asleep for its token while a claim beside it ran")
+		done, r, ok := asleep("waiter")
+		if !ok {
+			require.NoError(t, r.err)
+			releaseOf("waiter")
+			continue
+		}
 		// Beside it: the unlimited task, the other limit's task; nothing of its own limit.
 		got := claim(t, pool, "beside", 10, "5 minutes")
-		var still bool
 		select {
-		case r := <-done:
+		case r = <-done:
+			// The machine took longer than the sleep to run the claim beside it.
 			require.NoError(t, r.err)
-			require.Len(t, r.ids, 1)
-		default:
-			still = true
-		}
-		if !still {
-			// The machine took longer than the sleep to run one claim: try again.
-			require.Less(t, attempt, 3, "a claim beside the sleeping one never finished before it")
-			mustExec(t, pool, `select queues.release_tasks(array_agg(task_id), array_agg(lease_id)) from queues.task where worker_id = 'beside'`)
+			releaseOf("waiter")
+			releaseOf("beside")
 			continue
+		default:
 		}
 		gotIDs := []int64{}
 		for _, g := range got {
 			gotIDs = append(gotIDs, g.TaskID)
 		}
 		require.ElementsMatch(t, []int64{free, other}, gotIDs, "while it sleeps, other claims take what is theirs")
-		r := <-done
+		r = <-done
 		require.NoError(t, r.err)
 		require.Len(t, r.ids, 1, "the waiting claim takes the token")
 		require.Equal(t, "waiter", scalar[string](t, pool, `select worker_id from queues.task where task_id = $1`, r.ids[0]))
@@ -197,16 +222,27 @@ func TestClaimAtTokenWaitsInTheDatabase(t *testing.T) {
 	}
 
 	// Paused while it sleeps: it takes nothing.
-	mustExec(t, pool, `update queues.limit_bucket set tokens = 0, refilled_at = clock_timestamp() - interval '100 milliseconds'
-		where task_type = 'lim.tok'`)
-	done := make(chan error, 1)
-	go func() {
-		_, err := claimAtToken(ctx, pool, "paused", 5, "1 second", "lim.tok")
-		done <- err
-	}()
-	require.Eventually(t, func() bool { return sleepingAtToken(t, pool) }, 30*time.Second, time.Millisecond)
-	mustExec(t, pool, `select queues.pause_queue('lim.tok')`)
-	require.NoError(t, <-done)
+	for attempt := 0; ; attempt++ {
+		require.Less(t, attempt, 5, "the claim was never seen asleep for its token")
+		done, r, ok := asleep("paused")
+		if !ok {
+			require.NoError(t, r.err)
+			releaseOf("paused")
+			continue
+		}
+		mustExec(t, pool, `select queues.pause_queue('lim.tok')`)
+		r = <-done
+		require.NoError(t, r.err)
+		if len(r.ids) > 0 {
+			// It woke and claimed before the pause committed (a slow machine): only before it.
+			require.True(t, scalar[bool](t, pool, `select claimed_at < (select paused_at from queues.queue_pause where task_type = 'lim.tok')
+				from queues.task where task_id = $1`, r.ids[0]), "claimed after the pause")
+			mustExec(t, pool, `select queues.resume_queue('lim.tok')`)
+			releaseOf("paused")
+			continue
+		}
+		break
+	}
 	require.True(t, scalar[bool](t, pool, `select queues.limit_wait() is null`),
 		"a paused type is held by its pause: no worker waits for its token")
 	require.Zero(t, scalar[int64](t, pool, `select count(*) from queues.task
