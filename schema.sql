@@ -3084,6 +3084,43 @@ end $_$;
 
 
 --
+-- Name: check_task_row_input(); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.check_task_row_input() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $_$
+declare
+    _rule text;
+begin
+    if (new.task_type operator(pg_catalog.~) '^[A-Za-z][A-Za-z0-9_.:-]*$'
+            and pg_catalog.length(new.task_type) operator(pg_catalog.<=) 128) is not false
+       and (pg_catalog.jsonb_typeof(new.payload) operator(pg_catalog.=) 'object') is not false
+       and (pg_catalog.pg_column_size(new.payload) operator(pg_catalog.<=) 8388608) is not false
+       and (new.max_attempts operator(pg_catalog.>) 0) is not false
+       and (pg_catalog.length(new.idempotency_key) between 1 and 512) is not false
+       and (pg_catalog.length(new.debounce_key) between 1 and 512) is not false
+       and (new.on_parent_failure operator(pg_catalog.=) any ('{cancel,run}'::pg_catalog.text[])) is not false then
+        return new;
+    end if;
+    -- A rule is broken: name the first, as its constraint did.
+    _rule := case
+        when (new.task_type operator(pg_catalog.~) '^[A-Za-z][A-Za-z0-9_.:-]*$'
+              and pg_catalog.length(new.task_type) operator(pg_catalog.<=) 128) is false then 'task_type_valid'
+        when (pg_catalog.jsonb_typeof(new.payload) operator(pg_catalog.=) 'object') is false then 'task_payload_is_object'
+        when (pg_catalog.pg_column_size(new.payload) operator(pg_catalog.<=) 8388608) is false then 'task_payload_size'
+        when (new.max_attempts operator(pg_catalog.>) 0) is false then 'task_max_attempts_positive'
+        when (pg_catalog.length(new.idempotency_key) between 1 and 512) is false then 'task_idempotency_key_valid'
+        when (pg_catalog.length(new.debounce_key) between 1 and 512) is false then 'task_debounce_key_valid'
+        else 'task_on_parent_failure_valid'
+    end;
+    raise exception 'new row for relation "task" violates check constraint "%"', _rule
+        using errcode = 'check_violation', schema = 'queues', table = 'task', constraint = _rule,
+              detail = pg_catalog.format('The row''s task_type is %s.', pg_catalog.quote_literal(pg_catalog.left(new.task_type, 130)));
+end $_$;
+
+
+--
 -- Name: cron_field(text, text, text, integer, integer, text[]); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -3580,14 +3617,9 @@ CREATE TABLE queues.task (
     enqueued_by text DEFAULT COALESCE(NULLIF(current_setting('role'::text), 'none'::text), (SESSION_USER)::text),
     key_scope text DEFAULT ''::text NOT NULL,
     CONSTRAINT task_debounce_key_valid CHECK (((debounce_key IS NULL) OR ((length(debounce_key) >= 1) AND (length(debounce_key) <= 512)))),
-    CONSTRAINT task_idempotency_key_valid CHECK (((idempotency_key IS NULL) OR ((length(idempotency_key) >= 1) AND (length(idempotency_key) <= 512)))),
-    CONSTRAINT task_max_attempts_positive CHECK ((max_attempts > 0)),
-    CONSTRAINT task_on_parent_failure_valid CHECK ((on_parent_failure = ANY (ARRAY['cancel'::text, 'run'::text]))),
-    CONSTRAINT task_payload_is_object CHECK ((jsonb_typeof(payload) = 'object'::text)),
     CONSTRAINT task_running_has_lease CHECK (((status = 'running'::queues.task_status) = (lease_expires_at IS NOT NULL))),
     CONSTRAINT task_running_lease_id CHECK (((status <> 'running'::queues.task_status) OR (lease_id IS NOT NULL))),
-    CONSTRAINT task_times_finite CHECK (('["0001-01-01 00:00:00+00","10000-01-01 00:00:00+00")'::tstzrange @> ALL (ARRAY[enqueued_at, scheduled_at, run_at, lease_expires_at, claimed_at, completed_at, failed_at, dead_at, cancelled_at, dispatched_at]))),
-    CONSTRAINT task_type_valid CHECK (((task_type ~ '^[A-Za-z][A-Za-z0-9_.:-]*$'::text) AND (length(task_type) <= 128)))
+    CONSTRAINT task_times_finite CHECK (('["0001-01-01 00:00:00+00","10000-01-01 00:00:00+00")'::tstzrange @> ALL (ARRAY[enqueued_at, scheduled_at, run_at, lease_expires_at, claimed_at, completed_at, failed_at, dead_at, cancelled_at, dispatched_at])))
 )
 WITH (fillfactor='85', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='50000', vacuum_index_cleanup='on');
 
@@ -12077,14 +12109,6 @@ ALTER TABLE ONLY queues.task_limit
 
 
 --
--- Name: task task_payload_size; Type: CHECK CONSTRAINT; Schema: queues; Owner: -
---
-
-ALTER TABLE queues.task
-    ADD CONSTRAINT task_payload_size CHECK ((pg_column_size(payload) <= ((8 * 1024) * 1024))) NOT VALID;
-
-
---
 -- Name: task task_pkey; Type: CONSTRAINT; Schema: queues; Owner: -
 --
 
@@ -12762,6 +12786,13 @@ CREATE TRIGGER task_event_append_only BEFORE UPDATE ON queues.task_event_default
 --
 
 CREATE TRIGGER task_functions_permitted BEFORE INSERT OR UPDATE OF task_type, payload ON queues.task FOR EACH ROW WHEN ((new.task_type = ANY (ARRAY['db_function'::text, 'email'::text, 'sms'::text, 'file_delete'::text]))) EXECUTE FUNCTION internal.check_task_functions();
+
+
+--
+-- Name: task task_input_valid; Type: TRIGGER; Schema: queues; Owner: -
+--
+
+CREATE TRIGGER task_input_valid BEFORE INSERT OR UPDATE OF task_type, payload, max_attempts, idempotency_key, on_parent_failure ON queues.task FOR EACH ROW EXECUTE FUNCTION internal.check_task_row_input();
 
 
 --
@@ -13869,6 +13900,13 @@ REVOKE ALL ON FUNCTION internal.check_task_ids(_label text, _task_ids bigint[]) 
 --
 
 REVOKE ALL ON FUNCTION internal.check_task_input(_task_type text, _payload jsonb, _max_attempts integer, _idempotency_key text, _label text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION check_task_row_input(); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.check_task_row_input() FROM PUBLIC;
 
 
 --
