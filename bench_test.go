@@ -3,6 +3,7 @@ package taskorch_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -127,4 +128,26 @@ func fillHistory(b *testing.B, pool *pgxpool.Pool, n int) {
 		select g, 'old-worker', 1, now(), now() + interval '5 minutes' from generate_series(1, $1::int) g`, n)
 	mustExec(b, pool, `vacuum analyze queues.task`)
 	mustExec(b, pool, `vacuum analyze queues.task_lease`)
+}
+
+// BenchmarkOneRowWrite measures the server's own time for one-row statements, the kind an
+// application's transaction makes: a loop inside the server (one DO block, one transaction), so
+// neither round trips nor commits count. "app-row" inserts a row into a four-column table with an
+// identity key (the application's own row: the baseline); "insert_task" enqueues one task a
+// statement as the Go client does for a task that names no function (queues.insert_task). Each
+// reports µs/stmt; docs/benchmarks.md ("The cost of a one-row write") has the figures.
+func BenchmarkOneRowWrite(b *testing.B) {
+	pool := dbtest.NewDBWith(b, dbtest.DBOptions{MaxConns: 2})
+	mustExec(b, pool, `create table bench_order (id bigint generated always as identity primary key,
+		customer text not null, amount numeric not null, created_at timestamptz not null default now())`)
+	for _, tc := range []struct{ name, stmt string }{
+		{"app-row", `insert into bench_order (customer, amount) values ('c', 10)`},
+		{"insert_task", `perform queues.insert_task('bench', '{"order_id": 1}'::jsonb, now(), 0, null, null)`},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ResetTimer()
+			mustExec(b, pool, `do $$ begin for i in 1..`+strconv.Itoa(b.N)+` loop `+tc.stmt+`; end loop; end $$`)
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/stmt")
+		})
+	}
 }

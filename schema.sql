@@ -3097,6 +3097,7 @@ begin
             and pg_catalog.length(new.task_type) operator(pg_catalog.<=) 128) is not false
        and (pg_catalog.jsonb_typeof(new.payload) operator(pg_catalog.=) 'object') is not false
        and (pg_catalog.pg_column_size(new.payload) operator(pg_catalog.<=) 8388608) is not false
+       and (pg_catalog.pg_column_size(new.result) operator(pg_catalog.<=) 8388608) is not false
        and (new.max_attempts operator(pg_catalog.>) 0) is not false
        and (pg_catalog.length(new.idempotency_key) between 1 and 512) is not false
        and (pg_catalog.length(new.debounce_key) between 1 and 512) is not false
@@ -3109,6 +3110,7 @@ begin
               and pg_catalog.length(new.task_type) operator(pg_catalog.<=) 128) is false then 'task_type_valid'
         when (pg_catalog.jsonb_typeof(new.payload) operator(pg_catalog.=) 'object') is false then 'task_payload_is_object'
         when (pg_catalog.pg_column_size(new.payload) operator(pg_catalog.<=) 8388608) is false then 'task_payload_size'
+        when (pg_catalog.pg_column_size(new.result) operator(pg_catalog.<=) 8388608) is false then 'task_result_size'
         when (new.max_attempts operator(pg_catalog.>) 0) is false then 'task_max_attempts_positive'
         when (pg_catalog.length(new.idempotency_key) between 1 and 512) is false then 'task_idempotency_key_valid'
         when (pg_catalog.length(new.debounce_key) between 1 and 512) is false then 'task_debounce_key_valid'
@@ -3616,7 +3618,6 @@ CREATE TABLE queues.task (
     workflow_id bigint,
     enqueued_by text DEFAULT COALESCE(NULLIF(current_setting('role'::text), 'none'::text), (SESSION_USER)::text),
     key_scope text DEFAULT ''::text NOT NULL,
-    CONSTRAINT task_debounce_key_valid CHECK (((debounce_key IS NULL) OR ((length(debounce_key) >= 1) AND (length(debounce_key) <= 512)))),
     CONSTRAINT task_running_has_lease CHECK (((status = 'running'::queues.task_status) = (lease_expires_at IS NOT NULL))),
     CONSTRAINT task_running_lease_id CHECK (((status <> 'running'::queues.task_status) OR (lease_id IS NOT NULL))),
     CONSTRAINT task_times_finite CHECK (('["0001-01-01 00:00:00+00","10000-01-01 00:00:00+00")'::tstzrange @> ALL (ARRAY[enqueued_at, scheduled_at, run_at, lease_expires_at, claimed_at, completed_at, failed_at, dead_at, cancelled_at, dispatched_at])))
@@ -4205,42 +4206,6 @@ begin
     foreach _ids in array coalesce(_chunks, '{}') loop
         perform pg_notify('taskorch_task_done', _ids);
     end loop;
-    return null;
-end $$;
-
-
---
--- Name: notify_task_inserted(); Type: FUNCTION; Schema: internal; Owner: -
---
-
-CREATE FUNCTION internal.notify_task_inserted() RETURNS trigger
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-declare
-    _waiting bigint;
-    _window integer;
-    _now bigint;
-    _until bigint;
-begin
-    -- Held until this transaction ends: a worker going idle sees this enqueue in flight.
-    perform pg_advisory_xact_lock_shared(internal.enqueue_lock_key());
-    _waiting := pg_sequence_last_value('internal.task_waiter_seq');
-    if _waiting is null or _waiting <= coalesce(pg_sequence_last_value('internal.task_woken_seq'), 0) then
-        return null; -- no worker waits, or an enqueue since it began to wait has woken it
-    end if;
-    _window := queues.notify_coalesce_ms();
-    if _window > 0 then
-        _now := (extract(epoch from clock_timestamp()) * 1000)::bigint;
-        _until := (select last_value from internal.task_notify_clock);
-        -- A stamp further ahead than one window means the clock went back: notify, and restart.
-        if _now < _until and _until - _now <= _window then
-            return null;
-        end if;
-        perform setval('internal.task_notify_clock', _now + _window);
-    end if;
-    perform setval('internal.task_woken_seq', _waiting);
-    perform pg_notify('taskorch_task', '');
     return null;
 end $$;
 
@@ -4920,27 +4885,6 @@ $$;
 
 
 --
--- Name: set_inserted_limit_keys(); Type: FUNCTION; Schema: internal; Owner: -
---
-
-CREATE FUNCTION internal.set_inserted_limit_keys() RETURNS trigger
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-begin
-    if not exists (select from queues.task_limit) then
-        return null;
-    end if;
-    update queues.task t
-    set limit_name = l.task_type, limit_key = internal.limit_key(l.key_field, t.payload)
-    from inserted_tasks n
-    cross join lateral (select * from internal.limit_of(n.task_type, n.payload)) l
-    where t.task_id = n.task_id and l.task_type is not null;
-    return null;
-end $$;
-
-
---
 -- Name: supervisor_lock_id(text); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -5123,6 +5067,50 @@ begin
         _names := _names || (_v #>> '{}');
     end loop;
     return _names;
+end $$;
+
+
+--
+-- Name: task_inserted(); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.task_inserted() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _waiting bigint;
+    _window integer;
+    _now bigint;
+    _until bigint;
+begin
+    if exists (select from queues.task_limit) then
+        update queues.task t
+        set limit_name = l.task_type, limit_key = internal.limit_key(l.key_field, t.payload)
+        from inserted_tasks n
+        cross join lateral (select * from internal.limit_of(n.task_type, n.payload)) l
+        where t.task_id = n.task_id and l.task_type is not null;
+    end if;
+
+    -- Held until this transaction ends: a worker going idle sees this enqueue in flight.
+    perform pg_advisory_xact_lock_shared(internal.enqueue_lock_key());
+    _waiting := pg_sequence_last_value('internal.task_waiter_seq');
+    if _waiting is null or _waiting <= coalesce(pg_sequence_last_value('internal.task_woken_seq'), 0) then
+        return null; -- no worker waits, or an enqueue since it began to wait has woken it
+    end if;
+    _window := queues.notify_coalesce_ms();
+    if _window > 0 then
+        _now := (extract(epoch from clock_timestamp()) * 1000)::bigint;
+        _until := (select last_value from internal.task_notify_clock);
+        -- A stamp further ahead than one window means the clock went back: notify, and restart.
+        if _now < _until and _until - _now <= _window then
+            return null;
+        end if;
+        perform setval('internal.task_notify_clock', _now + _window);
+    end if;
+    perform setval('internal.task_woken_seq', _waiting);
+    perform pg_notify('taskorch_task', '');
+    return null;
 end $$;
 
 
@@ -6876,7 +6864,9 @@ begin
         perform internal.check_finite('enqueue', '_scheduled_at', _scheduled_at);
     end if;
     _scheduled_at := coalesce(_scheduled_at, now());
-    _after := internal.check_parents_input('enqueue', _after, _on_parent_failure);
+    if _after is not null then -- (a call that costs a one-row enqueue a few µs: most have no parents)
+        _after := internal.check_parents_input('enqueue', _after, _on_parent_failure);
+    end if;
 
     if _idempotency_key is null then
         insert into queues.task (task_type, payload, priority, scheduled_at, run_at, max_attempts)
@@ -12117,14 +12107,6 @@ ALTER TABLE ONLY queues.task
 
 
 --
--- Name: task task_result_size; Type: CHECK CONSTRAINT; Schema: queues; Owner: -
---
-
-ALTER TABLE queues.task
-    ADD CONSTRAINT task_result_size CHECK ((pg_column_size(result) <= ((8 * 1024) * 1024))) NOT VALID;
-
-
---
 -- Name: task_wait_stripe task_wait_stripe_pkey; Type: CONSTRAINT; Schema: queues; Owner: -
 --
 
@@ -12796,17 +12778,10 @@ CREATE TRIGGER task_input_valid BEFORE INSERT OR UPDATE OF task_type, payload, m
 
 
 --
--- Name: task task_inserted_limit_keys; Type: TRIGGER; Schema: queues; Owner: -
+-- Name: task task_inserted; Type: TRIGGER; Schema: queues; Owner: -
 --
 
-CREATE TRIGGER task_inserted_limit_keys AFTER INSERT ON queues.task REFERENCING NEW TABLE AS inserted_tasks FOR EACH STATEMENT EXECUTE FUNCTION internal.set_inserted_limit_keys();
-
-
---
--- Name: task task_inserted_notify; Type: TRIGGER; Schema: queues; Owner: -
---
-
-CREATE TRIGGER task_inserted_notify AFTER INSERT ON queues.task FOR EACH STATEMENT EXECUTE FUNCTION internal.notify_task_inserted();
+CREATE TRIGGER task_inserted AFTER INSERT ON queues.task REFERENCING NEW TABLE AS inserted_tasks FOR EACH STATEMENT EXECUTE FUNCTION internal.task_inserted();
 
 
 --
@@ -12842,6 +12817,13 @@ CREATE TRIGGER task_parents_forget AFTER DELETE ON queues.task FOR EACH ROW WHEN
 --
 
 CREATE TRIGGER task_parents_resolve AFTER UPDATE OF status ON queues.task FOR EACH STATEMENT EXECUTE FUNCTION internal.resolve_ended_parents();
+
+
+--
+-- Name: task task_result_valid; Type: TRIGGER; Schema: queues; Owner: -
+--
+
+CREATE TRIGGER task_result_valid BEFORE UPDATE OF debounce_key, result ON queues.task FOR EACH ROW WHEN (((new.debounce_key IS NOT NULL) OR (new.result IS NOT NULL))) EXECUTE FUNCTION internal.check_task_row_input();
 
 
 --
@@ -14099,13 +14081,6 @@ REVOKE ALL ON FUNCTION internal.notify_task_done() FROM PUBLIC;
 
 
 --
--- Name: FUNCTION notify_task_inserted(); Type: ACL; Schema: internal; Owner: -
---
-
-REVOKE ALL ON FUNCTION internal.notify_task_inserted() FROM PUBLIC;
-
-
---
 -- Name: FUNCTION operator_actor(_label text, _actor text); Type: ACL; Schema: internal; Owner: -
 --
 
@@ -14221,13 +14196,6 @@ REVOKE ALL ON FUNCTION internal.schedule_tick_key(_name text, _tick timestamp wi
 
 
 --
--- Name: FUNCTION set_inserted_limit_keys(); Type: ACL; Schema: internal; Owner: -
---
-
-REVOKE ALL ON FUNCTION internal.set_inserted_limit_keys() FROM PUBLIC;
-
-
---
 -- Name: FUNCTION supervisor_lock_id(_supervisor text); Type: ACL; Schema: internal; Owner: -
 --
 
@@ -14274,6 +14242,13 @@ REVOKE ALL ON FUNCTION internal.task_action_statuses(_action text) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION internal.task_function_names(_label text, _task_type text, _payload jsonb) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION task_inserted(); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.task_inserted() FROM PUBLIC;
 
 
 --

@@ -1,21 +1,24 @@
--- Trigger of queues.task (task_input_valid, before insert, and before an update that sets
--- task_type, payload, max_attempts, idempotency_key or on_parent_failure; per row): the rules of
--- what an enqueue writes, which were CHECK constraints until core/0107. PostgreSQL reads and
--- plans every CHECK expression of a table anew for each statement that writes it, so these seven
--- cost every one-row statement (an enqueue in the application's transaction, a task's
--- completion, a workflow child's release) about 12 µs of the server's time, claims and
--- completions included, which never change these columns; here they cost about 1 µs per row
--- written, only where those columns are (docs/benchmarks.md, "The cost of a one-row write").
+-- Trigger of queues.task, per row: the rules of what an enqueue or a completion writes, which
+-- were CHECK constraints until core/0107. PostgreSQL reads and plans every CHECK expression of a
+-- table anew for each statement that writes it, so these eight cost every one-row statement (an
+-- enqueue in the application's transaction, a task's completion, a workflow child's release)
+-- about 18 µs of the server's time, claims and completions included, which never change most of
+-- these columns; here they cost about 1 µs per row, only where their columns are written
+-- (docs/benchmarks.md, "The cost of a one-row write"). Two triggers call it:
+--   task_input_valid   before insert, and before an update that sets task_type, payload,
+--                      max_attempts, idempotency_key or on_parent_failure;
+--   task_result_valid  before an update that sets debounce_key or result to a value (a claim
+--                      clears the debounce key, a completion sets a result).
 -- A broken rule is reported as its constraint was: SQLSTATE 23514 under the constraint's name.
 --   task_type_valid              task_type matches ^[A-Za-z][A-Za-z0-9_.:-]*$, at most 128 long
 --   task_payload_is_object       payload is a JSON object
 --   task_payload_size            payload at most 8 MiB (pg_column_size)
+--   task_result_size             result NULL or at most 8 MiB
 --   task_max_attempts_positive   max_attempts > 0
 --   task_idempotency_key_valid   idempotency_key NULL or 1 to 512 characters
---   task_debounce_key_valid      debounce_key NULL or 1 to 512 characters (also a CHECK, which
---                                holds for updates: a claim clears the key)
+--   task_debounce_key_valid      debounce_key NULL or 1 to 512 characters
 --   task_on_parent_failure_valid on_parent_failure NULL, 'cancel' or 'run'
--- The rules an update can break (a running task's lease, finite times, the result's bound) stay
+-- The rules every claim and completion could break (a running task's lease, finite times) stay
 -- CHECK constraints. No SET search_path (a configuration change per row would cost more than
 -- the rules): every name is qualified; only the table's owner writes the table (its functions).
 create or replace function internal.check_task_row_input() returns trigger
@@ -27,6 +30,7 @@ begin
             and pg_catalog.length(new.task_type) operator(pg_catalog.<=) 128) is not false
        and (pg_catalog.jsonb_typeof(new.payload) operator(pg_catalog.=) 'object') is not false
        and (pg_catalog.pg_column_size(new.payload) operator(pg_catalog.<=) 8388608) is not false
+       and (pg_catalog.pg_column_size(new.result) operator(pg_catalog.<=) 8388608) is not false
        and (new.max_attempts operator(pg_catalog.>) 0) is not false
        and (pg_catalog.length(new.idempotency_key) between 1 and 512) is not false
        and (pg_catalog.length(new.debounce_key) between 1 and 512) is not false
@@ -39,6 +43,7 @@ begin
               and pg_catalog.length(new.task_type) operator(pg_catalog.<=) 128) is false then 'task_type_valid'
         when (pg_catalog.jsonb_typeof(new.payload) operator(pg_catalog.=) 'object') is false then 'task_payload_is_object'
         when (pg_catalog.pg_column_size(new.payload) operator(pg_catalog.<=) 8388608) is false then 'task_payload_size'
+        when (pg_catalog.pg_column_size(new.result) operator(pg_catalog.<=) 8388608) is false then 'task_result_size'
         when (new.max_attempts operator(pg_catalog.>) 0) is false then 'task_max_attempts_positive'
         when (pg_catalog.length(new.idempotency_key) between 1 and 512) is false then 'task_idempotency_key_valid'
         when (pg_catalog.length(new.debounce_key) between 1 and 512) is false then 'task_debounce_key_valid'

@@ -1,5 +1,5 @@
 -- The advisory lock key every enqueue holds shared until its transaction ends (taken by the
--- trigger internal.notify_task_inserted); queues.worker_waiting tries it exclusively to learn
+-- trigger internal.task_inserted); queues.worker_waiting tries it exclusively to learn
 -- whether an enqueue is in flight (docs/design.md, "Enqueue").
 create or replace function internal.enqueue_lock_key() returns bigint
 language sql immutable parallel safe as $$ select -7863903173047144394::bigint $$;
