@@ -137,7 +137,9 @@ func TestTaskRowRulesHoldForDirectWrites(t *testing.T) {
 	before := scalar[string](t, pool, `select row_to_json(t)::text from queues.task t where task_id = $1`, id)
 
 	// Updates that set a rule's column are checked; the row is unchanged.
-	upd := func(set string) string { return `update queues.task set ` + set + ` where task_id = ` + strconv.FormatInt(id, 10) }
+	upd := func(set string) string {
+		return `update queues.task set ` + set + ` where task_id = ` + strconv.FormatInt(id, 10)
+	}
 	for _, tc := range []struct{ sql, constraint string }{
 		{upd(`task_type = 'a b'`), "task_type_valid"},
 		{upd(`payload = '[]'`), "task_payload_is_object"},
