@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/taskorch/taskorch/internal/admin"
 )
 
 // Get returns the task with the given id, or ErrNotFound.
@@ -33,7 +35,9 @@ func (c *Client) get(ctx context.Context, db DBTX, id int64) (*Task, error) {
 
 // ListParams filters and pages a task listing. The zero value lists the newest tasks.
 type ListParams struct {
-	// Types keeps tasks of these types; empty means all.
+	// Types keeps tasks of these types; empty means all. A type may be one SQL function's queue,
+	// db_function:<schema.function> (as taskorch queues list names it): that function's
+	// db_function tasks.
 	Types []string
 	// Statuses keeps tasks in these states; empty means all.
 	Statuses []Status
@@ -51,9 +55,9 @@ type TaskList struct {
 	Next int64
 }
 
-const listSQL = `select ` + taskColumns + `
-from queues.task
-where ($1::text[] is null or task_type = any ($1))
+var listSQL = `select ` + taskColumns + `
+from queues.task t
+where ($1::text[] is null or ` + admin.TypeMatch("$1::text[]") + `)
   and ($2::text[] is null or status = any ($2::text[]::queues.task_status[]))
   and ($3::bigint = 0 or task_id < $3)
 order by task_id desc

@@ -67,6 +67,38 @@ func TestListFiltersAndKeysetPaging(t *testing.T) {
 	require.ErrorIs(t, err, taskorch.ErrNotFound)
 }
 
+// A listing by one SQL function's queue, db_function:<schema.function> (the name queues list
+// shows), lists that function's tasks alone; db_function lists every function's, and a type with
+// no task lists none.
+func TestListAFunctionsQueue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, pool := newClient(t)
+	mustExec(t, pool, `create schema app;
+		create function app.f1(jsonb) returns jsonb language sql as $$ select '{}'::jsonb $$;
+		create function app.f2(jsonb) returns jsonb language sql as $$ select '{}'::jsonb $$`)
+	ids := map[string][]int64{}
+	for _, fn := range []string{"app.f1", "app.f2", "app.f1"} {
+		ids[fn] = append(ids[fn], scalar[int64](t, pool, `select queues.enqueue('db_function', jsonb_build_object('db_function', $1::text))`, fn))
+	}
+	plain, err := c.Enqueue(ctx, raw("plain", `{"db_function": "app.f1"}`), nil) // not a db_function task
+	require.NoError(t, err)
+	list := func(types ...string) []int64 {
+		page, err := c.List(ctx, &taskorch.ListParams{Types: types})
+		require.NoError(t, err)
+		var got []int64
+		for _, task := range page.Tasks {
+			got = append(got, task.ID)
+		}
+		return got
+	}
+	require.ElementsMatch(t, ids["app.f1"], list("db_function:app.f1"))
+	require.ElementsMatch(t, ids["app.f2"], list("db_function:app.f2"))
+	require.ElementsMatch(t, append(append([]int64{}, ids["app.f1"]...), ids["app.f2"]...), list("db_function"))
+	require.ElementsMatch(t, append([]int64{plain.TaskID}, ids["app.f2"]...), list("plain", "db_function:app.f2"))
+	require.Empty(t, list("db_function:app.none"))
+}
+
 // A task's history is one timeline from where each fact is written once: the claims from its
 // leases, the retry from its event, the completion from its row, the errors from queues.error.
 func TestHistoryMergesLeasesEventsAndCompletion(t *testing.T) {

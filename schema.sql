@@ -4091,7 +4091,9 @@ begin
     select t.task_id
     from queues.task t
     where t.status = any (_statuses)
-      and (_task_types is null or t.task_type = any (_task_types))
+      and (_task_types is null or t.task_type = any (_task_types)
+           -- one SQL function's queue, as queues list names it (internal/admin.TypeMatch)
+           or (t.task_type = 'db_function' and 'db_function:' || (t.payload ->> 'db_function') = any (_task_types)))
       and (_idempotency_key is null or t.idempotency_key = _idempotency_key)
       and (_enqueued_since is null or t.enqueued_at >= _enqueued_since)
       and (_enqueued_until is null or t.enqueued_at < _enqueued_until)

@@ -39,9 +39,6 @@ var templateFuncs = template.FuncMap{
 	"until": until,
 	// servehint says what kind of worker runs a task type (a warning about a type no worker claims).
 	"servehint": admin.ServeHint,
-	// queuetype is a queue's task type, for links to its tasks: db_function for one SQL
-	// function's queue (db_function:<schema.function>; the listing shows each task's function).
-	"queuetype": admin.QueueTaskType,
 }
 
 // queryURL encodes a link's query string. url.Values.Encode escapes every key and value, so

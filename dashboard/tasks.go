@@ -200,8 +200,9 @@ func filterWhere(f taskFilter) (string, []any) {
 	if f.Status != "" {
 		sb.WriteString("\n  and " + statusCondition[f.Status])
 	}
-	if f.Type != "" {
-		cond("t.task_type = ?", f.Type)
+	if f.Type != "" { // a task type, or one SQL function's queue (db_function:<schema.function>)
+		args = append(args, f.Type)
+		sb.WriteString("\n  and " + admin.TypeMatch("array[$"+strconv.Itoa(len(args))+"::text]"))
 	}
 	if f.Key != "" {
 		cond("t.idempotency_key = ?", f.Key)

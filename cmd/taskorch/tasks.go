@@ -66,7 +66,7 @@ and --limit.`,
 		},
 	}
 	list.Flags().StringSliceVar(&statuses, "status", nil, "only these statuses (waiting,pending,running,completed,failed,dead,cancelled)")
-	list.Flags().StringSliceVar(&types, "type", nil, "only these task types")
+	list.Flags().StringSliceVar(&types, "type", nil, "only these task types (or one SQL function's queue, db_function:<schema.function>)")
 	list.Flags().IntVar(&limit, "limit", 50, "at most this many tasks")
 	list.Flags().Int64Var(&before, "before", 0, "continue a listing: tasks with an id below this")
 	list.Flags().BoolVar(&longest, "longest", false, "the running tasks, longest-running first, with worker, attempt, claimed at and lease expiry")

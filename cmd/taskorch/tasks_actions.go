@@ -110,7 +110,7 @@ key is free again.`
 		},
 	}
 	cmd.Flags().StringSliceVar(&f.statuses, "status", nil, "filter: only these statuses (among "+statuses+")")
-	cmd.Flags().StringSliceVar(&f.types, "type", nil, "filter: only these task types")
+	cmd.Flags().StringSliceVar(&f.types, "type", nil, "filter: only these task types (or one SQL function's queue, db_function:<schema.function>)")
 	cmd.Flags().StringVar(&f.key, "key", "", "filter: only the task(s) with this idempotency key")
 	cmd.Flags().StringVar(&f.since, "since", "", "filter: finished at or after this (a duration ago, e.g. 1h, or a time)")
 	cmd.Flags().StringVar(&f.until, "until", "", "filter: finished before this (a duration ago, or a time)")

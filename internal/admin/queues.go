@@ -51,6 +51,15 @@ const (
 // FunctionQueuePrefix starts the name of one SQL function's queue: db_function:<schema.function>.
 const FunctionQueuePrefix = "db_function:"
 
+// TypeMatch is the SQL condition that a task (the row t of queues.task) belongs to one of the
+// queues in the text array placeholder: its task type, or its SQL function's queue
+// (db_function:<schema.function>, FunctionQueuePrefix), so a filter by type takes the names
+// queues list shows. The same rule as internal.matching_tasks's (the bulk actions').
+func TypeMatch(placeholder string) string {
+	return "(t.task_type = any (" + placeholder + ") or (t.task_type = 'db_function' and " +
+		"'" + FunctionQueuePrefix + "' || (t.payload ->> 'db_function') = any (" + placeholder + ")))"
+}
+
 // QueueTaskType returns the task type of a queue's tasks: db_function for one SQL function's
 // queue (db_function:<schema.function>), the queue's name otherwise.
 func QueueTaskType(queue string) string {

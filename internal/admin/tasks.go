@@ -289,7 +289,7 @@ func RunningLongest(ctx context.Context, db DB, limit int, types []string) ([]Ru
 		       t.worker_id, t.attempt, t.max_attempts, t.claimed_at, t.lease_expires_at,
 		       greatest(extract(epoch from now() - t.claimed_at), 0)::float8
 		from queues.task t
-		where t.status = 'running' and ($1::text[] is null or t.task_type = any ($1))
+		where t.status = 'running' and ($1::text[] is null or `+TypeMatch("$1::text[]")+`)
 		order by t.claimed_at, t.task_id
 		limit $2`, typeArg, limit)
 	if err != nil {

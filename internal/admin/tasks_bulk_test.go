@@ -169,3 +169,57 @@ func TestBadTaskFilterRefused(t *testing.T) {
 	require.Equal(t, "dead", taskStatus(t, pool, id), "nothing changed")
 	require.Zero(t, count(t, pool, `select count(*) from queues.task_event`))
 }
+
+// One SQL function's queue, db_function:<schema.function> (the name queues list shows), filters
+// the bulk actions, their dry run and the running list to that function's tasks; db_function
+// itself still takes every function's.
+func TestActOnMatchingAFunctionsQueue(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := dbtest.NewDB(t)
+	_, err := pool.Exec(ctx, `create schema app;
+		create function app.f1(jsonb) returns jsonb language sql as $$ select '{}'::jsonb $$;
+		create function app.f2(jsonb) returns jsonb language sql as $$ select '{}'::jsonb $$`)
+	require.NoError(t, err)
+	enqueue := func(fn, status string) int64 {
+		var id int64
+		require.NoError(t, pool.QueryRow(ctx, `select queues.enqueue('db_function', jsonb_build_object('db_function', $1::text))`, fn).Scan(&id))
+		switch status {
+		case "dead":
+			_, err = pool.Exec(ctx, `update queues.task set status = 'dead', attempt = 1, dead_at = now(), last_error = 'boom' where task_id = $1`, id)
+		case "running":
+			_, err = pool.Exec(ctx, `update queues.task set status = 'running', attempt = 1, lease_id = 1, worker_id = 'w',
+				claimed_at = now(), lease_expires_at = now() + interval '5 minutes' where task_id = $1`, id)
+		}
+		require.NoError(t, err)
+		return id
+	}
+	dead1 := []int64{enqueue("app.f1", "dead"), enqueue("app.f1", "dead")}
+	dead2 := enqueue("app.f2", "dead")
+	running1, running2 := enqueue("app.f1", "running"), enqueue("app.f2", "running")
+
+	f := TaskFilter{Statuses: []string{"dead"}, Types: []string{"db_function:app.f1"}}
+	n, err := CountMatching(ctx, pool, ActionRetry, f)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), n)
+	n, err = CountMatching(ctx, pool, ActionRetry, TaskFilter{Statuses: []string{"dead"}, Types: []string{"db_function"}})
+	require.NoError(t, err)
+	require.Equal(t, int64(3), n, "db_function takes every function's")
+
+	res, err := ActOnMatching(ctx, pool, ActionRetry, f, "ann", "", 0, nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), res.Done)
+	for _, id := range dead1 {
+		require.Equal(t, "pending", taskStatus(t, pool, id))
+	}
+	require.Equal(t, "dead", taskStatus(t, pool, dead2), "another function's task is left alone")
+
+	running, err := RunningLongest(ctx, pool, 10, []string{"db_function:app.f2"})
+	require.NoError(t, err)
+	require.Len(t, running, 1)
+	require.Equal(t, running2, running[0].ID)
+	running, err = RunningLongest(ctx, pool, 10, []string{"db_function"})
+	require.NoError(t, err)
+	require.Len(t, running, 2)
+	require.ElementsMatch(t, []int64{running1, running2}, []int64{running[0].ID, running[1].ID})
+}

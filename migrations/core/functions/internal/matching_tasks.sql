@@ -1,5 +1,5 @@
 -- The ids of the tasks a filter matches, after _after_task_id, in id order, at most _limit (NULL:
--- all). Custom plans: each call is planned for its own statuses and bounds, so a rare status is
+-- all). A type in _task_types may be one SQL function's queue, db_function:<schema.function>. Custom plans: each call is planned for its own statuses and bounds, so a rare status is
 -- read through its partial index (task_needs_attention_idx for failed and dead tasks, ordered by
 -- id) and a finish-time window through task_finished_idx.
 create or replace function internal.matching_tasks(
@@ -13,7 +13,9 @@ begin
     select t.task_id
     from queues.task t
     where t.status = any (_statuses)
-      and (_task_types is null or t.task_type = any (_task_types))
+      and (_task_types is null or t.task_type = any (_task_types)
+           -- one SQL function's queue, as queues list names it (internal/admin.TypeMatch)
+           or (t.task_type = 'db_function' and 'db_function:' || (t.payload ->> 'db_function') = any (_task_types)))
       and (_idempotency_key is null or t.idempotency_key = _idempotency_key)
       and (_enqueued_since is null or t.enqueued_at >= _enqueued_since)
       and (_enqueued_until is null or t.enqueued_at < _enqueued_until)
