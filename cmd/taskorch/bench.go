@@ -75,14 +75,18 @@ func newBenchWorkflowCmd(g *globals, f *benchFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "workflow",
 		Short: "Diamonds of tasks (1 → 2 → 1) against as many independent tasks, in the same run; tasks/s and ratio",
-		Long: `Runs bench throughput with 4 × --diamonds no-op tasks, then --diamonds diamonds of no-op tasks
+		Long: `Runs bench throughput with 4 × --diamonds no-op tasks, and --diamonds diamonds of no-op tasks
 (a task, two after it, one after both: docs/workflows.md), each bulk-enqueued and then worked by
-the same in-process workers, and prints both rates and their ratio (docs/benchmarks.md).`,
+the same in-process workers, --rounds times each, alternating, and prints both medians and their
+ratio (docs/benchmarks.md).`,
 		Example: `  taskorch bench workflow --diamonds 10000`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if c.Diamonds < 1 {
 				return usageErrorf("--diamonds must be at least 1, got %d", c.Diamonds)
+			}
+			if c.Rounds < 1 {
+				return usageErrorf("--rounds must be at least 1, got %d", c.Rounds)
 			}
 			return f.run(cmd, g, nil, func(ctx context.Context, e *bench.Env) (bench.Result, error) {
 				return bench.Workflow(ctx, e, c)
@@ -91,6 +95,7 @@ the same in-process workers, and prints both rates and their ratio (docs/benchma
 	}
 	addWorkerFlags(cmd, &c.WorkerOptions, 200)
 	cmd.Flags().IntVar(&c.Diamonds, "diamonds", 10_000, "diamonds (4 tasks each) to enqueue and work")
+	cmd.Flags().IntVar(&c.Rounds, "rounds", 3, "runs of each side, alternating; the medians are reported")
 	return cmd
 }
 

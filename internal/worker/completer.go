@@ -42,11 +42,28 @@ func (c *completions) close() {
 	}
 }
 
+// completers is how many batches of completions a worker writes at once. With one, a batch
+// whose statement takes long (a completion that releases a workflow's children, or one waiting
+// on a row lock) holds back every completion behind it while the worker's other slots keep
+// finishing; with two, the next batch is written meanwhile, on another connection. Two
+// completions of one task are never written at once: a task is sent once.
+const completers = 2
+
 // runCompleter records completions in batches: one statement for everything that finished since
-// the last one. Under load that is many tasks per round trip; when idle, a single completion is
-// written at once. Each task is finished (outcome.go) once its batch is written. It returns when
-// the queue is closed and drained.
+// the last one, up to completers statements at a time. Under load that is many tasks per round
+// trip; when idle, a single completion is written at once. Each task is finished (outcome.go)
+// once its batch is written. It returns when the queue is closed and drained.
 func (w *Worker) runCompleter(ctx context.Context) {
+	var wg sync.WaitGroup
+	for range completers {
+		wg.Go(func() { w.runCompletions(ctx) })
+	}
+	wg.Wait()
+}
+
+// runCompletions is one of runCompleter's writers: it takes what has queued up, writes it, and
+// comes back for more, until the queue is closed and drained.
+func (w *Worker) runCompletions(ctx context.Context) {
 	batch := make([]*runningTask, 0, maxCompletionBatch)
 	outs := make([]outcome, maxCompletionBatch) // the batch's outcomes, reused
 	for r := range w.completions.ch {
