@@ -266,7 +266,9 @@ func runWorker(cmd *cobra.Command, g *globals, f *workerFlags) error {
 	if err != nil {
 		return usageErrorf("DATABASE_URL is not a valid PostgreSQL URL: %v", redact(err))
 	}
-	cfg.MaxConns = int32(min(f.concurrency+6, 1000)) //nolint:gosec // bounded
+	// One a slot (a db_function holds one while it runs), and the listener's, the claim's, the
+	// two completers', the lease renewer's and checker's, and one for the rest.
+	cfg.MaxConns = int32(min(f.concurrency+7, 1000)) //nolint:gosec // bounded
 	// With a multi-host URL, a former primary that came back after a failover is refused.
 	failover.NewGuard(log).Install(&cfg.ConnConfig.Config)
 	// If this process dies mid-statement (SIGKILL, a lost machine), PostgreSQL notices within
