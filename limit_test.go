@@ -358,3 +358,48 @@ func TestLimitKeysRotateWhenIdle(t *testing.T) {
 	}
 	require.Len(t, seen, 5, "every key within 3 claims of 2, though each finished before the next")
 }
+
+// A task a limit governs is written once, with its limit and bucket, by each enqueue function
+// (docs/limits.md): an enqueue in a transaction counts as many inserts and no update of
+// queues.task (pg_stat_xact_user_tables, the transaction's own counts). Unlimited tasks beside
+// them get neither; a task inserted another way (a debounced enqueue) gets its limit from the
+// statement trigger, as before.
+func TestLimitedTaskWrittenOnce(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	_, pool := newClient(t)
+	mustExec(t, pool, `select queues.set_limit('tenant_job', _max_running => 1, _key_field => 'tenant')`)
+	mustExec(t, pool, `select queues.set_limit('whole_type', _max_running => 2)`)
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	one := scalar[int64](t, tx, `select queues.enqueue('tenant_job', '{"tenant": "acme"}')`)
+	keyed := scalar[int64](t, tx, `select queues.enqueue('tenant_job', '{"tenant": 7}', _idempotency_key => 'k1')`)
+	many := scalar[[]int64](t, tx, `select queues.enqueue_many(array['tenant_job', 'whole_type', 'free'],
+		array['{"tenant": "acme"}', '{}', '{"tenant": "acme"}']::jsonb[])`)
+	manyKeyed := scalar[[]int64](t, tx, `select queues.enqueue_many(array['tenant_job', 'free'],
+		array['{"tenant": {"nested": 1}}', '{}']::jsonb[], _idempotency_keys => array['k2', 'k3'])`)
+	require.Len(t, many, 3)
+	require.Len(t, manyKeyed, 2)
+	var ins, upd int64
+	require.NoError(t, tx.QueryRow(ctx, `select n_tup_ins, n_tup_upd from pg_stat_xact_user_tables
+		where relid = 'queues.task'::regclass`).Scan(&ins, &upd))
+	require.Equal(t, int64(7), ins)
+	require.Zero(t, upd, "each task written once")
+
+	limitOf := func(id int64) string {
+		return scalar[string](t, tx, `select coalesce(limit_name, '-') || ' ' || coalesce(limit_key, '-') from queues.task where task_id = $1`, id)
+	}
+	require.Equal(t, "tenant_job =acme", limitOf(one))
+	require.Equal(t, "tenant_job =7", limitOf(keyed))
+	require.Equal(t, "tenant_job =acme", limitOf(many[0]))
+	require.Equal(t, "whole_type ", limitOf(many[1]))
+	require.Equal(t, "- -", limitOf(many[2]))
+	require.Equal(t, "tenant_job *", limitOf(manyKeyed[0]))
+	require.Equal(t, "- -", limitOf(manyKeyed[1]))
+
+	// Another way in: the trigger gives the task its limit.
+	debounced := scalar[int64](t, tx, `select task_id from queues.enqueue_debounced('tenant_job', '{"tenant": "zed"}', 'd1', interval '1 hour')`)
+	require.Equal(t, "tenant_job =zed", limitOf(debounced))
+}

@@ -5091,7 +5091,7 @@ begin
         set limit_name = l.task_type, limit_key = internal.limit_key(l.key_field, t.payload)
         from inserted_tasks n
         cross join lateral (select * from internal.limit_of(n.task_type, n.payload)) l
-        where t.task_id = n.task_id and l.task_type is not null;
+        where n.limit_name is null and t.task_id = n.task_id and l.task_type is not null;
     end if;
 
     -- Held until this transaction ends: a worker going idle sees this enqueue in flight.
@@ -6855,6 +6855,8 @@ CREATE FUNCTION queues.insert_task(_task_type text, _payload jsonb, _scheduled_a
 declare
     _id bigint;
     _dup boolean := false;
+    _limit_name text;
+    _limit_key text;
 begin
     -- Every rule in one test; the functions that word the error run only when one is broken.
     if _task_type is null or _task_type !~ '^[A-Za-z][A-Za-z0-9_.:-]*$' or length(_task_type) > 128
@@ -6870,18 +6872,24 @@ begin
         _after := internal.check_parents_input('enqueue', _after, _on_parent_failure);
     end if;
 
+    if exists (select from queues.task_limit) then
+        select l.task_type, internal.limit_key(l.key_field, _payload) into _limit_name, _limit_key
+        from internal.limit_of(_task_type, _payload) l
+        where l.task_type is not null;
+    end if;
+
     if _idempotency_key is null then
-        insert into queues.task (task_type, payload, priority, scheduled_at, run_at, max_attempts)
+        insert into queues.task (task_type, payload, priority, scheduled_at, run_at, max_attempts, limit_name, limit_key)
         values (_task_type, _payload, coalesce(_priority, 0), _scheduled_at, _scheduled_at,
-                coalesce(_max_attempts, queues.default_max_attempts()))
+                coalesce(_max_attempts, queues.default_max_attempts()), _limit_name, _limit_key)
         returning queues.task.task_id into _id;
     else
         -- With a key: insert, or find the task that holds it. The loop covers the rare case where
         -- the holder disappears (rolled back or pruned) between the two statements.
         for _i in 1..3 loop
-            insert into queues.task (task_type, payload, priority, idempotency_key, scheduled_at, run_at, max_attempts)
+            insert into queues.task (task_type, payload, priority, idempotency_key, scheduled_at, run_at, max_attempts, limit_name, limit_key)
             values (_task_type, _payload, coalesce(_priority, 0), _idempotency_key, _scheduled_at, _scheduled_at,
-                    coalesce(_max_attempts, queues.default_max_attempts()))
+                    coalesce(_max_attempts, queues.default_max_attempts()), _limit_name, _limit_key)
             on conflict (task_type, key_scope, idempotency_key) where idempotency_key is not null do nothing
             returning queues.task.task_id into _id;
             exit when _id is not null;
@@ -6929,6 +6937,8 @@ declare
     -- The enqueuer, as the column's default has it (core/0090), taken once for the batch rather
     -- than once per row.
     _by text := coalesce(nullif(current_setting('role'), 'none'), session_user::text);
+    -- Whether any limit is set: without one, no task is looked up.
+    _limits boolean := exists (select from queues.task_limit);
 begin
     if coalesce(cardinality(_payloads), 0) <> _n
         or (_scheduled_ats is not null and cardinality(_scheduled_ats) <> _n)
@@ -6984,9 +6994,12 @@ begin
                         coalesce(_max_attempts, array_fill(null::integer, array[_n])))
                  with ordinality as u(task_type, payload, scheduled_at, priority, max_attempts, ord)
         ), ins as (
-            insert into queues.task (task_id, task_type, payload, priority, scheduled_at, run_at, max_attempts, enqueued_by)
-            select i.new_id, i.task_type, i.payload, i.priority, i.scheduled_at, i.scheduled_at, i.max_attempts, _by
+            insert into queues.task (task_id, task_type, payload, priority, scheduled_at, run_at, max_attempts, enqueued_by,
+                                     limit_name, limit_key)
+            select i.new_id, i.task_type, i.payload, i.priority, i.scheduled_at, i.scheduled_at, i.max_attempts, _by,
+                   l.task_type, case when l.task_type is not null then internal.limit_key(l.key_field, i.payload) end
             from input i
+            left join lateral (select * from internal.limit_of(i.task_type, i.payload) where _limits) l on true
         )
         select array_agg(i.new_id order by i.ord) into _ids from input i;
         if _after is not null then
@@ -7021,9 +7034,12 @@ begin
                  or n.ord = min(n.ord) over (partition by n.task_type, n.key_scope, n.idempotency_key) as first_of_key
         from numbered n
     ), ins as (
-        insert into queues.task as t (task_id, task_type, payload, priority, idempotency_key, scheduled_at, run_at, max_attempts, enqueued_by)
-        select i.new_id, i.task_type, i.payload, i.priority, i.idempotency_key, i.scheduled_at, i.scheduled_at, i.max_attempts, _by
+        insert into queues.task as t (task_id, task_type, payload, priority, idempotency_key, scheduled_at, run_at, max_attempts, enqueued_by,
+                                      limit_name, limit_key)
+        select i.new_id, i.task_type, i.payload, i.priority, i.idempotency_key, i.scheduled_at, i.scheduled_at, i.max_attempts, _by,
+               l.task_type, case when l.task_type is not null then internal.limit_key(l.key_field, i.payload) end
         from input i
+        left join lateral (select * from internal.limit_of(i.task_type, i.payload) where _limits) l on true
         where i.first_of_key
         on conflict (task_type, key_scope, idempotency_key) where idempotency_key is not null do nothing
         returning t.task_id as inserted_id

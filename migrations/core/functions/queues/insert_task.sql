@@ -5,6 +5,8 @@
 -- or tick: are the system's, 22023). The row records the enqueuing session's role (enqueued_by).
 -- _after names parents the task waits for, _on_parent_failure what a failed one does to it
 -- ('cancel' or 'run'; internal.attach_parents, docs/workflows.md); a duplicate keeps its own.
+-- A task a limit governs is written with its limit and bucket (internal.limit_of), in the
+-- insert itself.
 create or replace function queues.insert_task(
     _task_type text,
     _payload jsonb,
@@ -19,6 +21,8 @@ language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
 declare
     _id bigint;
     _dup boolean := false;
+    _limit_name text;
+    _limit_key text;
 begin
     -- Every rule in one test; the functions that word the error run only when one is broken.
     if _task_type is null or _task_type !~ '^[A-Za-z][A-Za-z0-9_.:-]*$' or length(_task_type) > 128
@@ -34,18 +38,24 @@ begin
         _after := internal.check_parents_input('enqueue', _after, _on_parent_failure);
     end if;
 
+    if exists (select from queues.task_limit) then
+        select l.task_type, internal.limit_key(l.key_field, _payload) into _limit_name, _limit_key
+        from internal.limit_of(_task_type, _payload) l
+        where l.task_type is not null;
+    end if;
+
     if _idempotency_key is null then
-        insert into queues.task (task_type, payload, priority, scheduled_at, run_at, max_attempts)
+        insert into queues.task (task_type, payload, priority, scheduled_at, run_at, max_attempts, limit_name, limit_key)
         values (_task_type, _payload, coalesce(_priority, 0), _scheduled_at, _scheduled_at,
-                coalesce(_max_attempts, queues.default_max_attempts()))
+                coalesce(_max_attempts, queues.default_max_attempts()), _limit_name, _limit_key)
         returning queues.task.task_id into _id;
     else
         -- With a key: insert, or find the task that holds it. The loop covers the rare case where
         -- the holder disappears (rolled back or pruned) between the two statements.
         for _i in 1..3 loop
-            insert into queues.task (task_type, payload, priority, idempotency_key, scheduled_at, run_at, max_attempts)
+            insert into queues.task (task_type, payload, priority, idempotency_key, scheduled_at, run_at, max_attempts, limit_name, limit_key)
             values (_task_type, _payload, coalesce(_priority, 0), _idempotency_key, _scheduled_at, _scheduled_at,
-                    coalesce(_max_attempts, queues.default_max_attempts()))
+                    coalesce(_max_attempts, queues.default_max_attempts()), _limit_name, _limit_key)
             on conflict (task_type, key_scope, idempotency_key) where idempotency_key is not null do nothing
             returning queues.task.task_id into _id;
             exit when _id is not null;

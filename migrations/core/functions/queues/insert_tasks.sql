@@ -2,7 +2,8 @@
 -- permit); keys repeated within the batch map to one task (keys scoped as queues.insert_task's). Returns each id in input order and
 -- whether it was a duplicate. _after and _on_parent_failure apply to every task the call inserts
 -- (a duplicate keeps its own parents): a fan-out of many tasks after the same parents
--- (internal.attach_parents, docs/workflows.md).
+-- (internal.attach_parents, docs/workflows.md). A task a limit governs is written with its limit
+-- and bucket (internal.limit_of), in the insert itself.
 create or replace function queues.insert_tasks(
     _task_types text[],
     _payloads jsonb[],
@@ -23,6 +24,8 @@ declare
     -- The enqueuer, as the column's default has it (core/0090), taken once for the batch rather
     -- than once per row.
     _by text := coalesce(nullif(current_setting('role'), 'none'), session_user::text);
+    -- Whether any limit is set: without one, no task is looked up.
+    _limits boolean := exists (select from queues.task_limit);
 begin
     if coalesce(cardinality(_payloads), 0) <> _n
         or (_scheduled_ats is not null and cardinality(_scheduled_ats) <> _n)
@@ -78,9 +81,12 @@ begin
                         coalesce(_max_attempts, array_fill(null::integer, array[_n])))
                  with ordinality as u(task_type, payload, scheduled_at, priority, max_attempts, ord)
         ), ins as (
-            insert into queues.task (task_id, task_type, payload, priority, scheduled_at, run_at, max_attempts, enqueued_by)
-            select i.new_id, i.task_type, i.payload, i.priority, i.scheduled_at, i.scheduled_at, i.max_attempts, _by
+            insert into queues.task (task_id, task_type, payload, priority, scheduled_at, run_at, max_attempts, enqueued_by,
+                                     limit_name, limit_key)
+            select i.new_id, i.task_type, i.payload, i.priority, i.scheduled_at, i.scheduled_at, i.max_attempts, _by,
+                   l.task_type, case when l.task_type is not null then internal.limit_key(l.key_field, i.payload) end
             from input i
+            left join lateral (select * from internal.limit_of(i.task_type, i.payload) where _limits) l on true
         )
         select array_agg(i.new_id order by i.ord) into _ids from input i;
         if _after is not null then
@@ -115,9 +121,12 @@ begin
                  or n.ord = min(n.ord) over (partition by n.task_type, n.key_scope, n.idempotency_key) as first_of_key
         from numbered n
     ), ins as (
-        insert into queues.task as t (task_id, task_type, payload, priority, idempotency_key, scheduled_at, run_at, max_attempts, enqueued_by)
-        select i.new_id, i.task_type, i.payload, i.priority, i.idempotency_key, i.scheduled_at, i.scheduled_at, i.max_attempts, _by
+        insert into queues.task as t (task_id, task_type, payload, priority, idempotency_key, scheduled_at, run_at, max_attempts, enqueued_by,
+                                      limit_name, limit_key)
+        select i.new_id, i.task_type, i.payload, i.priority, i.idempotency_key, i.scheduled_at, i.scheduled_at, i.max_attempts, _by,
+               l.task_type, case when l.task_type is not null then internal.limit_key(l.key_field, i.payload) end
         from input i
+        left join lateral (select * from internal.limit_of(i.task_type, i.payload) where _limits) l on true
         where i.first_of_key
         on conflict (task_type, key_scope, idempotency_key) where idempotency_key is not null do nothing
         returning t.task_id as inserted_id
