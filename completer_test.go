@@ -14,7 +14,8 @@ import (
 // A worker writes two batches of completions at once (docs/worker.md, "Record"): while one
 // batch's statement waits (here on a row lock another session holds on its task; in real work,
 // a completion that releases a workflow's children), the tasks that finish meanwhile are
-// written by the other, and the waiting one is written once the lock goes.
+// written by the other, and the waiting one is written once the lock goes, even when the worker
+// is told to stop while it waits.
 func TestCompletionsWrittenBesideAWaitingBatch(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -27,7 +28,7 @@ func TestCompletionsWrittenBesideAWaitingBatch(t *testing.T) {
 		return nil
 	})
 	hs.HandleFunc("free", func(context.Context, *taskorch.Task) error { return nil })
-	startWorker(t, pool, &taskorch.WorkerConfig{Handlers: hs, Concurrency: 4})
+	_, stop := startWorker(t, pool, &taskorch.WorkerConfig{Handlers: hs, Concurrency: 4})
 
 	held := scalar[int64](t, pool, `select queues.enqueue('held', '{}')`)
 	<-started
@@ -53,7 +54,12 @@ func TestCompletionsWrittenBesideAWaitingBatch(t *testing.T) {
 	}
 	require.Equal(t, "running", scalar[string](t, pool, `select status::text from queues.task where task_id = $1`, held))
 
+	// The worker is stopped while that completion still waits: its stop waits for the queue to
+	// drain, and the held task is completed once, not given back or stranded running.
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
 	require.NoError(t, tx.Rollback(ctx))
+	<-stopped
 	waitStatus(t, pool, held, taskorch.StatusCompleted)
 	require.Equal(t, 1, scalar[int](t, pool, `select attempt from queues.task where task_id = $1`, held), "claimed once")
 }

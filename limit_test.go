@@ -3,9 +3,11 @@ package taskorch_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskorch/taskorch"
@@ -402,4 +404,59 @@ func TestLimitedTaskWrittenOnce(t *testing.T) {
 	// Another way in: the trigger gives the task its limit.
 	debounced := scalar[int64](t, tx, `select task_id from queues.enqueue_debounced('tenant_job', '{"tenant": "zed"}', 'd1', interval '1 hour')`)
 	require.Equal(t, "tenant_job =zed", limitOf(debounced))
+}
+
+// With limits set, an application role granted enqueueing (queues.grant_enqueue) gets its tasks
+// limited and bucketed by the enqueue functions, and what a careless or hostile caller sends is
+// refused as before, with nothing written: NULL or non-object payloads, an infinite schedule,
+// a zero max_attempts, arrays of different lengths. A key field holding an object, an array, a
+// NULL or a 100,000-character string is a bucket like any other ('*' for the first three), and
+// the role cannot set a task's limit columns itself: it may not insert into queues.task.
+func TestLimitedEnqueueAsAppRoleHostileInput(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	_, pool := newClient(t)
+	app := "app_" + randomHex(t, 6)
+	mustExec(t, pool, "create role "+pgx.Identifier{app}.Sanitize()+" nologin")
+	t.Cleanup(func() {
+		mustExec(t, pool, "drop owned by "+pgx.Identifier{app}.Sanitize()+"; drop role "+pgx.Identifier{app}.Sanitize())
+	})
+	mustExec(t, pool, `select queues.grant_enqueue($1)`, app)
+	mustExec(t, pool, `select queues.set_limit('tenant_job', _max_running => 1, _key_field => 'tenant')`)
+	count := func() int { return scalar[int](t, pool, `select count(*)::int from queues.task`) }
+
+	for _, sql := range []string{
+		`select queues.enqueue('tenant_job', null)`,
+		`select queues.enqueue('tenant_job', '[1]')`,
+		`select queues.enqueue('tenant_job', '{"tenant": 1}', _scheduled_at => 'infinity')`,
+		`select queues.enqueue('tenant_job', '{"tenant": 1}', _max_attempts => 0)`,
+		`select queues.enqueue_many(array['tenant_job', 'tenant_job'], array['{"tenant": 1}', null]::jsonb[])`,
+		`select queues.enqueue_many(array['tenant_job'], array['{"tenant": 1}', '{}']::jsonb[])`,
+		`select queues.enqueue_many(array['tenant_job'], array['{"tenant": 1}']::jsonb[], _scheduled_ats => array['-infinity'::timestamptz])`,
+	} {
+		var id any
+		err := asRoleScalar(t, pool, app, sql, &id)
+		requireSQLState(t, err, "22023", ".", sql)
+	}
+	require.Zero(t, count(), "a refused enqueue wrote something")
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	mustExec(t, tx, `set local role `+pgx.Identifier{app}.Sanitize())
+	huge := strings.Repeat("x", 100_000)
+	ids := scalar[[]int64](t, tx, `select queues.enqueue_many(array['tenant_job', 'tenant_job', 'tenant_job', 'tenant_job'],
+		array['{"tenant": {"a": 1}}', '{"tenant": [1]}', '{"tenant": null}', jsonb_build_object('tenant', $1::text)])`, huge)
+	one := scalar[int64](t, tx, `select queues.enqueue('tenant_job', '{"tenant": "acme"}')`)
+	_, err = tx.Exec(ctx, `savepoint s`)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `insert into queues.task (task_type, payload, limit_name, limit_key) values ('tenant_job', '{}', 'other', '=x')`)
+	requireSQLState(t, err, "42501", "permission denied", "direct insert")
+	_, err = tx.Exec(ctx, `rollback to savepoint s`)
+	require.NoError(t, err)
+	mustExec(t, tx, `reset role`)
+	buckets := scalar[[]string](t, tx, `select array_agg(limit_name || ' ' || left(limit_key, 3) order by task_id) from queues.task where task_id = any ($1)`,
+		append(ids, one))
+	require.Equal(t, []string{"tenant_job *", "tenant_job *", "tenant_job *", "tenant_job =xx", "tenant_job =ac"}, buckets)
+	require.Equal(t, 100_001, scalar[int](t, tx, `select length(limit_key) from queues.task where task_id = $1`, ids[3]))
 }

@@ -64,6 +64,8 @@ func TestBenchCommand(t *testing.T) {
 		{[]string{"latency", "--workers", "0"}, "--workers must be at least 1, got 0"},
 		{[]string{"app-tx", "--connections", "0"}, "--connections must be at least 1, got 0"},
 		{[]string{"app-tx", "--rounds", "0"}, "--rounds must be at least 1, got 0"},
+		{[]string{"workflow", "--rounds", "0"}, "--rounds must be at least 1, got 0"},
+		{[]string{"workflow", "--diamonds", "0"}, "--diamonds must be at least 1, got 0"},
 		{[]string{"app-tx", "--duration", "0s"}, "--duration must be positive"},
 		{[]string{"app-tx", "--workers", "-1"}, "--workers must not be negative, got -1"},
 		{[]string{"sleepers", "--sleepers", "0"}, "--sleepers and --rate must be at least 1, --phase positive and --concurrency between 1 and 1000, got 0, 1000, 20s and 100"},
