@@ -402,8 +402,65 @@ func TestLimitedTaskWrittenOnce(t *testing.T) {
 	require.Equal(t, "- -", limitOf(manyKeyed[1]))
 
 	// Another way in: the trigger gives the task its limit.
-	debounced := scalar[int64](t, tx, `select task_id from queues.enqueue_debounced('tenant_job', '{"tenant": "zed"}', 'd1', interval '1 hour')`)
-	require.Equal(t, "tenant_job =zed", limitOf(debounced))
+	mustExec(t, tx, `set local session_replication_role = replica`) // no trigger, as in a restore
+	byHand := scalar[int64](t, tx, `insert into queues.task (task_type, payload) values ('tenant_job', '{"tenant": "zed"}') returning task_id`)
+	mustExec(t, tx, `set local session_replication_role = origin`)
+	require.Equal(t, "- -", limitOf(byHand))
+	byHand = scalar[int64](t, tx, `insert into queues.task (task_type, payload) values ('tenant_job', '{"tenant": "zed"}') returning task_id`)
+	require.Equal(t, "tenant_job =zed", limitOf(byHand))
+}
+
+// The other enqueue paths write a governed task once too: a debounced enqueue (and its enqueue
+// again, which moves the task to the new payload's bucket in the same update), a schedule's task
+// and a supervisor's tick (pg_stat_xact_user_tables counts each statement's inserts and updates
+// of queues.task in the transaction).
+func TestLimitedTaskWrittenOnceEveryWayIn(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	_, pool := newClient(t)
+	mustExec(t, pool, `select queues.set_limit('tenant_job', _max_running => 1, _key_field => 'tenant')`)
+	mustExec(t, pool, `create function public.limited_sup(jsonb) returns void language sql as 'select'`)
+	mustExec(t, pool, `select queues.set_limit('db_function:public.limited_sup', _max_running => 1)`)
+	mustExec(t, pool, `select queues.add_schedule('limited_sched', '0 3 * * *', 'tenant_job', '{"tenant": "sched"}')`)
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	writes := func() (ins, upd int64) {
+		require.NoError(t, tx.QueryRow(ctx, `select n_tup_ins, n_tup_upd from pg_stat_xact_user_tables
+			where relid = 'queues.task'::regclass`).Scan(&ins, &upd))
+		return ins, upd
+	}
+	limitOf := func(id int64) string {
+		return scalar[string](t, tx, `select coalesce(limit_name, '-') || ' ' || coalesce(limit_key, '-') from queues.task where task_id = $1`, id)
+	}
+	step := func(what string, wantIns, wantUpd int64, sql string, args ...any) int64 {
+		ins0, upd0 := writes()
+		id := scalar[int64](t, tx, sql, args...)
+		ins, upd := writes()
+		require.Equal(t, wantIns, ins-ins0, "%s: inserts", what)
+		require.Equal(t, wantUpd, upd-upd0, "%s: updates", what)
+		return id
+	}
+
+	d := step("debounced", 1, 0, `select task_id from queues.enqueue_debounced('tenant_job', '{"tenant": "zed"}', 'd1', interval '1 hour')`)
+	require.Equal(t, "tenant_job =zed", limitOf(d))
+	again := step("debounced again, another tenant", 0, 1,
+		`select task_id from queues.enqueue_debounced('tenant_job', '{"tenant": "amy"}', 'd1', interval '1 hour')`)
+	require.Equal(t, d, again)
+	require.Equal(t, "tenant_job =amy", limitOf(d), "the new payload's bucket")
+	free := step("debounced, no limit", 1, 0, `select task_id from queues.enqueue_debounced('free', '{"tenant": "zed"}', 'd2', interval '1 hour')`)
+	require.Equal(t, "- -", limitOf(free))
+
+	s := step("schedule", 1, 0, `select queues.run_schedule_now('limited_sched')`)
+	require.Equal(t, "tenant_job =sched", limitOf(s))
+
+	ins0, upd0 := writes()
+	mustExec(t, tx, `select queues.wake_supervisor('public.limited_sup', now() + interval '1 hour')`)
+	ins, upd := writes()
+	require.Equal(t, [2]int64{1, 0}, [2]int64{ins - ins0, upd - upd0}, "supervisor tick: inserts, updates")
+	tick := scalar[int64](t, tx, `select task_id from queues.task where payload ->> 'db_function' = 'public.limited_sup'`)
+	require.Equal(t, "db_function:public.limited_sup ", limitOf(tick))
 }
 
 // With limits set, an application role granted enqueueing (queues.grant_enqueue) gets its tasks

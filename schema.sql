@@ -3523,16 +3523,24 @@ CREATE FUNCTION internal.insert_schedule_task(_s queues.schedule, _at timestamp 
 declare
     _id bigint;
     _dup boolean := false;
+    _limit_name text;
+    _limit_key text;
 begin
     if _s.task_type in ('db_function', 'email', 'sms', 'file_delete') then
         perform queues.permit_task_functions(array[_s.task_type], array[_s.payload]);
     end if;
+    if exists (select from queues.task_limit) then
+        select l.task_type, internal.limit_key(l.key_field, _s.payload) into _limit_name, _limit_key
+        from internal.limit_of(_s.task_type, _s.payload) l
+        where l.task_type is not null;
+    end if;
     -- Insert, or find the task that holds the key; the loop covers a holder that disappears
     -- (rolled back or pruned) between the two statements, as queues.insert_task's does.
     for _i in 1..3 loop
-        insert into queues.task as t (task_type, payload, priority, idempotency_key, scheduled_at, run_at, max_attempts, enqueued_by)
+        insert into queues.task as t (task_type, payload, priority, idempotency_key, scheduled_at, run_at, max_attempts, enqueued_by,
+                                      limit_name, limit_key)
         values (_s.task_type, _s.payload, coalesce(_s.priority, 0), _key, _at, _at,
-                coalesce(_s.max_attempts, queues.default_max_attempts()), null)
+                coalesce(_s.max_attempts, queues.default_max_attempts()), null, _limit_name, _limit_key)
         on conflict (task_type, key_scope, idempotency_key) where idempotency_key is not null do nothing
         returning t.task_id into _id;
         exit when _id is not null;
@@ -4852,6 +4860,9 @@ CREATE FUNCTION internal.schedule_supervisor_tick(_supervisor text, _at timestam
     AS $$
 declare
     _key text := internal.supervisor_tick_key(_supervisor);
+    _payload jsonb := jsonb_build_object('db_function', _supervisor, 'tick', true);
+    _limit_name text;
+    _limit_key text;
 begin
     _at := coalesce(_at, now());
     -- A process started "at -infinity" would otherwise stop at the table's constraint.
@@ -4862,9 +4873,14 @@ begin
         return;
     end if;
     perform queues.permit_task_functions(array['db_function'], array[jsonb_build_object('db_function', _supervisor)]);
-    insert into queues.task as t (task_type, payload, scheduled_at, run_at, max_attempts, debounce_key, enqueued_by)
-    values ('db_function', jsonb_build_object('db_function', _supervisor, 'tick', true), _at, _at,
-            queues.default_max_attempts(), _key, null)
+    if exists (select from queues.task_limit) then
+        select l.task_type, internal.limit_key(l.key_field, _payload) into _limit_name, _limit_key
+        from internal.limit_of('db_function', _payload) l
+        where l.task_type is not null;
+    end if;
+    insert into queues.task as t (task_type, payload, scheduled_at, run_at, max_attempts, debounce_key, enqueued_by,
+                                  limit_name, limit_key)
+    values ('db_function', _payload, _at, _at, queues.default_max_attempts(), _key, null, _limit_name, _limit_key)
     on conflict (task_type, key_scope, debounce_key) where status = 'pending' and debounce_key is not null
     do update set run_at = excluded.run_at, scheduled_at = excluded.scheduled_at
         where t.run_at > excluded.run_at;
@@ -6802,6 +6818,8 @@ declare
     _new bigint := nextval('queues.task_task_id_seq'::regclass);
     _id bigint;
     _run_at timestamptz;
+    _limit_name text;
+    _limit_key text;
 begin
     perform internal.check_task_input(_task_type, _payload, _max_attempts, null, 'enqueue_debounced');
     if _debounce_key is null or length(_debounce_key) not between 1 and 512 then
@@ -6818,22 +6836,24 @@ begin
             using errcode = 'invalid_parameter_value';
     end if;
     _run_at := now() + _delay;
+    if exists (select from queues.task_limit) then
+        select l.task_type, internal.limit_key(l.key_field, _payload) into _limit_name, _limit_key
+        from internal.limit_of(_task_type, _payload) l
+        where l.task_type is not null;
+    end if;
 
-    insert into queues.task as t (task_id, task_type, payload, priority, scheduled_at, run_at, max_attempts, debounce_key)
+    -- Enqueued again, the task takes the new payload, and with it the payload's bucket.
+    insert into queues.task as t (task_id, task_type, payload, priority, scheduled_at, run_at, max_attempts, debounce_key,
+                                  limit_name, limit_key)
     values (_new, _task_type, _payload, coalesce(_priority, 0), _run_at, _run_at,
-            coalesce(_max_attempts, queues.default_max_attempts()), _debounce_key)
+            coalesce(_max_attempts, queues.default_max_attempts()), _debounce_key, _limit_name, _limit_key)
     on conflict (task_type, key_scope, debounce_key) where status = 'pending' and debounce_key is not null
     do update set payload = excluded.payload, priority = excluded.priority,
-                  scheduled_at = excluded.scheduled_at, run_at = excluded.run_at
+                  scheduled_at = excluded.scheduled_at, run_at = excluded.run_at,
+                  limit_name = excluded.limit_name, limit_key = excluded.limit_key
     returning t.task_id into _id;
 
     if _id <> _new then
-        -- The payload changed: so may the task's limit bucket (0016).
-        update queues.task t
-        set limit_name = l.task_type,
-            limit_key = case when l.task_type is not null then internal.limit_key(l.key_field, _payload) end
-        from (select * from internal.limit_of(_task_type, _payload)) l
-        where t.task_id = _id and (t.limit_name is not null or l.task_type is not null);
         insert into queues.task_event (task_id, event, from_status, to_status, detail)
         values (_id, 'debounced', 'pending', 'pending', 'enqueued again; runs at ' || _run_at::text);
     end if;

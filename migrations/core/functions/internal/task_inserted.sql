@@ -3,9 +3,9 @@
 -- trigger call, with its change of search_path, costs a one-row enqueue a few µs; they were two
 -- triggers until core/0108):
 -- 1. Limits: gives the inserted tasks their limit and bucket when a limit governs them; one
---    EXISTS on an empty table when no limit is set (docs/limits.md). queues.insert_task and
---    queues.insert_tasks write a governed task's limit and bucket with the row (one write, not
---    an insert and then an update): this covers the other ways in and skips rows that have them.
+--    EXISTS on an empty table when no limit is set (docs/limits.md). Every enqueue and insert
+--    function writes a governed task's limit and bucket with the row (one write, not an insert
+--    and then an update): this covers rows inserted by hand and skips rows that have them.
 -- 2. Wake-up: takes the enqueues' advisory lock (internal.enqueue_lock_key(), shared, until the
 --    transaction ends) and sends NOTIFY taskorch_task only when a worker waits that no enqueue
 --    has answered yet (queues.worker_waiting bumped internal.task_waiter_seq past
