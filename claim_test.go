@@ -280,7 +280,7 @@ func TestClaimPathKeepsItsPlans(t *testing.T) {
 	for _, fn := range []string{
 		`internal.lease_tasks(text, bigint[], interval)`,
 		`queues.rescue_expired_leases(integer)`,
-		`queues.complete_tasks_and_take(bigint[], bigint[], jsonb[], text, text[], integer, interval)`,
+		`queues.complete_tasks_with_results(bigint[], bigint[], jsonb[])`,
 	} {
 		require.Contains(t, scalar[[]string](t, pool, `select proconfig from pg_proc where oid = $1::regprocedure`, fn),
 			"plan_cache_mode=force_generic_plan", fn)

@@ -43,7 +43,7 @@ func TestCompletionsWrittenBesideAWaitingBatch(t *testing.T) {
 	close(finish)
 	require.Eventually(t, func() bool {
 		return scalar[bool](t, pool, `select exists (select from pg_stat_activity
-			where datname = current_database() and wait_event_type = 'Lock' and query like '%complete_tasks_%')`)
+			where datname = current_database() and wait_event_type = 'Lock' and query like '%complete_tasks_with_results%')`)
 	}, 20*time.Second, 5*time.Millisecond, "the held task's completion never waited on the lock")
 
 	// Tasks that finish now are completed while that statement still waits.

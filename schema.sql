@@ -4401,10 +4401,10 @@ end $$;
 
 
 --
--- Name: resolve_parents(bigint[], queues.task_status[], text, text[], integer, interval); Type: FUNCTION; Schema: internal; Owner: -
+-- Name: resolve_parents(bigint[], queues.task_status[]); Type: FUNCTION; Schema: internal; Owner: -
 --
 
-CREATE FUNCTION internal.resolve_parents(_ids bigint[], _outcomes queues.task_status[], _worker_id text DEFAULT NULL::text, _task_types text[] DEFAULT NULL::text[], _take integer DEFAULT 0, _lease_duration interval DEFAULT NULL::interval, OUT released integer, OUT taken bigint[]) RETURNS record
+CREATE FUNCTION internal.resolve_parents(_ids bigint[], _outcomes queues.task_status[]) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -4422,16 +4422,11 @@ declare
     _sn integer[];
     _se boolean[];
     _n integer;
-    _ktake boolean[];
-    _got bigint[];
-    _paused text[];
-    _now timestamptz;
+    _released integer := 0;
     _outer text := coalesce(current_setting('taskorch.resolving_parents', true), '');
 begin
     -- The cancellations below end tasks too: this loop counts them, not the row trigger.
     perform set_config('taskorch.resolving_parents', 'on', true);
-    released := 0;
-    taken := '{}';
     while coalesce(cardinality(_ids), 0) > 0 loop
         -- One statement: the parents' edges are deleted (the delete decides who counts each),
         -- then per child, in id order, its stripes in order, then its row, are locked by nested
@@ -4514,58 +4509,19 @@ begin
 
         _ids := '{}';
         _outcomes := '{}';
-        _ktake := null;
-        if _kc is not null and _take > cardinality(taken) and _worker_id is not null then
-            -- The children this release may lease to the worker (all their rows locked above).
-            _paused := array(select qp.task_type from queues.queue_pause qp);
-            _now := clock_timestamp();
-            select array_agg(s.child_id is not null order by x.ord) into _ktake
-            from unnest(_kc, _kind, _kemptied) with ordinality as x(child_id, kind, emptied, ord)
-            left join (
-                select t.task_id as child_id
-                from queues.task t
-                join unnest(_kc, _kind, _kemptied) as y(child_id, kind, emptied) on y.child_id = t.task_id
-                where y.kind = 'count' and t.status = 'waiting' and t.waiting_stripes = y.emptied
-                  and t.limit_name is null and t.scheduled_at <= _now
-                  and (_task_types is null or t.task_type = any (_task_types))
-                  and (coalesce(cardinality(_paused), 0) = 0
-                       or (t.task_type <> all (_paused) and (t.key_scope = '' or t.task_type || ':' || t.key_scope <> all (_paused))))
-                  and t.priority >= coalesce((select p.priority from queues.task p
-                                              where p.status = 'pending' and p.limit_name is null
-                                              order by (p.limit_name is null) desc, p.priority desc
-                                              limit 1), t.priority)
-                order by t.priority desc, t.task_id
-                limit _take - cardinality(taken)
-            ) s on s.child_id = x.child_id;
-        end if;
         if _kc is not null then
             with u as (
                 update queues.task t
                 set status = case when x.kind = 'cancel' then 'cancelled'
-                                  when x.take then 'running'
                                   when t.waiting_stripes = x.emptied then 'pending'
                                   else t.status end,
                     cancelled_at = case when x.kind = 'cancel' then clock_timestamp() else t.cancelled_at end,
                     waiting_stripes = case when x.kind = 'cancel' then t.waiting_stripes else t.waiting_stripes - x.emptied end,
                     run_at = case when x.kind = 'count' and t.waiting_stripes = x.emptied
-                                  then greatest(t.scheduled_at, clock_timestamp()) else t.run_at end,
-                    -- Leased to the worker as internal.lease_tasks leases a claimed task.
-                    lease_id = case when x.take then nextval('queues.task_lease_task_lease_id_seq'::regclass) else t.lease_id end,
-                    lease_expires_at = case when x.take then _now + _lease_duration else t.lease_expires_at end,
-                    worker_id = case when x.take then _worker_id else t.worker_id end,
-                    attempt = case when x.take then t.attempt + 1 else t.attempt end,
-                    claimed_at = case when x.take then _now else t.claimed_at end,
-                    debounce_key = case when x.take then null else t.debounce_key end
-                from unnest(_kc, _kind, _kfp, _kfo, _kemptied, _kstriped,
-                            coalesce(_ktake, array_fill(false, array[cardinality(_kc)])))
-                     as x(child_id, kind, failed_parent, failed_outcome, emptied, striped, take)
+                                  then greatest(t.scheduled_at, clock_timestamp()) else t.run_at end
+                from unnest(_kc, _kind, _kfp, _kfo, _kemptied, _kstriped) as x(child_id, kind, failed_parent, failed_outcome, emptied, striped)
                 where t.task_id = x.child_id and t.status = 'waiting'
-                returning t.task_id, t.status, t.attempt, t.lease_id, t.lease_expires_at, x.failed_parent, x.failed_outcome, x.striped
-            ), leases as (
-                insert into queues.task_lease (task_lease_id, task_id, worker_id, attempt, leased_at, expires_at)
-                overriding system value
-                select u.lease_id, u.task_id, _worker_id, u.attempt, _now, u.lease_expires_at
-                from u where u.status = 'running'
+                returning t.task_id, t.status, t.attempt, x.failed_parent, x.failed_outcome, x.striped
             ), ev as (
                 insert into queues.task_event (task_id, event, from_status, to_status, worker_id, attempt, detail)
                 select u.task_id, 'cancelled', 'waiting', 'cancelled', session_user, u.attempt,
@@ -4575,22 +4531,21 @@ begin
             ), rel as (
                 -- Stripes left at 0 by an earlier version, which kept them until the release.
                 delete from queues.task_wait_stripe w
-                using u where u.status in ('pending', 'running') and u.striped and w.child_id = u.task_id
+                using u where u.status = 'pending' and u.striped and w.child_id = u.task_id
             )
             select coalesce(array_agg(u.task_id order by u.task_id) filter (where u.status = 'cancelled'), '{}'),
-                   count(*) filter (where u.status = 'pending')::integer,
-                   coalesce(array_agg(u.task_id order by u.task_id) filter (where u.status = 'running'), '{}')
-            into _ids, _n, _got
+                   count(*) filter (where u.status = 'pending')::integer
+            into _ids, _n
             from u;
-            released := released + _n;
-            taken := taken || _got;
+            _released := _released + _n;
             _outcomes := array_fill('cancelled'::queues.task_status, array[cardinality(_ids)]);
         end if;
     end loop;
     perform set_config('taskorch.resolving_parents', _outer, true);
-    if released > 0 then
+    if _released > 0 then
         perform pg_notify('taskorch_task', '');
     end if;
+    return _released;
 end $$;
 
 
@@ -6068,10 +6023,10 @@ end $$;
 
 
 --
--- Name: complete_tasks_and_take(bigint[], bigint[], jsonb[], text, text[], integer, interval); Type: FUNCTION; Schema: queues; Owner: -
+-- Name: complete_tasks_with_results(bigint[], bigint[], jsonb[]); Type: FUNCTION; Schema: queues; Owner: -
 --
 
-CREATE FUNCTION queues.complete_tasks_and_take(_task_ids bigint[], _lease_ids bigint[], _results jsonb[], _worker_id text, _task_types text[], _take integer, _lease_duration interval) RETURNS TABLE(task_id bigint, status text)
+CREATE FUNCTION queues.complete_tasks_with_results(_task_ids bigint[], _lease_ids bigint[], _results jsonb[]) RETURNS TABLE(task_id bigint, status text)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_generic_plan'
@@ -6083,20 +6038,10 @@ declare
     _skip bigint[] := '{}';
     _big record;
     _s queues.task_status;
-    _taken bigint[] := '{}';
 begin
-    if _take is null or _take < 0 or _take > 10000 then
-        raise exception 'complete_tasks_and_take: _take must be between 0 and 10000, got %', coalesce(_take::text, 'NULL')
-            using errcode = 'invalid_parameter_value';
-    end if;
-    if _take > 0 and (_worker_id is null or btrim(_worker_id) = '' or _lease_duration is null or _lease_duration <= interval '0') then
-        raise exception 'complete_tasks_and_take: taking children needs the worker''s id and a positive lease duration, got % and %',
-            coalesce(quote_literal(_worker_id), 'NULL'), coalesce(_lease_duration::text, 'NULL')
-            using errcode = 'invalid_parameter_value';
-    end if;
     if coalesce(cardinality(_lease_ids), 0) <> _n or (_results is not null and cardinality(_results) <> _n) then
-        raise exception '%: % task ids, % lease ids and % results; expected one of each per task',
-            case when _worker_id is null then 'complete_tasks_with_results' else 'complete_tasks_and_take' end, _n, coalesce(cardinality(_lease_ids), 0), coalesce(cardinality(_results), 0)
+        raise exception 'complete_tasks_with_results: % task ids, % lease ids and % results; expected one of each per task',
+            _n, coalesce(cardinality(_lease_ids), 0), coalesce(cardinality(_results), 0)
             using errcode = 'invalid_parameter_value';
     end if;
 
@@ -6149,13 +6094,10 @@ begin
     -- its snapshot sees an edge committed while the update above waited for a parent's row.
     if _done <> '{}' and exists (select from unnest(_done) as d(id)
                                  cross join lateral (select from queues.task_edge e where e.parent_id = d.id limit 1) e) then
-        select r.taken into _taken
-        from internal.resolve_parents(_done, array_fill('completed'::queues.task_status, array[cardinality(_done)]),
-                                      _worker_id, _task_types, _take, _lease_duration) r;
+        perform internal.resolve_parents(_done, array_fill('completed'::queues.task_status, array[cardinality(_done)]));
     end if;
 
     return query select d, 'completed' from unnest(_done) as d;
-    return query select d, 'taken' from unnest(_taken) as d;
     if cardinality(_done) + cardinality(_skip) = _n then
         return;
     end if;
@@ -6180,18 +6122,6 @@ begin
     where c.task_id <> all (_done) and c.task_id <> all (_skip)
       and not coalesce(t.status = 'completed' and t.lease_id = c.lease_id, false);
 end $$;
-
-
---
--- Name: complete_tasks_with_results(bigint[], bigint[], jsonb[]); Type: FUNCTION; Schema: queues; Owner: -
---
-
-CREATE FUNCTION queues.complete_tasks_with_results(_task_ids bigint[], _lease_ids bigint[], _results jsonb[]) RETURNS TABLE(task_id bigint, status text)
-    LANGUAGE sql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-    select c.task_id, c.status from queues.complete_tasks_and_take(_task_ids, _lease_ids, _results, null, null, 0, null) c
-$$;
 
 
 --
@@ -7163,24 +7093,6 @@ begin
     end if;
     return query select r.id, r.dup from unnest(_ids, _dups) with ordinality as r(id, dup, ord) order by r.ord;
 end $_$;
-
-
---
--- Name: leased_tasks(text, bigint[]); Type: FUNCTION; Schema: queues; Owner: -
---
-
-CREATE FUNCTION queues.leased_tasks(_worker_id text, _task_ids bigint[]) RETURNS SETOF queues.task
-    LANGUAGE sql STABLE SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-    -- Each task by its key: a filter of = any (_task_ids) was planned as a scan of every running
-    -- task.
-    select t.*
-    from unnest(_task_ids) as i(task_id)
-    join queues.task t on t.task_id = i.task_id
-    where t.status = 'running' and t.worker_id = _worker_id
-    order by t.priority desc, t.run_at, t.task_id
-$$;
 
 
 --
@@ -14263,10 +14175,10 @@ REVOKE ALL ON FUNCTION internal.resolve_ended_parents() FROM PUBLIC;
 
 
 --
--- Name: FUNCTION resolve_parents(_ids bigint[], _outcomes queues.task_status[], _worker_id text, _task_types text[], _take integer, _lease_duration interval, OUT released integer, OUT taken bigint[]); Type: ACL; Schema: internal; Owner: -
+-- Name: FUNCTION resolve_parents(_ids bigint[], _outcomes queues.task_status[]); Type: ACL; Schema: internal; Owner: -
 --
 
-REVOKE ALL ON FUNCTION internal.resolve_parents(_ids bigint[], _outcomes queues.task_status[], _worker_id text, _task_types text[], _take integer, _lease_duration interval, OUT released integer, OUT taken bigint[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION internal.resolve_parents(_ids bigint[], _outcomes queues.task_status[]) FROM PUBLIC;
 
 
 --
@@ -14567,14 +14479,6 @@ GRANT ALL ON FUNCTION queues.complete_tasks(_task_ids bigint[], _lease_ids bigin
 
 
 --
--- Name: FUNCTION complete_tasks_and_take(_task_ids bigint[], _lease_ids bigint[], _results jsonb[], _worker_id text, _task_types text[], _take integer, _lease_duration interval); Type: ACL; Schema: queues; Owner: -
---
-
-REVOKE ALL ON FUNCTION queues.complete_tasks_and_take(_task_ids bigint[], _lease_ids bigint[], _results jsonb[], _worker_id text, _task_types text[], _take integer, _lease_duration interval) FROM PUBLIC;
-GRANT ALL ON FUNCTION queues.complete_tasks_and_take(_task_ids bigint[], _lease_ids bigint[], _results jsonb[], _worker_id text, _task_types text[], _take integer, _lease_duration interval) TO worker_service_user;
-
-
---
 -- Name: FUNCTION complete_tasks_with_results(_task_ids bigint[], _lease_ids bigint[], _results jsonb[]); Type: ACL; Schema: queues; Owner: -
 --
 
@@ -14813,14 +14717,6 @@ REVOKE ALL ON FUNCTION queues.insert_task(_task_type text, _payload jsonb, _sche
 --
 
 REVOKE ALL ON FUNCTION queues.insert_tasks(_task_types text[], _payloads jsonb[], _scheduled_ats timestamp with time zone[], _priorities integer[], _idempotency_keys text[], _max_attempts integer[], _after bigint[], _on_parent_failure text) FROM PUBLIC;
-
-
---
--- Name: FUNCTION leased_tasks(_worker_id text, _task_ids bigint[]); Type: ACL; Schema: queues; Owner: -
---
-
-REVOKE ALL ON FUNCTION queues.leased_tasks(_worker_id text, _task_ids bigint[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION queues.leased_tasks(_worker_id text, _task_ids bigint[]) TO worker_service_user;
 
 
 --

@@ -23,7 +23,7 @@ func TestWorkflowAppRoleNamesParentsOnly(t *testing.T) {
 		mustExec(t, pool, "drop owned by "+pgx.Identifier{app}.Sanitize()+"; drop role "+pgx.Identifier{app}.Sanitize())
 	})
 	mustExec(t, pool, `select queues.grant_enqueue($1)`, app)
-	for _, fn := range []string{"internal.resolve_parents(bigint[], queues.task_status[], text, text[], integer, interval)", "internal.attach_parents(bigint, bigint[], text)",
+	for _, fn := range []string{"internal.resolve_parents(bigint[], queues.task_status[])", "internal.attach_parents(bigint, bigint[], text)",
 		"internal.check_edge_parent()", "internal.note_ended_parent()", "internal.resolve_ended_parents()", "internal.forget_parents()"} {
 		require.False(t, scalar[bool](t, pool, `select has_function_privilege($1, $2, 'execute')`, app, fn), fn)
 		require.False(t, scalar[bool](t, pool, `select has_function_privilege('worker_service_user', $1, 'execute')`, fn), fn)

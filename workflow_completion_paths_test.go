@@ -18,7 +18,7 @@ func TestWorkflowEveryCompletionReleases(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c, pool := newClient(t)
-	require.ElementsMatch(t, []string{"complete_failed_call", "complete_tasks_and_take"},
+	require.ElementsMatch(t, []string{"complete_failed_call", "complete_tasks_with_results"},
 		scalar[[]string](t, pool, `select array_agg(p.proname::text) from pg_proc p
 			where p.pronamespace in ('queues'::regnamespace, 'internal'::regnamespace)
 			  and p.prosrc ~* 'set\s+status\s*=\s*''completed'''`),

@@ -144,9 +144,7 @@ func (w *Worker) fetch(ctx, inner context.Context) {
 		f.lim.rateOnly = true
 		f.all = []*source{f.due, f.lim}
 	}
-	w.fetching.Store(true)
 	defer func() {
-		w.fetching.Store(false)
 		stopStarter()
 		<-starterDone
 		left := w.ready.removeOlder(time.Time{}, true)
@@ -222,7 +220,6 @@ func (f *fetcher) run() {
 		if n := w.staleAhead.Load(); n != stale {
 			stale = n
 			f.ahead.reset(w.freed.Load(), w.busy.Load())
-			w.aheadTarget.Store(int64(f.ahead.target))
 		}
 		var up <-chan struct{} // closed when an unreachable transport is back
 		if f.tr != nil {
@@ -401,7 +398,6 @@ func (f *fetcher) landed(r landing) {
 func (f *fetcher) dueLanded(r landing) {
 	w, s := f.w, f.due
 	f.ahead.observe(time.Since(r.sent), w.freed.Load(), w.busy.Load())
-	w.aheadTarget.Store(int64(f.ahead.target))
 	if r.announced && r.err == nil && r.seq > s.lastAnnounced {
 		s.lastAnnounced, s.unsure = r.seq, !r.clear
 	}

@@ -74,11 +74,6 @@ type Worker struct {
 	// noLimitWaitUntil (unix nanoseconds): until then, a short claim does not ask for the
 	// limits' wait hint (limit_wait.go).
 	noLimitWaitUntil atomic.Int64
-	// fetching: the fetch loop runs and starts what the buffer holds; only then do completions
-	// take the children they release (take.go).
-	fetching atomic.Bool
-	// aheadTarget: the fetch loop's claim-ahead target (aheadEstimator), for takeRoom.
-	aheadTarget atomic.Int64
 }
 
 // runningTask is a claimed task from start until its outcome is finished (outcome.go).

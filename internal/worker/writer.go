@@ -186,41 +186,20 @@ func (w *Worker) writeCompletions(ctx context.Context, batch []*runningTask, out
 	octx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	var done map[int64]tasktype.Status
-	var taken []int64
-	take := w.takeRoom(len(batch))
-	sent := time.Now()
 	err := w.retryDB(octx, "complete tasks", func(ctx context.Context) error {
-		var rows pgx.Rows
-		var err error
-		if take > 0 {
-			rows, err = w.pool.Query(ctx, completeTakeSQL, ids, leases, results, w.cfg.ID, w.types, take, w.lease)
-			// A retry takes none: if the first try committed and its answer was lost, what it
-			// took is leased to this worker unknown to it, and comes back with the lease's expiry
-			// or this worker's shutdown (giveBack), as a claim cut short does.
-			take = 0
-		} else {
-			rows, err = w.pool.Query(ctx, completeTasksSQL, ids, leases, results)
-		}
+		rows, err := w.pool.Query(ctx, completeTasksSQL, ids, leases, results)
 		if err != nil {
 			return err
 		}
 		done = make(map[int64]tasktype.Status, len(batch))
-		taken = taken[:0]
 		var id int64
 		var status string
 		_, err = pgx.ForEachRow(rows, []any{&id, &status}, func() error {
-			if status == takenStatus {
-				taken = append(taken, id)
-			} else {
-				done[id] = tasktype.Status(status)
-			}
+			done[id] = tasktype.Status(status)
 			return nil
 		})
 		return err
 	})
-	if err == nil && len(taken) > 0 {
-		w.readTaken(octx, taken, sent)
-	}
 	for i, r := range batch {
 		o := &outs[i]
 		*o = outcome{kind: outcomeComplete}

@@ -13,23 +13,9 @@
 -- in one ordered statement before any counter or row changes; it never locks a child's edge or
 -- stripe after that child's row (a cancelled child keeps its other edges and counters until they
 -- are counted or the child is deleted), so sessions ending parents of the same children at once
--- lock in one order.
---
--- With _worker_id and _take > 0 (a worker's completion, queues.complete_tasks_and_take), up to
--- _take of the children it releases are leased to that worker in the same update, instead of
--- made pending for a claim to lease them (docs/workflows.md, "Children run by the worker that
--- released them"): only a child no limit governs, of one of _task_types (NULL: any), of no paused
--- queue, due now, and of a priority no lower than the highest of the unlimited pending tasks.
--- Returns how many children it made pending (released) and the ids of those it leased (taken).
-create or replace function internal.resolve_parents(
-    _ids bigint[],
-    _outcomes queues.task_status[],
-    _worker_id text default null,
-    _task_types text[] default null,
-    _take integer default 0,
-    _lease_duration interval default null,
-    out released integer,
-    out taken bigint[])
+-- lock in one order. Returns how many children it released.
+create or replace function internal.resolve_parents(_ids bigint[], _outcomes queues.task_status[])
+returns integer
 language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
 declare
     -- The children to change, in id order: kind 'cancel' or 'count'.
@@ -45,16 +31,11 @@ declare
     _sn integer[];
     _se boolean[];
     _n integer;
-    _ktake boolean[];
-    _got bigint[];
-    _paused text[];
-    _now timestamptz;
+    _released integer := 0;
     _outer text := coalesce(current_setting('taskorch.resolving_parents', true), '');
 begin
     -- The cancellations below end tasks too: this loop counts them, not the row trigger.
     perform set_config('taskorch.resolving_parents', 'on', true);
-    released := 0;
-    taken := '{}';
     while coalesce(cardinality(_ids), 0) > 0 loop
         -- One statement: the parents' edges are deleted (the delete decides who counts each),
         -- then per child, in id order, its stripes in order, then its row, are locked by nested
@@ -137,58 +118,19 @@ begin
 
         _ids := '{}';
         _outcomes := '{}';
-        _ktake := null;
-        if _kc is not null and _take > cardinality(taken) and _worker_id is not null then
-            -- The children this release may lease to the worker (all their rows locked above).
-            _paused := array(select qp.task_type from queues.queue_pause qp);
-            _now := clock_timestamp();
-            select array_agg(s.child_id is not null order by x.ord) into _ktake
-            from unnest(_kc, _kind, _kemptied) with ordinality as x(child_id, kind, emptied, ord)
-            left join (
-                select t.task_id as child_id
-                from queues.task t
-                join unnest(_kc, _kind, _kemptied) as y(child_id, kind, emptied) on y.child_id = t.task_id
-                where y.kind = 'count' and t.status = 'waiting' and t.waiting_stripes = y.emptied
-                  and t.limit_name is null and t.scheduled_at <= _now
-                  and (_task_types is null or t.task_type = any (_task_types))
-                  and (coalesce(cardinality(_paused), 0) = 0
-                       or (t.task_type <> all (_paused) and (t.key_scope = '' or t.task_type || ':' || t.key_scope <> all (_paused))))
-                  and t.priority >= coalesce((select p.priority from queues.task p
-                                              where p.status = 'pending' and p.limit_name is null
-                                              order by (p.limit_name is null) desc, p.priority desc
-                                              limit 1), t.priority)
-                order by t.priority desc, t.task_id
-                limit _take - cardinality(taken)
-            ) s on s.child_id = x.child_id;
-        end if;
         if _kc is not null then
             with u as (
                 update queues.task t
                 set status = case when x.kind = 'cancel' then 'cancelled'
-                                  when x.take then 'running'
                                   when t.waiting_stripes = x.emptied then 'pending'
                                   else t.status end,
                     cancelled_at = case when x.kind = 'cancel' then clock_timestamp() else t.cancelled_at end,
                     waiting_stripes = case when x.kind = 'cancel' then t.waiting_stripes else t.waiting_stripes - x.emptied end,
                     run_at = case when x.kind = 'count' and t.waiting_stripes = x.emptied
-                                  then greatest(t.scheduled_at, clock_timestamp()) else t.run_at end,
-                    -- Leased to the worker as internal.lease_tasks leases a claimed task.
-                    lease_id = case when x.take then nextval('queues.task_lease_task_lease_id_seq'::regclass) else t.lease_id end,
-                    lease_expires_at = case when x.take then _now + _lease_duration else t.lease_expires_at end,
-                    worker_id = case when x.take then _worker_id else t.worker_id end,
-                    attempt = case when x.take then t.attempt + 1 else t.attempt end,
-                    claimed_at = case when x.take then _now else t.claimed_at end,
-                    debounce_key = case when x.take then null else t.debounce_key end
-                from unnest(_kc, _kind, _kfp, _kfo, _kemptied, _kstriped,
-                            coalesce(_ktake, array_fill(false, array[cardinality(_kc)])))
-                     as x(child_id, kind, failed_parent, failed_outcome, emptied, striped, take)
+                                  then greatest(t.scheduled_at, clock_timestamp()) else t.run_at end
+                from unnest(_kc, _kind, _kfp, _kfo, _kemptied, _kstriped) as x(child_id, kind, failed_parent, failed_outcome, emptied, striped)
                 where t.task_id = x.child_id and t.status = 'waiting'
-                returning t.task_id, t.status, t.attempt, t.lease_id, t.lease_expires_at, x.failed_parent, x.failed_outcome, x.striped
-            ), leases as (
-                insert into queues.task_lease (task_lease_id, task_id, worker_id, attempt, leased_at, expires_at)
-                overriding system value
-                select u.lease_id, u.task_id, _worker_id, u.attempt, _now, u.lease_expires_at
-                from u where u.status = 'running'
+                returning t.task_id, t.status, t.attempt, x.failed_parent, x.failed_outcome, x.striped
             ), ev as (
                 insert into queues.task_event (task_id, event, from_status, to_status, worker_id, attempt, detail)
                 select u.task_id, 'cancelled', 'waiting', 'cancelled', session_user, u.attempt,
@@ -198,21 +140,20 @@ begin
             ), rel as (
                 -- Stripes left at 0 by an earlier version, which kept them until the release.
                 delete from queues.task_wait_stripe w
-                using u where u.status in ('pending', 'running') and u.striped and w.child_id = u.task_id
+                using u where u.status = 'pending' and u.striped and w.child_id = u.task_id
             )
             select coalesce(array_agg(u.task_id order by u.task_id) filter (where u.status = 'cancelled'), '{}'),
-                   count(*) filter (where u.status = 'pending')::integer,
-                   coalesce(array_agg(u.task_id order by u.task_id) filter (where u.status = 'running'), '{}')
-            into _ids, _n, _got
+                   count(*) filter (where u.status = 'pending')::integer
+            into _ids, _n
             from u;
-            released := released + _n;
-            taken := taken || _got;
+            _released := _released + _n;
             _outcomes := array_fill('cancelled'::queues.task_status, array[cardinality(_ids)]);
         end if;
     end loop;
     perform set_config('taskorch.resolving_parents', _outer, true);
-    if released > 0 then
+    if _released > 0 then
         perform pg_notify('taskorch_task', '');
     end if;
+    return _released;
 end $$;
-revoke all on function internal.resolve_parents(bigint[], queues.task_status[], text, text[], integer, interval) from public;
+revoke all on function internal.resolve_parents(bigint[], queues.task_status[]) from public;
