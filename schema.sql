@@ -3057,6 +3057,11 @@ begin
         raise exception '%: task_type % is malformed: use 1 to 128 letters, digits, "_", ".", ":" or "-", starting with a letter',
             _label, quote_literal(left(_task_type, 140)) using errcode = 'invalid_parameter_value';
     end if;
+    if _task_type ^@ 'db_function:' then
+        raise exception '%: task_type % is reserved: a SQL function''s task has the type db_function and names its function in the payload ({"db_function": %}); "db_function:<function>" names only that function''s limit and queue',
+            _label, quote_literal(left(_task_type, 140)), to_jsonb(substr(left(_task_type, 140), 13))
+            using errcode = 'invalid_parameter_value';
+    end if;
     if _payload is null or jsonb_typeof(_payload) <> 'object' then
         raise exception '%: payload must be a JSON object, got %', _label, coalesce(jsonb_typeof(_payload), 'null')
             using errcode = 'invalid_parameter_value';
@@ -3094,7 +3099,8 @@ declare
     _rule text;
 begin
     if (new.task_type operator(pg_catalog.~) '^[A-Za-z][A-Za-z0-9_.:-]*$'
-            and pg_catalog.length(new.task_type) operator(pg_catalog.<=) 128) is not false
+            and pg_catalog.length(new.task_type) operator(pg_catalog.<=) 128
+            and not new.task_type operator(pg_catalog.^@) 'db_function:') is not false
        and (pg_catalog.jsonb_typeof(new.payload) operator(pg_catalog.=) 'object') is not false
        and (pg_catalog.pg_column_size(new.payload) operator(pg_catalog.<=) 8388608) is not false
        and (pg_catalog.pg_column_size(new.result) operator(pg_catalog.<=) 8388608) is not false
@@ -3107,7 +3113,8 @@ begin
     -- A rule is broken: name the first, as its constraint did.
     _rule := case
         when (new.task_type operator(pg_catalog.~) '^[A-Za-z][A-Za-z0-9_.:-]*$'
-              and pg_catalog.length(new.task_type) operator(pg_catalog.<=) 128) is false then 'task_type_valid'
+              and pg_catalog.length(new.task_type) operator(pg_catalog.<=) 128
+              and not new.task_type operator(pg_catalog.^@) 'db_function:') is false then 'task_type_valid'
         when (pg_catalog.jsonb_typeof(new.payload) operator(pg_catalog.=) 'object') is false then 'task_payload_is_object'
         when (pg_catalog.pg_column_size(new.payload) operator(pg_catalog.<=) 8388608) is false then 'task_payload_size'
         when (pg_catalog.pg_column_size(new.result) operator(pg_catalog.<=) 8388608) is false then 'task_result_size'
@@ -6879,7 +6886,7 @@ declare
     _limit_key text;
 begin
     -- Every rule in one test; the functions that word the error run only when one is broken.
-    if _task_type is null or _task_type !~ '^[A-Za-z][A-Za-z0-9_.:-]*$' or length(_task_type) > 128
+    if _task_type is null or _task_type !~ '^[A-Za-z][A-Za-z0-9_.:-]*$' or length(_task_type) > 128 or _task_type ^@ 'db_function:'
        or _payload is null or jsonb_typeof(_payload) <> 'object' or pg_column_size(_payload) > 8388608
        or _max_attempts < 1 or length(_idempotency_key) not between 1 and 512
        or _idempotency_key ^@ 'schedule:' or _idempotency_key ^@ 'tick:'
@@ -6983,7 +6990,7 @@ begin
                 coalesce(_scheduled_ats, array_fill(null::timestamptz, array[_n])))
          with ordinality as u(task_type, payload, max_attempts, idempotency_key, scheduled_at, ord)
     where u.task_type is null
-       or u.task_type !~ '^[A-Za-z][A-Za-z0-9_.:-]*$' or length(u.task_type) > 128
+       or u.task_type !~ '^[A-Za-z][A-Za-z0-9_.:-]*$' or length(u.task_type) > 128 or u.task_type ^@ 'db_function:'
        or u.payload is null or jsonb_typeof(u.payload) <> 'object'
        or u.max_attempts < 1
        or length(u.idempotency_key) not between 1 and 512

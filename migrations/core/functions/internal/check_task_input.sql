@@ -1,5 +1,7 @@
 -- Validates one task's definition; raises 22023 with a message that says what is wrong. Keys
--- beginning with schedule: or tick: are the system's (docs/sql.md, "Keys").
+-- beginning with schedule: or tick: are the system's (docs/sql.md, "Keys"); task types beginning
+-- with db_function: name a SQL function's limit and queue, never a task (docs/sql.md, "Task
+-- types").
 create or replace function internal.check_task_input(
     _task_type text, _payload jsonb, _max_attempts integer, _idempotency_key text, _label text default 'enqueue')
 returns void
@@ -11,6 +13,11 @@ begin
     if _task_type !~ '^[A-Za-z][A-Za-z0-9_.:-]*$' or length(_task_type) > 128 then
         raise exception '%: task_type % is malformed: use 1 to 128 letters, digits, "_", ".", ":" or "-", starting with a letter',
             _label, quote_literal(left(_task_type, 140)) using errcode = 'invalid_parameter_value';
+    end if;
+    if _task_type ^@ 'db_function:' then
+        raise exception '%: task_type % is reserved: a SQL function''s task has the type db_function and names its function in the payload ({"db_function": %}); "db_function:<function>" names only that function''s limit and queue',
+            _label, quote_literal(left(_task_type, 140)), to_jsonb(substr(left(_task_type, 140), 13))
+            using errcode = 'invalid_parameter_value';
     end if;
     if _payload is null or jsonb_typeof(_payload) <> 'object' then
         raise exception '%: payload must be a JSON object, got %', _label, coalesce(jsonb_typeof(_payload), 'null')

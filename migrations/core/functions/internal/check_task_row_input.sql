@@ -10,7 +10,9 @@
 --   task_result_valid  before an update that sets debounce_key or result to a value (a claim
 --                      clears the debounce key, a completion sets a result).
 -- A broken rule is reported as its constraint was: SQLSTATE 23514 under the constraint's name.
---   task_type_valid              task_type matches ^[A-Za-z][A-Za-z0-9_.:-]*$, at most 128 long
+--   task_type_valid              task_type matches ^[A-Za-z][A-Za-z0-9_.:-]*$, at most 128 long,
+--                                and does not begin with db_function: (a function's limit and
+--                                queue name, never a task's type)
 --   task_payload_is_object       payload is a JSON object
 --   task_payload_size            payload at most 8 MiB (pg_column_size)
 --   task_result_size             result NULL or at most 8 MiB
@@ -27,7 +29,8 @@ declare
     _rule text;
 begin
     if (new.task_type operator(pg_catalog.~) '^[A-Za-z][A-Za-z0-9_.:-]*$'
-            and pg_catalog.length(new.task_type) operator(pg_catalog.<=) 128) is not false
+            and pg_catalog.length(new.task_type) operator(pg_catalog.<=) 128
+            and not new.task_type operator(pg_catalog.^@) 'db_function:') is not false
        and (pg_catalog.jsonb_typeof(new.payload) operator(pg_catalog.=) 'object') is not false
        and (pg_catalog.pg_column_size(new.payload) operator(pg_catalog.<=) 8388608) is not false
        and (pg_catalog.pg_column_size(new.result) operator(pg_catalog.<=) 8388608) is not false
@@ -40,7 +43,8 @@ begin
     -- A rule is broken: name the first, as its constraint did.
     _rule := case
         when (new.task_type operator(pg_catalog.~) '^[A-Za-z][A-Za-z0-9_.:-]*$'
-              and pg_catalog.length(new.task_type) operator(pg_catalog.<=) 128) is false then 'task_type_valid'
+              and pg_catalog.length(new.task_type) operator(pg_catalog.<=) 128
+              and not new.task_type operator(pg_catalog.^@) 'db_function:') is false then 'task_type_valid'
         when (pg_catalog.jsonb_typeof(new.payload) operator(pg_catalog.=) 'object') is false then 'task_payload_is_object'
         when (pg_catalog.pg_column_size(new.payload) operator(pg_catalog.<=) 8388608) is false then 'task_payload_size'
         when (pg_catalog.pg_column_size(new.result) operator(pg_catalog.<=) 8388608) is false then 'task_result_size'

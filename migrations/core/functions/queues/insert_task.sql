@@ -25,7 +25,7 @@ declare
     _limit_key text;
 begin
     -- Every rule in one test; the functions that word the error run only when one is broken.
-    if _task_type is null or _task_type !~ '^[A-Za-z][A-Za-z0-9_.:-]*$' or length(_task_type) > 128
+    if _task_type is null or _task_type !~ '^[A-Za-z][A-Za-z0-9_.:-]*$' or length(_task_type) > 128 or _task_type ^@ 'db_function:'
        or _payload is null or jsonb_typeof(_payload) <> 'object' or pg_column_size(_payload) > 8388608
        or _max_attempts < 1 or length(_idempotency_key) not between 1 and 512
        or _idempotency_key ^@ 'schedule:' or _idempotency_key ^@ 'tick:'

@@ -50,7 +50,7 @@ begin
                 coalesce(_scheduled_ats, array_fill(null::timestamptz, array[_n])))
          with ordinality as u(task_type, payload, max_attempts, idempotency_key, scheduled_at, ord)
     where u.task_type is null
-       or u.task_type !~ '^[A-Za-z][A-Za-z0-9_.:-]*$' or length(u.task_type) > 128
+       or u.task_type !~ '^[A-Za-z][A-Za-z0-9_.:-]*$' or length(u.task_type) > 128 or u.task_type ^@ 'db_function:'
        or u.payload is null or jsonb_typeof(u.payload) <> 'object'
        or u.max_attempts < 1
        or length(u.idempotency_key) not between 1 and 512
