@@ -143,8 +143,11 @@ func TestBrowserSteerSchedule(t *testing.T) {
 	require.Contains(t, b.text("#flash"), "Resumed schedule hourly")
 	require.True(t, q[bool](t, pool, `select enabled and next_run_at > now() from queues.schedule where name = 'hourly'`))
 
-	// Backfill the last three hours: open the form, fill the window's start, submit.
-	from := q[string](t, pool, `select to_char((now() - interval '3 hours') at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI')`)
+	// Backfill the last three hours' ticks: open the form, fill the window's start, submit. The
+	// start is a minute past the hour three hours back, so that the window holds three ticks
+	// whatever the minute (at hh:00 the window now - 3 hours began on a tick and held four).
+	from := q[string](t, pool, `select to_char((date_trunc('hour', now(), 'UTC') - interval '3 hours' + interval '1 minute') at time zone 'UTC',
+		'YYYY-MM-DD"T"HH24:MI')`)
 	b.do(chromedp.Evaluate[chromedp.Void](`(() => {
 		document.body.dataset.stale = '1';
 		const d = document.querySelector('`+row+`details.backfill');
