@@ -516,4 +516,29 @@ func TestLimitedEnqueueAsAppRoleHostileInput(t *testing.T) {
 		append(ids, one))
 	require.Equal(t, []string{"tenant_job *", "tenant_job *", "tenant_job *", "tenant_job =xx", "tenant_job =ac"}, buckets)
 	require.Equal(t, 100_001, scalar[int](t, tx, `select length(limit_key) from queues.task where task_id = $1`, ids[3]))
+
+	// A debounced enqueue (its limit written with its insert, core/0110): refused as before,
+	// nothing written; odd key values bucketed; enqueued again, the task moves to the new bucket.
+	mustExec(t, tx, `set local role `+pgx.Identifier{app}.Sanitize())
+	for _, sql := range []string{
+		`select task_id from queues.enqueue_debounced('tenant_job', null, 'd', interval '1 minute')`,
+		`select task_id from queues.enqueue_debounced('tenant_job', '[1]', 'd', interval '1 minute')`,
+		`select task_id from queues.enqueue_debounced('tenant_job', '{"tenant": 1}', null, interval '1 minute')`,
+		`select task_id from queues.enqueue_debounced('tenant_job', '{"tenant": 1}', 'd', interval '-1 minute')`,
+		`select task_id from queues.enqueue_debounced('tenant_job', '{"tenant": 1}', 'tick:x', interval '1 minute')`,
+		`select task_id from queues.enqueue_debounced('db_function:public.x', '{}', 'd', interval '1 minute')`,
+	} {
+		_, err := tx.Exec(ctx, `savepoint s`)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, sql)
+		requireSQLState(t, err, "22023", ".", sql)
+		_, err = tx.Exec(ctx, `rollback to savepoint s`)
+		require.NoError(t, err)
+	}
+	d := scalar[int64](t, tx, `select task_id from queues.enqueue_debounced('tenant_job', '{"tenant": {"a": 1}}', 'd', interval '1 minute')`)
+	again := scalar[int64](t, tx, `select task_id from queues.enqueue_debounced('tenant_job', jsonb_build_object('tenant', $1::text), 'd', interval '1 minute')`, huge)
+	require.Equal(t, d, again)
+	mustExec(t, tx, `reset role`)
+	require.Equal(t, "tenant_job =xx", scalar[string](t, tx, `select limit_name || ' ' || left(limit_key, 3) from queues.task where task_id = $1`, d))
+	require.Equal(t, 6, scalar[int](t, tx, `select count(*)::int from queues.task`), "the five above and the debounced one")
 }
