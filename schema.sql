@@ -2623,6 +2623,7 @@ begin
         raise exception 'enqueue: _after names task %, which does not exist', _missing
             using errcode = 'invalid_parameter_value';
     end if;
+    insert into queues.workflow_task (workflow_id, task_id) values (_workflow, _task_id);
     _failed := array_position(_statuses, 'failed');
     _failed := coalesce(_failed, array_position(_statuses, 'dead'), array_position(_statuses, 'cancelled'));
     select coalesce(array_agg(f.id order by f.id), '{}') into _open
@@ -3375,6 +3376,7 @@ CREATE FUNCTION internal.forget_parents() RETURNS trigger
 begin
     delete from queues.task_edge e where e.child_id = old.task_id;
     delete from queues.task_wait_stripe w where w.child_id = old.task_id;
+    delete from queues.workflow_task w where w.workflow_id = old.workflow_id and w.task_id = old.task_id;
     return null;
 end $$;
 
@@ -4429,23 +4431,54 @@ declare
     _sn integer[];
     _se boolean[];
     _n integer;
+    -- The edges not counted by the first statement: (child, stripe, parent, parent's outcome).
+    _ec bigint[];
+    _es integer[];
+    _ep bigint[];
+    _eo queues.task_status[];
     _released integer := 0;
     _outer text := coalesce(current_setting('taskorch.resolving_parents', true), '');
 begin
     -- The cancellations below end tasks too: this loop counts them, not the row trigger.
     perform set_config('taskorch.resolving_parents', 'on', true);
     while coalesce(cardinality(_ids), 0) > 0 loop
-        -- One statement: the parents' edges are deleted (the delete decides who counts each),
-        -- then per child, in id order, its stripes in order, then its row, are locked by nested
-        -- loops that follow the children's order (so that two sessions counting parents of the
-        -- same children lock in one order). A child that was not waiting when read is skipped,
-        -- as is a stripe or row that has gone. Edges that are their own counters (stripe -1)
-        -- empty as they are deleted: 'own' counts them.
+        -- The parents' edges are deleted (the delete decides who counts each). A child waiting
+        -- for one parent (its edge, stripe -1, is its counter) whose parent completed is
+        -- released at once, in child id order, by the same statement: nobody else counts it,
+        -- and its row is locked before any other child's stripe or row (see the order below).
+        -- The other edges are kept in arrays for the next statement.
         with d as (
             delete from queues.task_edge e
             using unnest(_ids, _outcomes) as x(id, outcome)
             where e.parent_id = x.id
             returning e.child_id, e.stripe, e.parent_id, x.outcome
+        ), own as (
+            update queues.task t
+            set status = case when t.waiting_stripes = 1 then 'pending' else t.status end,
+                waiting_stripes = t.waiting_stripes - 1,
+                run_at = case when t.waiting_stripes = 1 then greatest(t.scheduled_at, clock_timestamp()) else t.run_at end
+            from (select d.child_id from d where d.stripe < 0 and d.outcome = 'completed' order by d.child_id offset 0) o
+            where t.task_id = o.child_id and t.status = 'waiting'
+            returning t.status
+        )
+        select (select count(*) filter (where own.status = 'pending')::integer from own),
+               array_agg(d.child_id), array_agg(d.stripe), array_agg(d.parent_id), array_agg(d.outcome)
+        into _n, _ec, _es, _ep, _eo
+        from d
+        where not (d.stripe < 0 and d.outcome = 'completed');
+        _released := _released + _n;
+        _kc := null;
+        _sc := null;
+
+        -- The other edges, in one statement: per child, in id order, its stripes in order, then
+        -- its row, are locked by nested loops that follow the children's order (so that two
+        -- sessions counting parents of the same children lock in one order). A child that was
+        -- not waiting when read is skipped, as is a stripe or row that has gone. Edges that are
+        -- their own counters (stripe -1, here a parent that did not complete) empty as they are
+        -- deleted: 'own' counts them.
+        if _ec is not null then
+        with d as (
+            select * from unnest(_ec, _es, _ep, _eo) as d(child_id, stripe, parent_id, outcome)
         ), c as (
             select d.child_id,
                    min(d.parent_id) filter (where d.outcome <> 'completed') as failed_parent,
@@ -4501,6 +4534,7 @@ begin
                      array_agg(l.striped) filter (where l.row_locked is not null)
               from l) a
         cross join (select array_agg(s.child_id), array_agg(s.stripe), array_agg(s.n), array_agg(s.e) from s) b;
+        end if;
 
         -- The counted stripes (all locked above): decremented, or deleted when they empty.
         if _sc is not null then
@@ -5677,11 +5711,13 @@ begin
     _actor := internal.operator_actor('cancel_workflow', _actor);
     -- A workflow's id is its first task's; that task's own workflow_id stays NULL, and a task
     -- with neither parents nor children is in no workflow.
-    if not exists (select from queues.task t where t.workflow_id = _workflow_id) then
+    if not exists (select from queues.workflow_task w where w.workflow_id = _workflow_id) then
         raise exception 'cancel_workflow: workflow % does not exist', _workflow_id using errcode = 'no_data_found';
     end if;
     _ids := array(select t.task_id from queues.task t
-                  where (t.workflow_id = _workflow_id or t.task_id = _workflow_id) and t.status = any (_statuses)
+                  where t.task_id in (select w.task_id from queues.workflow_task w where w.workflow_id = _workflow_id
+                                      union all select _workflow_id)
+                    and t.status = any (_statuses)
                   order by t.task_id);
     if cardinality(_ids) = 0 then
         return query select 0, 0, 0;
@@ -11514,6 +11550,23 @@ COMMENT ON TABLE queues.workflow_step IS 'A durable Go workflow''s checkpoints (
 
 
 --
+-- Name: workflow_task; Type: TABLE; Schema: queues; Owner: -
+--
+
+CREATE TABLE queues.workflow_task (
+    workflow_id bigint NOT NULL,
+    task_id bigint NOT NULL
+);
+
+
+--
+-- Name: TABLE workflow_task; Type: COMMENT; Schema: queues; Owner: -
+--
+
+COMMENT ON TABLE queues.workflow_task IS 'The tasks of each workflow but its first (whose id is the workflow''s): one row per task whose queues.task.workflow_id is set, written at enqueue, deleted with the task. Join it to queues.task to read a workflow''s tasks.';
+
+
+--
 -- Name: task_event_default; Type: TABLE ATTACH; Schema: queues; Owner: -
 --
 
@@ -12200,6 +12253,14 @@ ALTER TABLE ONLY queues.workflow_step
 
 
 --
+-- Name: workflow_task workflow_task_pkey; Type: CONSTRAINT; Schema: queues; Owner: -
+--
+
+ALTER TABLE ONLY queues.workflow_task
+    ADD CONSTRAINT workflow_task_pkey PRIMARY KEY (workflow_id, task_id);
+
+
+--
 -- Name: account_anonymization_attempt_task_idx; Type: INDEX; Schema: accounts; Owner: -
 --
 
@@ -12421,13 +12482,6 @@ CREATE INDEX task_process_instance_idx ON queues.task USING btree (((payload ->>
 --
 
 CREATE INDEX task_waiting_idx ON queues.task USING btree (task_type) WHERE (status = 'waiting'::queues.task_status);
-
-
---
--- Name: task_workflow_idx; Type: INDEX; Schema: queues; Owner: -
---
-
-CREATE INDEX task_workflow_idx ON queues.task USING btree (workflow_id) WHERE (workflow_id IS NOT NULL);
 
 
 --

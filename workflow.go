@@ -107,10 +107,11 @@ const workflowSQL = `select task_id, task_type, status::text, attempt, after_ids
 from queues.task
 where task_id = $1 and workflow_id is null
 union all
-(select task_id, task_type, status::text, attempt, after_ids
- from queues.task
- where workflow_id = $1
- order by task_id
+(select t.task_id, t.task_type, t.status::text, t.attempt, t.after_ids
+ from queues.workflow_task w
+ join queues.task t on t.task_id = w.task_id
+ where w.workflow_id = $1
+ order by w.task_id
  limit $2)
 order by task_id`
 
@@ -151,7 +152,7 @@ func (c *Client) workflow(ctx context.Context, db DBTX, id int64) (*WorkflowGrap
 		return nil, fmt.Errorf("workflow %d: %w", id, ErrNotFound)
 	}
 	if len(w.Nodes) > maxWorkflowNodes+1 {
-		return nil, inputErrorf("workflow %d has more than %d tasks; read it with SQL (queues.task.workflow_id)", id, maxWorkflowNodes)
+		return nil, inputErrorf("workflow %d has more than %d tasks; read it with SQL (queues.workflow_task)", id, maxWorkflowNodes)
 	}
 	return w, nil
 }
@@ -218,14 +219,15 @@ func (c *Client) workflows(ctx context.Context, db DBTX, limit int) ([]WorkflowS
 		return nil, inputErrorf("workflows: limit %d is over 1000", limit)
 	}
 	rows, err := db.Query(ctx, `with w as (
-    select distinct workflow_id from queues.task where workflow_id is not null
+    select distinct workflow_id from queues.workflow_task
     order by workflow_id desc limit $1)
 select w.workflow_id, t.status::text, count(*)
 from w
 join lateral (
     select status from queues.task where task_id = w.workflow_id
     union all
-    select status from queues.task where workflow_id = w.workflow_id) t on true
+    select t.status from queues.workflow_task m join queues.task t on t.task_id = m.task_id
+    where m.workflow_id = w.workflow_id) t on true
 group by w.workflow_id, t.status
 order by w.workflow_id desc`, limit)
 	if err != nil {

@@ -59,6 +59,11 @@ func TestWorkflowIDs(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, w.Nodes, 5)
 	require.Equal(t, []int64{d, y}, w.Nodes[4].Parents, "a parent from another workflow is an edge, not a node")
+	// Each task that took a workflow's id is listed in queues.workflow_task, its root is not.
+	require.Equal(t, []int64{b, cc, d, z}, scalar[[]int64](t, pool,
+		`select array_agg(task_id order by task_id) from queues.workflow_task where workflow_id = $1`, a))
+	require.Equal(t, []int64{y}, scalar[[]int64](t, pool,
+		`select array_agg(task_id order by task_id) from queues.workflow_task where workflow_id = $1`, x))
 
 	list, err := c.Workflows(ctx, 0)
 	require.NoError(t, err)

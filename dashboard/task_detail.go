@@ -91,7 +91,7 @@ func workflowOfTask(ctx context.Context, tx pgx.Tx, t *taskorch.Task) (int64, er
 		return *t.WorkflowID, nil
 	}
 	var first bool
-	err := tx.QueryRow(ctx, `select exists (select from queues.task where workflow_id = $1)`, t.ID).Scan(&first)
+	err := tx.QueryRow(ctx, `select exists (select from queues.workflow_task where workflow_id = $1)`, t.ID).Scan(&first)
 	if err != nil || !first {
 		return 0, err
 	}

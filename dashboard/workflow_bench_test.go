@@ -43,7 +43,7 @@ func BenchmarkWorkflowPages(b *testing.B) {
 		end $$`)
 	require.NoError(b, err)
 	require.NoError(b, pool.QueryRow(ctx, `select max(workflow_id) from queues.task`).Scan(&diamond))
-	_, err = pool.Exec(ctx, `vacuum analyze queues.task`)
+	_, err = pool.Exec(ctx, `vacuum analyze queues.task, queues.workflow_task`)
 	require.NoError(b, err)
 	b.Logf("seeded 2,000 diamonds and a workflow of 5,000 tasks in %s", time.Since(start).Round(time.Second))
 

@@ -14,7 +14,7 @@ import (
 
 // Workflows (docs/workflows.md, "Workflows"): the list of the newest workflows with their tasks
 // counted by status, and one workflow's graph drawn as an SVG (workflow_graph.go). Both read
-// queues.task by workflow_id (task_workflow_idx) in the page's read-only transaction, on the
+// queues.workflow_task joined to queues.task in the page's read-only transaction, on the
 // replica when there is one.
 
 // workflowsShown bounds the workflows list.
@@ -47,8 +47,8 @@ type workflowsData struct {
 // status, their first task's enqueue time and the latest change of any of their tasks. A
 // workflow's root keeps workflow_id NULL and is read by its id.
 const workflowsSQL = `with w as (
-    select distinct workflow_id from queues.task
-    where workflow_id is not null and workflow_id < $1
+    select distinct workflow_id from queues.workflow_task
+    where workflow_id < $1
     order by workflow_id desc limit $2)
 select w.workflow_id, t.status::text, count(*),
        min(t.enqueued_at),
@@ -59,8 +59,9 @@ join lateral (
     select status, enqueued_at, claimed_at, completed_at, failed_at, dead_at, cancelled_at
     from queues.task where task_id = w.workflow_id and workflow_id is null
     union all
-    select status, enqueued_at, claimed_at, completed_at, failed_at, dead_at, cancelled_at
-    from queues.task where workflow_id = w.workflow_id) t on true
+    select t.status, t.enqueued_at, t.claimed_at, t.completed_at, t.failed_at, t.dead_at, t.cancelled_at
+    from queues.workflow_task m join queues.task t on t.task_id = m.task_id
+    where m.workflow_id = w.workflow_id) t on true
 group by w.workflow_id, t.status
 order by w.workflow_id desc`
 
@@ -155,11 +156,12 @@ const workflowNodesSQL = `select task_id, task_type, status::text, attempt, afte
 from queues.task
 where task_id = $1 and workflow_id is null
 union all
-(select task_id, task_type, status::text, attempt, after_ids, workflow_id, last_error, enqueued_at,
-       case when task_type = 'db_function' then left(payload ->> 'db_function', 130) end
- from queues.task
- where workflow_id = $1
- order by task_id
+(select t.task_id, t.task_type, t.status::text, t.attempt, t.after_ids, t.workflow_id, t.last_error, t.enqueued_at,
+       case when t.task_type = 'db_function' then left(t.payload ->> 'db_function', 130) end
+ from queues.workflow_task w
+ join queues.task t on t.task_id = w.task_id
+ where w.workflow_id = $1
+ order by w.task_id
  limit $2)
 order by task_id`
 
@@ -208,7 +210,7 @@ func (h *Handler) workflowPage(w http.ResponseWriter, r *http.Request) {
 		if len(nodes) == 0 || len(nodes) == 1 && nodes[0].ID == id { // no task took its id: no workflow (as Client.Workflow says)
 			return notFoundf("no workflow %d (a workflow's id is its first task's; a task without parents or children is in none, and retention may have pruned it)", id)
 		}
-		if err := tx.QueryRow(ctx, `select count(*) from (select from queues.task where workflow_id = $1 limit $2) t`,
+		if err := tx.QueryRow(ctx, `select count(*) from (select from queues.workflow_task where workflow_id = $1 limit $2) t`,
 			id, graphCountCap+1).Scan(&d.Tasks); err != nil {
 			return err
 		}

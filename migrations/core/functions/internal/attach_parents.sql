@@ -5,7 +5,8 @@
 -- at once; failed, dead or cancelled ones cancel the task under 'cancel' and count under 'run'.
 -- Parents that have not ended get an edge each and the task waits ('waiting', with its stripe
 -- counters); when none is left it stays pending. Sets its workflow_id: the smallest of its
--- parents' (a parent without one gives its own id). Returns its status.
+-- parents' (a parent without one gives its own id), and adds it to that workflow's tasks
+-- (queues.workflow_task). Returns its status.
 create or replace function internal.attach_parents(_task_id bigint, _after bigint[], _on_parent_failure text)
 returns queues.task_status
 language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
@@ -33,6 +34,7 @@ begin
         raise exception 'enqueue: _after names task %, which does not exist', _missing
             using errcode = 'invalid_parameter_value';
     end if;
+    insert into queues.workflow_task (workflow_id, task_id) values (_workflow, _task_id);
     _failed := array_position(_statuses, 'failed');
     _failed := coalesce(_failed, array_position(_statuses, 'dead'), array_position(_statuses, 'cancelled'));
     select coalesce(array_agg(f.id order by f.id), '{}') into _open

@@ -8,12 +8,15 @@
 -- counter is the edge itself (stripe -1: a child waiting for one parent) or a
 -- queues.task_wait_stripe row (one up to 16 parents, else one per about sqrt(k) parents), deleted
 -- when it empties. Set-based: a few statements per generation of parents, whatever the number of
--- children. Deletes the parents' edges, then locks per child in id order its stripes in order,
--- then its row (when it is cancelled, waits for this parent only, or one of its stripes empties),
--- in one ordered statement before any counter or row changes; it never locks a child's edge or
--- stripe after that child's row (a cancelled child keeps its other edges and counters until they
--- are counted or the child is deleted), so sessions ending parents of the same children at once
--- lock in one order. Returns how many children it released.
+-- children. Deletes the parents' edges and, in the same statement and in id order, releases
+-- each child that waits for one parent only, which completed: only this session counts such a
+-- child, so its row lock waits for no sibling's completion and holds none back. Then locks per
+-- child in id order its stripes in order, then its row (when it is cancelled, waits for this
+-- parent only, or one of its stripes empties), in one ordered statement before any counter or
+-- row changes; it never locks a child's edge or stripe after that child's row (a cancelled child
+-- keeps its other edges and counters until they are counted or the child is deleted), so
+-- sessions ending parents of the same children at once lock in one order. Returns how many
+-- children it released.
 create or replace function internal.resolve_parents(_ids bigint[], _outcomes queues.task_status[])
 returns integer
 language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
@@ -31,23 +34,54 @@ declare
     _sn integer[];
     _se boolean[];
     _n integer;
+    -- The edges not counted by the first statement: (child, stripe, parent, parent's outcome).
+    _ec bigint[];
+    _es integer[];
+    _ep bigint[];
+    _eo queues.task_status[];
     _released integer := 0;
     _outer text := coalesce(current_setting('taskorch.resolving_parents', true), '');
 begin
     -- The cancellations below end tasks too: this loop counts them, not the row trigger.
     perform set_config('taskorch.resolving_parents', 'on', true);
     while coalesce(cardinality(_ids), 0) > 0 loop
-        -- One statement: the parents' edges are deleted (the delete decides who counts each),
-        -- then per child, in id order, its stripes in order, then its row, are locked by nested
-        -- loops that follow the children's order (so that two sessions counting parents of the
-        -- same children lock in one order). A child that was not waiting when read is skipped,
-        -- as is a stripe or row that has gone. Edges that are their own counters (stripe -1)
-        -- empty as they are deleted: 'own' counts them.
+        -- The parents' edges are deleted (the delete decides who counts each). A child waiting
+        -- for one parent (its edge, stripe -1, is its counter) whose parent completed is
+        -- released at once, in child id order, by the same statement: nobody else counts it,
+        -- and its row is locked before any other child's stripe or row (see the order below).
+        -- The other edges are kept in arrays for the next statement.
         with d as (
             delete from queues.task_edge e
             using unnest(_ids, _outcomes) as x(id, outcome)
             where e.parent_id = x.id
             returning e.child_id, e.stripe, e.parent_id, x.outcome
+        ), own as (
+            update queues.task t
+            set status = case when t.waiting_stripes = 1 then 'pending' else t.status end,
+                waiting_stripes = t.waiting_stripes - 1,
+                run_at = case when t.waiting_stripes = 1 then greatest(t.scheduled_at, clock_timestamp()) else t.run_at end
+            from (select d.child_id from d where d.stripe < 0 and d.outcome = 'completed' order by d.child_id offset 0) o
+            where t.task_id = o.child_id and t.status = 'waiting'
+            returning t.status
+        )
+        select (select count(*) filter (where own.status = 'pending')::integer from own),
+               array_agg(d.child_id), array_agg(d.stripe), array_agg(d.parent_id), array_agg(d.outcome)
+        into _n, _ec, _es, _ep, _eo
+        from d
+        where not (d.stripe < 0 and d.outcome = 'completed');
+        _released := _released + _n;
+        _kc := null;
+        _sc := null;
+
+        -- The other edges, in one statement: per child, in id order, its stripes in order, then
+        -- its row, are locked by nested loops that follow the children's order (so that two
+        -- sessions counting parents of the same children lock in one order). A child that was
+        -- not waiting when read is skipped, as is a stripe or row that has gone. Edges that are
+        -- their own counters (stripe -1, here a parent that did not complete) empty as they are
+        -- deleted: 'own' counts them.
+        if _ec is not null then
+        with d as (
+            select * from unnest(_ec, _es, _ep, _eo) as d(child_id, stripe, parent_id, outcome)
         ), c as (
             select d.child_id,
                    min(d.parent_id) filter (where d.outcome <> 'completed') as failed_parent,
@@ -103,6 +137,7 @@ begin
                      array_agg(l.striped) filter (where l.row_locked is not null)
               from l) a
         cross join (select array_agg(s.child_id), array_agg(s.stripe), array_agg(s.n), array_agg(s.e) from s) b;
+        end if;
 
         -- The counted stripes (all locked above): decremented, or deleted when they empty.
         if _sc is not null then

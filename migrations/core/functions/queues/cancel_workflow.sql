@@ -20,11 +20,13 @@ begin
     _actor := internal.operator_actor('cancel_workflow', _actor);
     -- A workflow's id is its first task's; that task's own workflow_id stays NULL, and a task
     -- with neither parents nor children is in no workflow.
-    if not exists (select from queues.task t where t.workflow_id = _workflow_id) then
+    if not exists (select from queues.workflow_task w where w.workflow_id = _workflow_id) then
         raise exception 'cancel_workflow: workflow % does not exist', _workflow_id using errcode = 'no_data_found';
     end if;
     _ids := array(select t.task_id from queues.task t
-                  where (t.workflow_id = _workflow_id or t.task_id = _workflow_id) and t.status = any (_statuses)
+                  where t.task_id in (select w.task_id from queues.workflow_task w where w.workflow_id = _workflow_id
+                                      union all select _workflow_id)
+                    and t.status = any (_statuses)
                   order by t.task_id);
     if cardinality(_ids) = 0 then
         return query select 0, 0, 0;
