@@ -2592,6 +2592,44 @@ end $$;
 
 
 --
+-- Name: attach_children(bigint[], bigint[], bigint, queues.task_status, integer, bigint, queues.task_status); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.attach_children(_task_ids bigint[], _open bigint[], _workflow bigint, _status queues.task_status, _stripes integer, _failed_parent bigint, _failed_status queues.task_status) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _k integer := cardinality(_open);
+begin
+    insert into queues.workflow_task (workflow_id, task_id)
+    select _workflow, c.id from unnest(_task_ids) as c(id);
+    if _status = 'cancelled' then
+        insert into queues.task_event (task_id, event, from_status, to_status, worker_id, attempt, detail)
+        select c.id, 'cancelled', 'pending', 'cancelled', session_user, 0,
+               format('parent task %s ended %s', _failed_parent, _failed_status)
+        from unnest(_task_ids) as c(id)
+        order by c.id;
+        return;
+    end if;
+    if _status <> 'waiting' then
+        return;
+    end if;
+    if _k > 1 then
+        insert into queues.task_wait_stripe (child_id, stripe, pending)
+        select c.id, (o.n - 1) * _stripes / _k, count(*)
+        from unnest(_task_ids) as c(id)
+        cross join unnest(_open) with ordinality as o(id, n)
+        group by 1, 2;
+    end if;
+    insert into queues.task_edge (parent_id, child_id, stripe)
+    select o.id, c.id, case when _k = 1 then -1 else (o.n - 1) * _stripes / _k end
+    from unnest(_task_ids) as c(id)
+    cross join unnest(_open) with ordinality as o(id, n);
+end $$;
+
+
+--
 -- Name: attach_parents(bigint, bigint[], text); Type: FUNCTION; Schema: internal; Owner: -
 --
 
@@ -2600,69 +2638,18 @@ CREATE FUNCTION internal.attach_parents(_task_id bigint, _after bigint[], _on_pa
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    _ids bigint[];
-    _found bigint[];
-    _statuses queues.task_status[];
-    _missing bigint;
-    _open bigint[];
-    _failed integer;
-    _k integer;
-    _stripes integer;
-    _workflow bigint;
+    _p record;
 begin
-    select coalesce(array_agg(distinct a order by a), '{}') into _ids from unnest(_after) a;
-    select coalesce(array_agg(t.task_id order by t.task_id), '{}'), coalesce(array_agg(t.status order by t.task_id), '{}'),
-           min(coalesce(t.workflow_id, t.task_id))
-    into _found, _statuses, _workflow
-    from (select t.task_id, t.status, t.workflow_id from queues.task t
-          where t.task_id = any (_ids)
-          order by t.task_id
-          for key share) t;
-    select a into _missing from unnest(_ids) a where a <> all (_found) order by a limit 1;
-    if _missing is not null then
-        raise exception 'enqueue: _after names task %, which does not exist', _missing
-            using errcode = 'invalid_parameter_value';
-    end if;
-    insert into queues.workflow_task (workflow_id, task_id) values (_workflow, _task_id);
-    _failed := array_position(_statuses, 'failed');
-    _failed := coalesce(_failed, array_position(_statuses, 'dead'), array_position(_statuses, 'cancelled'));
-    select coalesce(array_agg(f.id order by f.id), '{}') into _open
-    from unnest(_found, _statuses) as f(id, status)
-    where f.status in ('waiting', 'pending', 'running');
-
-    if _failed is not null and _on_parent_failure = 'cancel' then
-        update queues.task t
-        set status = 'cancelled', cancelled_at = clock_timestamp(), after_ids = _ids, on_parent_failure = _on_parent_failure,
-            workflow_id = _workflow
-        where t.task_id = _task_id;
-        insert into queues.task_event (task_id, event, from_status, to_status, worker_id, attempt, detail)
-        values (_task_id, 'cancelled', 'pending', 'cancelled', session_user, 0,
-                format('parent task %s ended %s', _found[_failed], _statuses[_failed]));
-        return 'cancelled';
-    end if;
-    _k := cardinality(_open);
-    if _k = 0 then
-        update queues.task t set after_ids = _ids, on_parent_failure = _on_parent_failure, workflow_id = _workflow
-        where t.task_id = _task_id;
-        return 'pending';
-    end if;
-    -- One parent: its edge is the counter (stripe -1, no task_wait_stripe row); up to 16, one
-    -- counter; else ceil(sqrt(k)) stripes of consecutive parents.
-    _stripes := case when _k <= 16 then 1 else ceil(sqrt(_k))::integer end;
+    select * into _p from internal.parents_of(_after, _on_parent_failure);
     update queues.task t
-    set status = 'waiting', after_ids = _ids, on_parent_failure = _on_parent_failure, waiting_stripes = _stripes,
-        workflow_id = _workflow
+    set status = _p.status,
+        cancelled_at = case when _p.status = 'cancelled' then clock_timestamp() end,
+        after_ids = _p.ids, on_parent_failure = _on_parent_failure, waiting_stripes = _p.stripes,
+        workflow_id = _p.workflow
     where t.task_id = _task_id;
-    if _k > 1 then
-        insert into queues.task_wait_stripe (child_id, stripe, pending)
-        select _task_id, (o.n - 1) * _stripes / _k, count(*)
-        from unnest(_open) with ordinality as o(id, n)
-        group by 2;
-    end if;
-    insert into queues.task_edge (parent_id, child_id, stripe)
-    select o.id, _task_id, case when _k = 1 then -1 else (o.n - 1) * _stripes / _k end
-    from unnest(_open) with ordinality as o(id, n);
-    return 'waiting';
+    perform internal.attach_children(array[_task_id], _p.open, _p.workflow, _p.status, _p.stripes,
+                                     _p.failed_parent, _p.failed_status);
+    return _p.status;
 end $$;
 
 
@@ -4246,6 +4233,56 @@ begin
             to_jsonb(left(_actor, 210))::text using errcode = 'invalid_parameter_value';
     end if;
     return btrim(_actor);
+end $$;
+
+
+--
+-- Name: parents_of(bigint[], text); Type: FUNCTION; Schema: internal; Owner: -
+--
+
+CREATE FUNCTION internal.parents_of(_after bigint[], _on_parent_failure text, OUT ids bigint[], OUT open bigint[], OUT workflow bigint, OUT status queues.task_status, OUT stripes integer, OUT failed_parent bigint, OUT failed_status queues.task_status) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _found bigint[];
+    _statuses queues.task_status[];
+    _missing bigint;
+    _failed integer;
+begin
+    select coalesce(array_agg(distinct a order by a), '{}') into ids from unnest(_after) a;
+    select coalesce(array_agg(t.task_id order by t.task_id), '{}'), coalesce(array_agg(t.status order by t.task_id), '{}'),
+           min(coalesce(t.workflow_id, t.task_id))
+    into _found, _statuses, workflow
+    from (select t.task_id, t.status, t.workflow_id from queues.task t
+          where t.task_id = any (ids)
+          order by t.task_id
+          for key share) t;
+    select a into _missing from unnest(ids) a where a <> all (_found) order by a limit 1;
+    if _missing is not null then
+        raise exception 'enqueue: _after names task %, which does not exist', _missing
+            using errcode = 'invalid_parameter_value';
+    end if;
+    _failed := coalesce(array_position(_statuses, 'failed'), array_position(_statuses, 'dead'),
+                        array_position(_statuses, 'cancelled'));
+    if _failed is not null and _on_parent_failure = 'cancel' then
+        status := 'cancelled';
+        failed_parent := _found[_failed];
+        failed_status := _statuses[_failed];
+        open := '{}';
+        return;
+    end if;
+    select coalesce(array_agg(f.id order by f.id), '{}') into open
+    from unnest(_found, _statuses) as f(id, status)
+    where f.status in ('waiting', 'pending', 'running');
+    if cardinality(open) = 0 then
+        status := 'pending';
+        return;
+    end if;
+    status := 'waiting';
+    -- One parent: its edge is the counter (stripe -1, no task_wait_stripe row); up to 16, one
+    -- counter; else ceil(sqrt(k)) stripes of consecutive parents.
+    stripes := case when cardinality(open) <= 16 then 1 else ceil(sqrt(cardinality(open)))::integer end;
 end $$;
 
 
@@ -6920,6 +6957,14 @@ declare
     _dup boolean := false;
     _limit_name text;
     _limit_key text;
+    -- What the parents make the task (internal.parents_of), when it names some.
+    _p_ids bigint[];
+    _p_open bigint[];
+    _p_workflow bigint;
+    _p_status queues.task_status := 'pending';
+    _p_stripes integer;
+    _p_failed bigint;
+    _p_failed_status queues.task_status;
 begin
     -- Every rule in one test; the functions that word the error run only when one is broken.
     if _task_type is null or _task_type !~ '^[A-Za-z][A-Za-z0-9_.:-]*$' or length(_task_type) > 128 or _task_type ^@ 'db_function:'
@@ -6941,11 +6986,22 @@ begin
         where l.task_type is not null;
     end if;
 
-    if _idempotency_key is null then
+    if _idempotency_key is null and _after is null then
         insert into queues.task (task_type, payload, priority, scheduled_at, run_at, max_attempts, limit_name, limit_key)
         values (_task_type, _payload, coalesce(_priority, 0), _scheduled_at, _scheduled_at,
                 coalesce(_max_attempts, queues.default_max_attempts()), _limit_name, _limit_key)
         returning queues.task.task_id into _id;
+    elsif _idempotency_key is null then
+        select * into _p_ids, _p_open, _p_workflow, _p_status, _p_stripes, _p_failed, _p_failed_status
+        from internal.parents_of(_after, _on_parent_failure);
+        insert into queues.task (task_type, payload, priority, scheduled_at, run_at, max_attempts, limit_name, limit_key,
+                                 status, cancelled_at, after_ids, on_parent_failure, waiting_stripes, workflow_id)
+        values (_task_type, _payload, coalesce(_priority, 0), _scheduled_at, _scheduled_at,
+                coalesce(_max_attempts, queues.default_max_attempts()), _limit_name, _limit_key,
+                _p_status, case when _p_status = 'cancelled' then clock_timestamp() end, _p_ids, _on_parent_failure,
+                _p_stripes, _p_workflow)
+        returning queues.task.task_id into _id;
+        perform internal.attach_children(array[_id], _p_open, _p_workflow, _p_status, _p_stripes, _p_failed, _p_failed_status);
     else
         -- With a key: insert, or find the task that holds it. The loop covers the rare case where
         -- the holder disappears (rolled back or pruned) between the two statements.
@@ -6971,7 +7027,7 @@ begin
                 using errcode = 'serialization_failure';
         end if;
     end if;
-    if _after is not null and not _dup then
+    if _after is not null and _idempotency_key is not null and not _dup then
         perform internal.attach_parents(_id, _after, _on_parent_failure);
     end if;
     if _task_type in ('db_function', 'email', 'sms', 'file_delete') then
@@ -7002,6 +7058,14 @@ declare
     _by text := coalesce(nullif(current_setting('role'), 'none'), session_user::text);
     -- Whether any limit is set: without one, no task is looked up.
     _limits boolean := exists (select from queues.task_limit);
+    -- What the parents make each task (internal.parents_of), when the call names some.
+    _p_ids bigint[];
+    _p_open bigint[];
+    _p_workflow bigint;
+    _p_status queues.task_status := 'pending';
+    _p_stripes integer;
+    _p_failed bigint;
+    _p_failed_status queues.task_status;
 begin
     if coalesce(cardinality(_payloads), 0) <> _n
         or (_scheduled_ats is not null and cardinality(_scheduled_ats) <> _n)
@@ -7045,6 +7109,10 @@ begin
        or not exists (select from unnest(_idempotency_keys) as k where k is not null) then
         -- Fast path: no idempotency keys, so no conflicts and no duplicates. Ids are drawn in
         -- input order.
+        if _after is not null then
+            select * into _p_ids, _p_open, _p_workflow, _p_status, _p_stripes, _p_failed, _p_failed_status
+            from internal.parents_of(_after, _on_parent_failure);
+        end if;
         with input as materialized (
             select u.ord, u.task_type, u.payload,
                    coalesce(u.scheduled_at, now()) as scheduled_at,
@@ -7058,15 +7126,18 @@ begin
                  with ordinality as u(task_type, payload, scheduled_at, priority, max_attempts, ord)
         ), ins as (
             insert into queues.task (task_id, task_type, payload, priority, scheduled_at, run_at, max_attempts, enqueued_by,
-                                     limit_name, limit_key)
+                                     limit_name, limit_key,
+                                     status, cancelled_at, after_ids, on_parent_failure, waiting_stripes, workflow_id)
             select i.new_id, i.task_type, i.payload, i.priority, i.scheduled_at, i.scheduled_at, i.max_attempts, _by,
-                   l.task_type, case when l.task_type is not null then internal.limit_key(l.key_field, i.payload) end
+                   l.task_type, case when l.task_type is not null then internal.limit_key(l.key_field, i.payload) end,
+                   _p_status, case when _p_status = 'cancelled' then clock_timestamp() end, _p_ids,
+                   case when _after is not null then _on_parent_failure end, _p_stripes, _p_workflow
             from input i
             left join lateral (select * from internal.limit_of(i.task_type, i.payload) where _limits) l on true
         )
         select array_agg(i.new_id order by i.ord) into _ids from input i;
         if _after is not null then
-            perform internal.attach_parents(r.id, _after, _on_parent_failure) from unnest(_ids) as r(id);
+            perform internal.attach_children(_ids, _p_open, _p_workflow, _p_status, _p_stripes, _p_failed, _p_failed_status);
         end if;
         if _task_types && array['db_function', 'email', 'sms', 'file_delete'] then
             perform internal.drop_enqueue_permits();
@@ -13900,6 +13971,13 @@ REVOKE ALL ON FUNCTION internal.apply_task_action(_action text, _ids bigint[], _
 
 
 --
+-- Name: FUNCTION attach_children(_task_ids bigint[], _open bigint[], _workflow bigint, _status queues.task_status, _stripes integer, _failed_parent bigint, _failed_status queues.task_status); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.attach_children(_task_ids bigint[], _open bigint[], _workflow bigint, _status queues.task_status, _stripes integer, _failed_parent bigint, _failed_status queues.task_status) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION attach_parents(_task_id bigint, _after bigint[], _on_parent_failure text); Type: ACL; Schema: internal; Owner: -
 --
 
@@ -14184,6 +14262,13 @@ REVOKE ALL ON FUNCTION internal.notify_task_done() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION internal.operator_actor(_label text, _actor text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION parents_of(_after bigint[], _on_parent_failure text, OUT ids bigint[], OUT open bigint[], OUT workflow bigint, OUT status queues.task_status, OUT stripes integer, OUT failed_parent bigint, OUT failed_status queues.task_status); Type: ACL; Schema: internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION internal.parents_of(_after bigint[], _on_parent_failure text, OUT ids bigint[], OUT open bigint[], OUT workflow bigint, OUT status queues.task_status, OUT stripes integer, OUT failed_parent bigint, OUT failed_status queues.task_status) FROM PUBLIC;
 
 
 --

@@ -9,8 +9,8 @@ import (
 )
 
 // An application role granted enqueueing (queues.grant_enqueue) names parents through
-// queues.enqueue's _after, and that is all: it cannot read or write the edges and counters,
-// call the functions that count a parent's end, or release or cancel a child by any other way
+// queues.enqueue's _after, and that is all: it cannot read or write the edges, counters or a workflow's
+// tasks, call the functions that count a parent's end, or release or cancel a child by any other way
 // (docs/workflows.md, "What naming a parent reveals and allows"); neither can the worker role.
 // Naming a parent changes nothing on it.
 func TestWorkflowAppRoleNamesParentsOnly(t *testing.T) {
@@ -24,7 +24,9 @@ func TestWorkflowAppRoleNamesParentsOnly(t *testing.T) {
 	})
 	mustExec(t, pool, `select queues.grant_enqueue($1)`, app)
 	for _, fn := range []string{"internal.resolve_parents(bigint[], queues.task_status[])", "internal.attach_parents(bigint, bigint[], text)",
-		"internal.check_edge_parent()", "internal.note_ended_parent()", "internal.resolve_ended_parents()", "internal.forget_parents()"} {
+		"internal.check_edge_parent()", "internal.note_ended_parent()", "internal.resolve_ended_parents()", "internal.forget_parents()",
+		"internal.parents_of(bigint[], text)",
+		"internal.attach_children(bigint[], bigint[], bigint, queues.task_status, integer, bigint, queues.task_status)"} {
 		require.False(t, scalar[bool](t, pool, `select has_function_privilege($1, $2, 'execute')`, app, fn), fn)
 		require.False(t, scalar[bool](t, pool, `select has_function_privilege('worker_service_user', $1, 'execute')`, fn), fn)
 	}
@@ -44,6 +46,11 @@ func TestWorkflowAppRoleNamesParentsOnly(t *testing.T) {
 		`insert into queues.task_edge values (1, 2, 0)`,
 		`update queues.task set status = 'pending' where status = 'waiting'`,
 		`select internal.resolve_parents(array[1::bigint], array['completed'::queues.task_status])`,
+		`select * from queues.workflow_task`,
+		`insert into queues.workflow_task values (1, 2)`,
+		`delete from queues.workflow_task`,
+		`select internal.parents_of(array[1::bigint], 'cancel')`,
+		`select internal.attach_children(array[1::bigint], '{}', 1, 'waiting', 1, null, null)`,
 	} {
 		_, err := tx.Exec(ctx, "savepoint s")
 		require.NoError(t, err)

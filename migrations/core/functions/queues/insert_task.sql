@@ -4,7 +4,10 @@
 -- db_function task's key is its function's: queues.task.key_scope; keys beginning with schedule:
 -- or tick: are the system's, 22023). The row records the enqueuing session's role (enqueued_by).
 -- _after names parents the task waits for, _on_parent_failure what a failed one does to it
--- ('cancel' or 'run'; internal.attach_parents, docs/workflows.md); a duplicate keeps its own.
+-- ('cancel' or 'run'; docs/workflows.md); a duplicate keeps its own. A task without a key is
+-- written once with what its parents make it (internal.parents_of: waiting, pending or
+-- cancelled), then its edges (internal.attach_children); one with a key is inserted first, since
+-- only the insert says whether it is new (internal.attach_parents).
 -- A task a limit governs is written with its limit and bucket (internal.limit_of), in the
 -- insert itself.
 create or replace function queues.insert_task(
@@ -23,6 +26,14 @@ declare
     _dup boolean := false;
     _limit_name text;
     _limit_key text;
+    -- What the parents make the task (internal.parents_of), when it names some.
+    _p_ids bigint[];
+    _p_open bigint[];
+    _p_workflow bigint;
+    _p_status queues.task_status := 'pending';
+    _p_stripes integer;
+    _p_failed bigint;
+    _p_failed_status queues.task_status;
 begin
     -- Every rule in one test; the functions that word the error run only when one is broken.
     if _task_type is null or _task_type !~ '^[A-Za-z][A-Za-z0-9_.:-]*$' or length(_task_type) > 128 or _task_type ^@ 'db_function:'
@@ -44,11 +55,22 @@ begin
         where l.task_type is not null;
     end if;
 
-    if _idempotency_key is null then
+    if _idempotency_key is null and _after is null then
         insert into queues.task (task_type, payload, priority, scheduled_at, run_at, max_attempts, limit_name, limit_key)
         values (_task_type, _payload, coalesce(_priority, 0), _scheduled_at, _scheduled_at,
                 coalesce(_max_attempts, queues.default_max_attempts()), _limit_name, _limit_key)
         returning queues.task.task_id into _id;
+    elsif _idempotency_key is null then
+        select * into _p_ids, _p_open, _p_workflow, _p_status, _p_stripes, _p_failed, _p_failed_status
+        from internal.parents_of(_after, _on_parent_failure);
+        insert into queues.task (task_type, payload, priority, scheduled_at, run_at, max_attempts, limit_name, limit_key,
+                                 status, cancelled_at, after_ids, on_parent_failure, waiting_stripes, workflow_id)
+        values (_task_type, _payload, coalesce(_priority, 0), _scheduled_at, _scheduled_at,
+                coalesce(_max_attempts, queues.default_max_attempts()), _limit_name, _limit_key,
+                _p_status, case when _p_status = 'cancelled' then clock_timestamp() end, _p_ids, _on_parent_failure,
+                _p_stripes, _p_workflow)
+        returning queues.task.task_id into _id;
+        perform internal.attach_children(array[_id], _p_open, _p_workflow, _p_status, _p_stripes, _p_failed, _p_failed_status);
     else
         -- With a key: insert, or find the task that holds it. The loop covers the rare case where
         -- the holder disappears (rolled back or pruned) between the two statements.
@@ -74,7 +96,7 @@ begin
                 using errcode = 'serialization_failure';
         end if;
     end if;
-    if _after is not null and not _dup then
+    if _after is not null and _idempotency_key is not null and not _dup then
         perform internal.attach_parents(_id, _after, _on_parent_failure);
     end if;
     if _task_type in ('db_function', 'email', 'sms', 'file_delete') then

@@ -2,8 +2,9 @@
 -- permit); keys repeated within the batch map to one task (keys scoped as queues.insert_task's). Returns each id in input order and
 -- whether it was a duplicate. _after and _on_parent_failure apply to every task the call inserts
 -- (a duplicate keeps its own parents): a fan-out of many tasks after the same parents
--- (internal.attach_parents, docs/workflows.md). A task a limit governs is written with its limit
--- and bucket (internal.limit_of), in the insert itself.
+-- (docs/workflows.md), read once for the call (internal.parents_of); without keys each task is
+-- written once with what they make it, then the edges (internal.attach_children). A task a limit
+-- governs is written with its limit and bucket (internal.limit_of), in the insert itself.
 create or replace function queues.insert_tasks(
     _task_types text[],
     _payloads jsonb[],
@@ -26,6 +27,14 @@ declare
     _by text := coalesce(nullif(current_setting('role'), 'none'), session_user::text);
     -- Whether any limit is set: without one, no task is looked up.
     _limits boolean := exists (select from queues.task_limit);
+    -- What the parents make each task (internal.parents_of), when the call names some.
+    _p_ids bigint[];
+    _p_open bigint[];
+    _p_workflow bigint;
+    _p_status queues.task_status := 'pending';
+    _p_stripes integer;
+    _p_failed bigint;
+    _p_failed_status queues.task_status;
 begin
     if coalesce(cardinality(_payloads), 0) <> _n
         or (_scheduled_ats is not null and cardinality(_scheduled_ats) <> _n)
@@ -69,6 +78,10 @@ begin
        or not exists (select from unnest(_idempotency_keys) as k where k is not null) then
         -- Fast path: no idempotency keys, so no conflicts and no duplicates. Ids are drawn in
         -- input order.
+        if _after is not null then
+            select * into _p_ids, _p_open, _p_workflow, _p_status, _p_stripes, _p_failed, _p_failed_status
+            from internal.parents_of(_after, _on_parent_failure);
+        end if;
         with input as materialized (
             select u.ord, u.task_type, u.payload,
                    coalesce(u.scheduled_at, now()) as scheduled_at,
@@ -82,15 +95,18 @@ begin
                  with ordinality as u(task_type, payload, scheduled_at, priority, max_attempts, ord)
         ), ins as (
             insert into queues.task (task_id, task_type, payload, priority, scheduled_at, run_at, max_attempts, enqueued_by,
-                                     limit_name, limit_key)
+                                     limit_name, limit_key,
+                                     status, cancelled_at, after_ids, on_parent_failure, waiting_stripes, workflow_id)
             select i.new_id, i.task_type, i.payload, i.priority, i.scheduled_at, i.scheduled_at, i.max_attempts, _by,
-                   l.task_type, case when l.task_type is not null then internal.limit_key(l.key_field, i.payload) end
+                   l.task_type, case when l.task_type is not null then internal.limit_key(l.key_field, i.payload) end,
+                   _p_status, case when _p_status = 'cancelled' then clock_timestamp() end, _p_ids,
+                   case when _after is not null then _on_parent_failure end, _p_stripes, _p_workflow
             from input i
             left join lateral (select * from internal.limit_of(i.task_type, i.payload) where _limits) l on true
         )
         select array_agg(i.new_id order by i.ord) into _ids from input i;
         if _after is not null then
-            perform internal.attach_parents(r.id, _after, _on_parent_failure) from unnest(_ids) as r(id);
+            perform internal.attach_children(_ids, _p_open, _p_workflow, _p_status, _p_stripes, _p_failed, _p_failed_status);
         end if;
         if _task_types && array['db_function', 'email', 'sms', 'file_delete'] then
             perform internal.drop_enqueue_permits();
