@@ -83,6 +83,13 @@ func TestDurableWorkflowFunctionsAsRoles(t *testing.T) {
 			array[$1::bigint, $1::bigint], array[$2::bigint, $2::bigint], '{1,1}', '{good,again}', '{1,2}', array[now(), now()])`,
 		&group, mine, lease))
 	require.Equal(t, "true,false", group)
+	// A stale run's row for a position, first in the group, beside the current lease's row for
+	// the same position (a run that lost its lease finishing the step as the run that took the
+	// task over does): the current lease's row is recorded, the stale one is not.
+	require.NoError(t, asRoleScalar(t, pool, w, `select string_agg(recorded::text, ',') from queues.record_workflow_steps(
+			array[$1::bigint, $1::bigint], array[$3::bigint, $2::bigint], '{1,1}', '{stale,current}', '{1,2}', array[now(), now()])`,
+		&group, mine, lease, lease+1000))
+	require.Equal(t, "false,true", group)
 
 	// A completed task's id with its old lease: nothing written either.
 	var got string

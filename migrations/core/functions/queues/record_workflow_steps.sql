@@ -36,23 +36,27 @@ begin
             using errcode = 'invalid_parameter_value';
     end if;
     return query
-    with input as (
-        select i.task_id, i.lease_id, i.seq, i.name, i.result, i.started_at, i.ord,
-            row_number() over (partition by i.task_id, i.seq order by i.ord) = 1 as first
-        from unnest(_task_ids, _lease_ids, _seqs, _names, _results, _started_ats)
-            with ordinality as i(task_id, lease_id, seq, name, result, started_at, ord)
-    ), held as (
+    with held as (
         select t.task_id, t.lease_id, t.attempt
         from queues.task t
         where t.task_id = any (_task_ids) and t.lease_expires_at is not null -- i.e. running
         order by t.task_id
         for key share of t
+    ), input as (
+        -- Of the rows for one position, the first under the current lease is the one written: a
+        -- stale run's row for the same position (a run that lost its lease, finishing the same
+        -- step beside the run that took the task over) must not take its place.
+        select i.task_id, i.lease_id, i.seq, i.name, i.result, i.started_at, i.ord, h.attempt,
+            h.task_id is not null as current,
+            row_number() over (partition by i.task_id, i.seq order by (h.task_id is not null) desc, i.ord) = 1 as first
+        from unnest(_task_ids, _lease_ids, _seqs, _names, _results, _started_ats)
+            with ordinality as i(task_id, lease_id, seq, name, result, started_at, ord)
+        left join held h on h.task_id = i.task_id and h.lease_id = i.lease_id
     ), ins as (
         insert into queues.workflow_step (task_id, seq, kind, name, result, wake_at, lease_id, attempt, started_at)
-        select i.task_id, i.seq, 'step', i.name, i.result, null, i.lease_id, h.attempt, i.started_at
+        select i.task_id, i.seq, 'step', i.name, i.result, null, i.lease_id, i.attempt, i.started_at
         from input i
-        join held h on h.task_id = i.task_id and h.lease_id = i.lease_id
-        where i.first
+        where i.first and i.current
         on conflict on constraint workflow_step_pkey do nothing
         returning workflow_step.task_id, workflow_step.seq, workflow_step.lease_id
     )
